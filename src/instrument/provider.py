@@ -1,0 +1,255 @@
+"""`configure()` and `shutdown()`: the one place where the SDK, the exporter and the enabled groups are wired.
+
+Call sites only ever use the span helpers; what those emit, and where it goes, is decided here. The enabled groups
+and the tracer live in one module-level object so the hot path reads two attributes and nothing else.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import socket
+import threading
+from collections.abc import Iterable, Mapping
+from contextvars import ContextVar
+from typing import Any, Optional
+
+from opentelemetry import trace
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+
+from ._log import logger, warn_once
+from .groups import RL_ITERATION_ATTR, resolve_span_groups
+
+INSTRUMENTATION_SCOPE = "goodput.instrument"
+
+ENV_SPAN_GROUPS = "GOODPUT_SPAN_GROUPS"
+ENV_EXPORTER = "GOODPUT_EXPORTER"
+ENV_TRACE_PATH = "GOODPUT_TRACE_PATH"
+ENV_TRACE_OWNER_PID = "GOODPUT_TRACE_OWNER_PID"
+FILE_EXPORTERS = ("otlp-file", "json-file")
+
+# A burst of short spans (per-prompt work, a fast data plane) must not overflow the queue between two exports.
+DEFAULT_MAX_QUEUE_SIZE = 65_536
+DEFAULT_MAX_EXPORT_BATCH_SIZE = 4_096
+
+_ITERATION: ContextVar[Optional[int]] = ContextVar("goodput_iteration", default=None)
+
+
+class _Telemetry:
+    """What the span helpers read on every call: the enabled groups and the tracer to open spans on."""
+
+    __slots__ = ("enabled", "tracer", "provider", "processor")
+
+    def __init__(self) -> None:
+        self.enabled: frozenset[str] = frozenset()
+        self.tracer: Optional[trace.Tracer] = None
+        self.provider: Optional[TracerProvider] = None
+        self.processor: Optional[_CountingBatchSpanProcessor] = None
+
+
+STATE = _Telemetry()
+_configure_lock = threading.Lock()
+
+
+class _IterationStampProcessor(SpanProcessor):
+    """Stamp the enclosing `iteration_scope` on every span this provider starts, auto-instrumented ones included.
+
+    A span that passed `rl.iteration` itself keeps its value: the scope only fills what is missing.
+    """
+
+    def on_start(self, span: Span, parent_context: Any = None) -> None:
+        iteration = _ITERATION.get()
+        if iteration is not None and RL_ITERATION_ATTR not in span.attributes:
+            span.set_attribute(RL_ITERATION_ATTR, iteration)
+
+
+class _CountingBatchSpanProcessor(BatchSpanProcessor):
+    """A batch processor that counts the spans it drops when its queue is full, so a lossy trace says so."""
+
+    def __init__(self, exporter: SpanExporter, **kwargs: Any) -> None:
+        super().__init__(exporter, **kwargs)
+        self.dropped = 0
+        self._capacity = kwargs.get("max_queue_size") or DEFAULT_MAX_QUEUE_SIZE
+        self._queue = getattr(self._batch_processor, "_queue", None)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        if self._queue is not None and len(self._queue) >= self._capacity:
+            self.dropped += 1
+        super().on_end(span)
+
+
+class _SwappableTracerProvider(trace.TracerProvider):
+    """The global provider: a stable object whose tracers follow whatever `configure` installed last.
+
+    OpenTelemetry lets the global provider be set once per process; routing through this proxy lets a later
+    `configure` (a test, a notebook) replace the set-up without the SDK's "overriding" refusal, and keeps spans of
+    auto-instrumented libraries in the same trace as ours.
+    """
+
+    def get_tracer(self, instrumenting_module_name: str, *args: Any, **kwargs: Any) -> trace.Tracer:
+        return _SwappableTracer(instrumenting_module_name, args, kwargs)
+
+
+class _SwappableTracer(trace.Tracer):
+    def __init__(self, name: str, args: tuple, kwargs: dict) -> None:
+        self._key = (name, args, tuple(sorted(kwargs.items())))
+        self._name, self._args, self._kwargs = name, args, kwargs
+        self._provider: Optional[TracerProvider] = None
+        self._tracer: trace.Tracer = trace.NoOpTracer()
+
+    def _current(self) -> trace.Tracer:
+        provider = STATE.provider
+        if provider is not self._provider:
+            self._provider = provider
+            self._tracer = (
+                provider.get_tracer(self._name, *self._args, **self._kwargs) if provider else trace.NoOpTracer()
+            )
+        return self._tracer
+
+    def start_span(self, *args: Any, **kwargs: Any) -> trace.Span:
+        return self._current().start_span(*args, **kwargs)
+
+    def start_as_current_span(self, *args: Any, **kwargs: Any) -> Any:
+        return self._current().start_as_current_span(*args, **kwargs)
+
+
+_GLOBAL_PROXY = _SwappableTracerProvider()
+
+
+def _install_global_proxy() -> None:
+    current = trace.get_tracer_provider()
+    if current is _GLOBAL_PROXY:
+        return
+    if isinstance(current, trace.ProxyTracerProvider):
+        trace.set_tracer_provider(_GLOBAL_PROXY)
+        return
+    warn_once(
+        "global-provider",
+        "goodput: a global TracerProvider (%s) was set before configure(); goodput's spans go to its own provider "
+        "and auto-instrumented libraries keep the existing one",
+        type(current).__name__,
+    )
+
+
+def _default_exporter_kind(path: Optional[str]) -> str:
+    if path is None and (
+        os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+    ):
+        return "otlp"
+    if path is not None and str(path).endswith((".jsonl", ".json", ".ndjson")):
+        return "json-file"
+    return "otlp-file"
+
+
+def _resource(service_name: Optional[str], resource_attributes: Optional[Mapping[str, Any]]) -> Resource:
+    attributes: dict[str, Any] = {"host.name": socket.gethostname(), "process.pid": os.getpid()}
+    if service_name:
+        attributes["service.name"] = service_name
+    elif not os.environ.get("OTEL_SERVICE_NAME"):
+        attributes["service.name"] = "goodput"
+    attributes.update(resource_attributes or {})
+    return Resource.create(attributes)
+
+
+def _export_choice_to_environment(groups: str, exporter_kind: Optional[str], path: Optional[str]) -> None:
+    """Leave the choice in os.environ, so a process started afterwards (a Ray worker) inherits it bare."""
+    os.environ[ENV_SPAN_GROUPS] = groups
+    if exporter_kind is not None:
+        os.environ[ENV_EXPORTER] = exporter_kind
+    if path is not None and exporter_kind in FILE_EXPORTERS:
+        os.environ[ENV_TRACE_PATH] = os.path.abspath(path)
+        # The first process to choose a single file owns it; a worker that inherits it writes a sibling instead.
+        os.environ.setdefault(ENV_TRACE_OWNER_PID, str(os.getpid()))
+
+
+def configure(
+    *,
+    service_name: Optional[str] = None,
+    span_groups: str | Iterable[str] | None = None,
+    exporter: str | SpanExporter | None = None,
+    path: str | os.PathLike[str] | None = None,
+    resource_attributes: Optional[Mapping[str, Any]] = None,
+) -> TracerProvider:
+    """Wire the SDK: which span groups are on, which exporter writes them, and the process's resource.
+
+    Arguments left out come from `GOODPUT_SPAN_GROUPS`, `GOODPUT_EXPORTER` and `GOODPUT_TRACE_PATH`, then from the
+    defaults (`span_groups="default"`; a file exporter when a path is given, the OTLP exporter when an
+    `OTEL_EXPORTER_OTLP_*ENDPOINT` is set, else framed protobuf files in `./goodput_traces/`). The choice is written
+    back to the environment so Ray workers that call `configure()` bare follow the driver. Calling it again
+    replaces the earlier set-up, flushing what that one held.
+    """
+    from .exporters import make_span_exporter
+
+    groups_spec: str | list[str] = (
+        span_groups if isinstance(span_groups, str) else list(span_groups) if span_groups is not None else ""
+    ) or os.environ.get(ENV_SPAN_GROUPS) or "default"
+    enabled = resolve_span_groups(groups_spec)
+    trace_path = os.fspath(path) if path is not None else os.environ.get(ENV_TRACE_PATH) or None
+    exporter_kind: Optional[str] = None
+    if exporter is None:
+        exporter = exporter_kind = os.environ.get(ENV_EXPORTER) or _default_exporter_kind(trace_path)
+    elif isinstance(exporter, str):
+        exporter_kind = exporter
+    resource = _resource(service_name, resource_attributes)
+    if isinstance(exporter, str):
+        span_exporter = make_span_exporter(exporter, trace_path, str(resource.attributes.get("service.name")))
+    else:
+        span_exporter = exporter
+
+    provider = TracerProvider(resource=resource)
+    provider.add_span_processor(_IterationStampProcessor())
+    processor = _CountingBatchSpanProcessor(
+        span_exporter,
+        max_queue_size=int(os.environ.get("OTEL_BSP_MAX_QUEUE_SIZE", DEFAULT_MAX_QUEUE_SIZE)),
+        max_export_batch_size=int(os.environ.get("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", DEFAULT_MAX_EXPORT_BATCH_SIZE)),
+    )
+    provider.add_span_processor(processor)
+
+    with _configure_lock:
+        _shutdown_locked()
+        STATE.provider = provider
+        STATE.processor = processor
+        STATE.tracer = provider.get_tracer(INSTRUMENTATION_SCOPE)
+        STATE.enabled = enabled
+    _install_global_proxy()
+    groups_text = groups_spec if isinstance(groups_spec, str) else ",".join(str(name) for name in groups_spec)
+    _export_choice_to_environment(groups_text, exporter_kind, trace_path)
+    return provider
+
+
+def _shutdown_locked() -> None:
+    provider, processor = STATE.provider, STATE.processor
+    STATE.enabled = frozenset()
+    STATE.tracer = None
+    STATE.provider = None
+    STATE.processor = None
+    if provider is None:
+        return
+    try:
+        provider.shutdown()
+    except Exception:
+        logger.exception("goodput: the span exporter failed while shutting down")
+    if processor is not None and processor.dropped:
+        logger.warning("goodput: %d spans were dropped because the export queue was full", processor.dropped)
+
+
+def shutdown() -> None:
+    """Flush every pending span and close the exporter; later spans are not recorded. Also runs at exit."""
+    with _configure_lock:
+        _shutdown_locked()
+
+
+def force_flush(timeout_millis: int = 30_000) -> bool:
+    """Export every span ended so far without closing anything (for a worker about to report back)."""
+    provider = STATE.provider
+    return provider.force_flush(timeout_millis) if provider is not None else True
+
+
+def dropped_spans() -> int:
+    """Spans lost to a full export queue since the last `configure`."""
+    return STATE.processor.dropped if STATE.processor is not None else 0
+
+
+atexit.register(shutdown)

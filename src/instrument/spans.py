@@ -1,0 +1,401 @@
+"""Bucket-tagged spans, umbrella spans, efficiency spans and the scopes that shape them.
+
+Every helper returns a context manager that yields the span, or None when its group is disabled; a disabled group
+costs one set lookup. Every span emitted here carries `rl.span_group`, and leaf spans carry `rl.bucket`, which is
+what lets a rollup charge wall clock without double counting.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager, nullcontext
+from contextvars import ContextVar
+from typing import Any, ContextManager, Final, Optional, TypeVar, cast
+
+from opentelemetry import trace
+from opentelemetry.trace import Status, StatusCode
+
+from ._log import warn_once
+from .context import attached_context
+from .groups import (
+    RL_ALGORITHM,
+    RL_BUCKET_ATTR,
+    RL_EFFICIENCY_CATEGORY_ATTR,
+    RL_ITERATION_ATTR,
+    RL_SPAN_GROUP_ATTR,
+    UMBRELLA_GROUPS,
+    UNBUCKETED_SPAN_CATEGORIES,
+    Bucket,
+    RLSpanGroup,
+    _DEFAULT_GROUP_BUCKET,
+    bucket_for_efficiency_category,
+)
+from .provider import _ITERATION, STATE
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+NO_SPAN: Final[ContextManager[None]] = nullcontext()
+"""What every helper returns for a disabled group: enters to None, costs nothing."""
+
+_BUCKET_OVERRIDE: ContextVar[Optional[Bucket]] = ContextVar("goodput_bucket_override", default=None)
+_PER_PROMPT_SCOPE: ContextVar[bool] = ContextVar("goodput_per_prompt_scope", default=False)
+_LEAF_GROUP_AT_UMBRELLA_CALL: set[str] = set()
+
+
+def safe_set_span_attributes(span: Optional[Any], attributes: dict[str, Any]) -> None:
+    """Like `span.set_attributes`, but a no-op when `span` is None.
+
+    Every helper here yields None for a disabled group, so an unguarded call would turn "telemetry is off" into an
+    AttributeError in code that has nothing to do with telemetry, on the path nobody exercises locally.
+    """
+    if span is None:
+        return
+    try:
+        span.set_attributes(attributes)
+    except Exception:
+        warn_once("set-attributes", "goodput: could not set span attributes %r", attributes, stack_info=True)
+
+
+@contextmanager
+def bucket_scope(bucket: Bucket | str) -> Iterator[None]:
+    """Reclassify every leaf span opened inside this block as `bucket`.
+
+    For phases whose goodput meaning is set by the caller, not by the callee's group: validation generates through
+    the same path as training, but its tokens are discarded. Only the group-derived bucket changes: umbrellas stay
+    unbucketed, an explicit `rl.bucket` is kept, and efficiency spans keep their category's bucket, so wrapping a
+    region cannot start double counting. Propagates to nested calls and coroutines, not to raw threads.
+    """
+    token = _BUCKET_OVERRIDE.set(Bucket(bucket))
+    try:
+        yield
+    finally:
+        _BUCKET_OVERRIDE.reset(token)
+
+
+@contextmanager
+def iteration_scope(iteration: int) -> Iterator[None]:
+    """Stamp `rl.iteration` on every span opened inside this block.
+
+    Wrap a training step once and its whole subtree becomes filterable by step, including spans added later and
+    those of auto-instrumented libraries on the configured provider. A span that passes the attribute itself keeps
+    its own value. Does not cross threads or processes: the rollup follows parent links for those.
+    """
+    token = _ITERATION.set(int(iteration))
+    try:
+        yield
+    finally:
+        _ITERATION.reset(token)
+
+
+@contextmanager
+def per_prompt_scope() -> Iterator[None]:
+    """Mark this block as per-prompt work, so spans that consult :func:`in_per_prompt_scope` move to `per_prompt`.
+
+    One group switch then turns off every per-prompt span at once. Propagates to nested calls and coroutines, not
+    to raw threads or other processes.
+    """
+    token = _PER_PROMPT_SCOPE.set(True)
+    try:
+        yield
+    finally:
+        _PER_PROMPT_SCOPE.reset(token)
+
+
+def in_per_prompt_scope() -> bool:
+    """Whether the caller is running inside :func:`per_prompt_scope`."""
+    return _PER_PROMPT_SCOPE.get()
+
+
+def goodput_span_attributes(group: str) -> dict[str, str]:
+    """Attributes to merge into a span of `group`: its bucket, or nothing for an umbrella.
+
+    An enclosing :func:`bucket_scope` replaces the group's default bucket.
+    """
+    if group in UMBRELLA_GROUPS:
+        return {}
+    bucket = _BUCKET_OVERRIDE.get() or _DEFAULT_GROUP_BUCKET.get(group, Bucket.OVERHEAD)
+    return {RL_BUCKET_ATTR: bucket.value}
+
+
+def _span_attributes(group: str, bucketed: bool, attributes: Mapping[str, Any]) -> dict[str, Any]:
+    merged: dict[str, Any] = {RL_SPAN_GROUP_ATTR: group}
+    if bucketed:
+        merged.update(goodput_span_attributes(group))
+    merged.update(attributes)
+    bucket = merged.get(RL_BUCKET_ATTR)
+    if isinstance(bucket, Bucket):
+        merged[RL_BUCKET_ATTR] = bucket.value
+    return merged
+
+
+def _managed_span(
+    group: str, name: str, tracer: Optional[trace.Tracer], bucketed: bool, attributes: Mapping[str, Any]
+) -> ContextManager[Any]:
+    """The one place spans are opened as current: gate on the group, tag, start."""
+    if group not in STATE.enabled:
+        return NO_SPAN
+    tracer = tracer or STATE.tracer
+    if tracer is None:
+        return NO_SPAN
+    return tracer.start_as_current_span(name, attributes=_span_attributes(group, bucketed, attributes))
+
+
+def managed_span(group: str, name: str, tracer: Optional[trace.Tracer] = None, **attributes: Any) -> ContextManager[Any]:
+    """A span of `group`, current for the block, with `rl.bucket` injected for leaf groups.
+
+    Callers may override the bucket by passing `rl.bucket` explicitly. Umbrella groups receive no bucket.
+    """
+    return _managed_span(group, name, tracer, group not in UMBRELLA_GROUPS, attributes)
+
+
+def _warn_leaf_group_at_umbrella_call(group: str, name: str) -> None:
+    """Report `umbrella_span` being handed a leaf group, once per span name, with the call site.
+
+    A warning rather than an exception: umbrella spans open at very different points of a run, so a raise would
+    turn a mistyped group into a job that dies hours in, even with tracing switched off.
+    """
+    if name in _LEAF_GROUP_AT_UMBRELLA_CALL:
+        return
+    _LEAF_GROUP_AT_UMBRELLA_CALL.add(name)
+    warn_once(
+        f"leaf-at-umbrella:{name}",
+        "goodput: umbrella_span(%r, %r) was handed a leaf group; the span is emitted as a bucketed leaf",
+        group,
+        name,
+        stack_info=True,
+    )
+
+
+def umbrella_span(group: str, name: str, tracer: Optional[trace.Tracer] = None, **attributes: Any) -> ContextManager[Any]:
+    """Span for an umbrella group: timed and nested, never bucketed.
+
+    Reach for it whenever a span can overlap another instance of itself: concurrent spans sum past the wall clock
+    they happened in, so a bucket on them multiplies rather than measures. Spell the group with its `U_` alias.
+    Handed a leaf group, this warns and emits the span as a leaf.
+    """
+    if group not in UMBRELLA_GROUPS:
+        _warn_leaf_group_at_umbrella_call(group, name)
+        return _managed_span(group, name, tracer, True, attributes)
+    return _managed_span(group, name, tracer, False, attributes)
+
+
+def _no_span_activation() -> ContextManager[Any]:
+    """Activation for a disabled group: nothing to attach, nothing to detach."""
+    return NO_SPAN
+
+
+@contextmanager
+def _started_span(group: str, name: str, tracer: Optional[trace.Tracer], bucketed: bool, attributes: Mapping[str, Any]):
+    """A span started but not made current, ended when the block leaves; yields None for a disabled group."""
+    tracer = tracer or STATE.tracer
+    if group not in STATE.enabled or tracer is None:
+        yield None
+        return
+    span = tracer.start_span(name, attributes=_span_attributes(group, bucketed, attributes))
+    try:
+        yield span
+    except BaseException as exc:
+        if not isinstance(exc, GeneratorExit):
+            span.record_exception(exc)
+            span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+        raise
+    finally:
+        span.end()
+
+
+def streaming_umbrella_span(
+    group: str, name: str, tracer: Optional[trace.Tracer] = None, **attributes: Any
+) -> ContextManager[Callable[[], ContextManager[Any]]]:
+    """An umbrella span over an async generator, made current one step at a time.
+
+    A context attached across a `yield` is detached later by the garbage collector when Ray abandons a cancelled
+    stream, and OTel logs "Failed to detach context". So the span covers the whole stream, but it is attached only
+    around each step. Yields a callable returning a context manager to wrap each `__anext__`; a no-op when the group
+    is disabled.
+    """
+    bucketed = group not in UMBRELLA_GROUPS
+    if bucketed:
+        _warn_leaf_group_at_umbrella_call(group, name)
+    return _streamed(group, name, tracer, bucketed, attributes)
+
+
+@contextmanager
+def _streamed(
+    group: str, name: str, tracer: Optional[trace.Tracer], bucketed: bool, attributes: Mapping[str, Any]
+) -> Iterator[Callable[[], ContextManager[Any]]]:
+    """A span over a stream of any group, attached one step at a time; the activation is a no-op when disabled."""
+    with _started_span(group, name, tracer, bucketed, attributes) as span:
+        if span is None:
+            yield _no_span_activation
+        else:
+            span_context = trace.set_span_in_context(span)
+            yield lambda: attached_context(span_context)
+
+
+def _efficiency_span_name_and_attrs(category: str, attributes: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """`(span name, attributes)` for one efficiency category, shared by both ways to open one so they cannot drift."""
+    merged: dict[str, Any] = {RL_SPAN_GROUP_ATTR: RLSpanGroup.EFFICIENCY, RL_EFFICIENCY_CATEGORY_ATTR: category}
+    if category not in UNBUCKETED_SPAN_CATEGORIES:
+        bucket = bucket_for_efficiency_category(category)
+        if bucket is not None:
+            merged[RL_BUCKET_ATTR] = bucket.value
+    merged.update(attributes)
+    bucket = merged.get(RL_BUCKET_ATTR)
+    if isinstance(bucket, Bucket):
+        merged[RL_BUCKET_ATTR] = bucket.value
+    return "rl." + category.replace("/", "."), merged
+
+
+def efficiency_span(category: str, tracer: Optional[trace.Tracer] = None, **attributes: Any) -> ContextManager[Any]:
+    """Span for one efficiency category (the Timer label, `idle/refit_bubble`), tagged with that category's bucket.
+
+    Wrap a wait, not a phase that does instrumented work: this span carries `rl.bucket`, so bucketed children
+    would count the same interval twice. Categories in `UNBUCKETED_SPAN_CATEGORIES` are emitted without a bucket.
+    """
+    if RLSpanGroup.EFFICIENCY not in STATE.enabled:
+        return NO_SPAN
+    tracer = tracer or STATE.tracer
+    if tracer is None:
+        return NO_SPAN
+    name, merged = _efficiency_span_name_and_attrs(category, attributes)
+    return tracer.start_as_current_span(name, attributes=merged)
+
+
+def start_efficiency_span(category: str, tracer: Optional[trace.Tracer] = None, **attributes: Any) -> Optional[Any]:
+    """Start an efficiency span the caller ends by hand, or None when the efficiency group is off.
+
+    For a wait implemented as a poll loop, where the span outlives one iteration. It is not attached, so nothing
+    started during the wait (an asyncio task, say) reparents under it. End it on every way out of the loop that
+    lets the run continue, and pass `rl.idle.polls` so the duration can be read against the retries it covers.
+    """
+    if RLSpanGroup.EFFICIENCY not in STATE.enabled:
+        return None
+    tracer = tracer or STATE.tracer
+    if tracer is None:
+        return None
+    name, merged = _efficiency_span_name_and_attrs(category, attributes)
+    return tracer.start_span(name, attributes=merged)
+
+
+def startup_span(tracer: Optional[trace.Tracer] = None, **attributes: Any) -> ContextManager[Any]:
+    """Umbrella over everything between process start and the first step, named `rl.startup`.
+
+    Open it in the entrypoint around both `ray.init()` and the algorithm's setup, so the start-up phases arrive as
+    one waterfall instead of unrelated root traces.
+    """
+    return umbrella_span(RLSpanGroup.U_SETUP, "rl.startup", tracer, **attributes)
+
+
+def setup_span(phase: str, tracer: Optional[trace.Tracer] = None, **attributes: Any) -> ContextManager[Any]:
+    """One start-up phase, named `rl.setup.<phase>`: unbucketed and freely nestable.
+
+    For a phase that only waits, prefer :func:`efficiency_span` with the matching `init/*` category.
+    """
+    return umbrella_span(RLSpanGroup.U_SETUP, f"rl.setup.{phase}", tracer, **attributes)
+
+
+@contextmanager
+def evaluate_span(algorithm: str, tracer: Optional[trace.Tracer] = None, **attributes: Any) -> Iterator[Any]:
+    """One validation pass, named `rl.<algorithm>.evaluate`; the leaf spans inside it are overhead.
+
+    Validation generates through the same path as training, but its tokens are scored and thrown away, so the
+    generation inside it is not goodput. The bucket scope is set even when the evaluate group is off.
+    """
+    with bucket_scope(Bucket.OVERHEAD):
+        with umbrella_span(
+            RLSpanGroup.U_EVALUATE, f"rl.{algorithm}.evaluate", tracer, **{RL_ALGORITHM: algorithm, **attributes}
+        ) as span:
+            yield span
+
+
+def checkpoint_finalize_span(
+    iteration: Optional[int], *, tracer: Optional[trace.Tracer] = None, **attributes: Any
+) -> ContextManager[Any]:
+    """The asynchronous tail of a checkpoint, named `rl.checkpoint.finalize`, closing when it is durable.
+
+    It runs on a thread that outlives the step that triggered it, so the iteration is passed, not inherited: the
+    span stays filed under the step whose weights it holds. Unbucketed because it overlaps the next step's
+    productive spans; still in the `checkpoint` group, so one switch turns every checkpoint span on or off.
+    """
+    if iteration is not None:
+        attributes = {RL_ITERATION_ATTR: int(iteration), **attributes}
+    return _managed_span(RLSpanGroup.CHECKPOINT, "rl.checkpoint.finalize", tracer, False, attributes)
+
+
+def _span_decorator(open_span: Callable[[], ContextManager[Any]], open_started: Callable[[], Any]) -> Callable[[_F], _F]:
+    """Wrap sync functions, coroutines and (async) generators so the span covers the body as it actually runs."""
+
+    def decorate(fn: _F) -> _F:
+        if inspect.iscoroutinefunction(fn):
+
+            @functools.wraps(fn)
+            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+                with open_span():
+                    return await fn(*args, **kwargs)
+
+            return cast(_F, async_wrapper)
+        if inspect.isasyncgenfunction(fn):
+
+            @functools.wraps(fn)
+            async def async_gen_wrapper(*args: Any, **kwargs: Any) -> Any:
+                with open_started() as activate:
+                    stream = fn(*args, **kwargs)
+                    try:
+                        while True:
+                            with activate():
+                                try:
+                                    item = await stream.__anext__()
+                                except StopAsyncIteration:
+                                    return
+                            yield item
+                    finally:
+                        await stream.aclose()
+
+            return cast(_F, async_gen_wrapper)
+        if inspect.isgeneratorfunction(fn):
+
+            @functools.wraps(fn)
+            def gen_wrapper(*args: Any, **kwargs: Any) -> Any:
+                with open_started() as activate:
+                    stream = fn(*args, **kwargs)
+                    try:
+                        while True:
+                            with activate():
+                                try:
+                                    item = next(stream)
+                                except StopIteration:
+                                    return
+                            yield item
+                    finally:
+                        stream.close()
+
+            return cast(_F, gen_wrapper)
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with open_span():
+                return fn(*args, **kwargs)
+
+        return cast(_F, wrapper)
+
+    return decorate
+
+
+def trace_fn(group: str, name: str, tracer: Optional[trace.Tracer] = None) -> Callable[[_F], _F]:
+    """Decorator that wraps a function in a bucket-tagged :func:`managed_span`; `async def` and generators too."""
+    bucketed = group not in UMBRELLA_GROUPS
+    return _span_decorator(
+        lambda: managed_span(group, name, tracer),
+        lambda: _streamed(group, name, tracer, bucketed, {}),
+    )
+
+
+def umbrella_trace_fn(group: str, name: str, tracer: Optional[trace.Tracer] = None) -> Callable[[_F], _F]:
+    """Decorator form of :func:`umbrella_span`, for whole-function umbrellas such as `rl.<algo>.job`."""
+    return _span_decorator(
+        lambda: umbrella_span(group, name, tracer),
+        lambda: streaming_umbrella_span(group, name, tracer),
+    )
+

@@ -1,0 +1,453 @@
+"""The span helpers, scopes and groups, read back through the SDK's in-memory exporter injected via configure()."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import logging
+import os
+import re
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+import instrument
+from instrument import (
+    NO_SPAN,
+    Bucket,
+    RLSpanGroup,
+    bucket_scope,
+    checkpoint_finalize_span,
+    efficiency_span,
+    evaluate_span,
+    iteration_scope,
+    managed_span,
+    setup_span,
+    start_efficiency_span,
+    startup_span,
+    streaming_umbrella_span,
+    trace_fn,
+    umbrella_span,
+    umbrella_trace_fn,
+)
+
+SEED_DOC = Path(__file__).resolve().parents[2] / "shared" / "seed" / "instrumentation.md"
+
+
+class Memory:
+    """The SDK's in-memory exporter as configure() was handed it; `spans()` flushes first."""
+
+    def __init__(self, exporter: InMemorySpanExporter) -> None:
+        self.exporter = exporter
+
+    def spans(self):
+        instrument.force_flush()
+        return list(self.exporter.get_finished_spans())
+
+
+@pytest.fixture(autouse=True)
+def _restore_goodput_environment():
+    """configure() leaves its choice in os.environ for child processes; keep tests from leaking it."""
+    saved = {k: v for k, v in os.environ.items() if k.startswith("GOODPUT_")}
+    yield
+    instrument.shutdown()
+    for key in [k for k in os.environ if k.startswith("GOODPUT_")]:
+        del os.environ[key]
+    os.environ.update(saved)
+
+
+@pytest.fixture
+def memory_with():
+    def make(span_groups):
+        exporter = InMemorySpanExporter()
+        instrument.configure(exporter=exporter, span_groups=span_groups, service_name="test")
+        return Memory(exporter)
+
+    yield make
+    instrument.shutdown()
+
+
+@pytest.fixture
+def memory(memory_with):
+    return memory_with("all")
+
+
+def by_name(spans):
+    out = {}
+    for span in spans:
+        out.setdefault(span.name, []).append(span)
+    return out
+
+
+def test_every_public_name_of_the_reference_module_exists():
+    text = SEED_DOC.read_text(encoding="utf-8")
+    documented = set(re.findall(r"nemo_rl\.telemetry\.instrumentation\.([A-Za-z_][A-Za-z0-9_]*)", text))
+    documented.discard("__all__")
+    public = {name for name in documented if not name.startswith("_")}
+    assert "managed_span" in public and "RL_BUCKET_ATTR" in public  # the doc was parsed, not an empty set
+    missing = sorted(name for name in public if not hasattr(instrument, name))
+    assert missing == []
+    assert instrument.TRACE_CARRIER_KWARG == "_otel_carrier"
+    assert [b.value for b in Bucket] == ["productive", "overhead", "idle", "wasted"]
+    for alias in ("JOB", "STEP", "ROLLOUT", "MODEL_INIT", "EVALUATE", "SETUP", "PER_PROMPT"):
+        assert getattr(RLSpanGroup, "U_" + alias) == getattr(RLSpanGroup, alias)
+        assert getattr(RLSpanGroup, alias) in instrument.UMBRELLA_GROUPS
+
+
+def test_bucket_tables_match_the_spec():
+    assert instrument.bucket_for_span_group("generation") is Bucket.PRODUCTIVE
+    assert instrument.bucket_for_span_group("policy_update") is Bucket.PRODUCTIVE
+    assert instrument.bucket_for_span_group("checkpoint") is Bucket.OVERHEAD
+    assert instrument.bucket_for_span_group("a_brand_new_leaf") is Bucket.OVERHEAD
+    assert instrument.bucket_for_span_group("rollout") is None
+    assert instrument.bucket_for_efficiency_category("idle/refit_bubble") is Bucket.IDLE
+    assert instrument.bucket_for_efficiency_category("wasted/failed_trajectory") is Bucket.WASTED
+    assert instrument.bucket_for_efficiency_category("init/total") is Bucket.OVERHEAD
+    assert instrument.COLLECTOR_LOOP_CATEGORIES == {"idle/refit_event_wait", "idle/generation_limit_pause"}
+    assert instrument.UNBUCKETED_SPAN_CATEGORIES == instrument.COLLECTOR_LOOP_CATEGORIES | {"init/total"}
+
+
+def test_leaf_spans_carry_their_groups_bucket_and_umbrellas_none(memory):
+    with umbrella_span(RLSpanGroup.U_STEP, "rl.grpo.step") as step:
+        with managed_span(RLSpanGroup.GENERATION, "rl.grpo.generation") as gen:
+            assert gen is not None
+        with managed_span(RLSpanGroup.LOGPROB, "rl.grpo.logprob"):
+            pass
+        with managed_span("my_new_leaf", "rl.grpo.custom"):
+            pass
+    spans = by_name(memory.spans())
+    assert spans["rl.grpo.generation"][0].attributes["rl.bucket"] == "productive"
+    assert spans["rl.grpo.logprob"][0].attributes["rl.bucket"] == "overhead"
+    assert spans["rl.grpo.custom"][0].attributes["rl.bucket"] == "overhead"
+    assert "rl.bucket" not in spans["rl.grpo.step"][0].attributes
+    assert spans["rl.grpo.generation"][0].parent.span_id == step.get_span_context().span_id
+    for span in memory.spans():
+        assert span.attributes["rl.span_group"]
+
+
+def test_explicit_bucket_wins_and_bucket_scope_only_moves_group_buckets(memory):
+    with bucket_scope(Bucket.OVERHEAD):
+        with managed_span(RLSpanGroup.GENERATION, "scoped"):
+            pass
+        with managed_span(RLSpanGroup.GENERATION, "explicit", **{"rl.bucket": Bucket.WASTED}):
+            pass
+        with umbrella_span(RLSpanGroup.U_ROLLOUT, "umbrella"):
+            pass
+        with efficiency_span("idle/refit_bubble"):
+            pass
+    with managed_span(RLSpanGroup.GENERATION, "after"):
+        pass
+    spans = {s.name: s for s in memory.spans()}
+    assert spans["scoped"].attributes["rl.bucket"] == "overhead"
+    assert spans["explicit"].attributes["rl.bucket"] == "wasted"
+    assert "rl.bucket" not in spans["umbrella"].attributes
+    assert spans["rl.idle.refit_bubble"].attributes["rl.bucket"] == "idle"
+    assert spans["after"].attributes["rl.bucket"] == "productive"
+
+
+def test_iteration_scope_stamps_every_span_on_the_provider_but_explicit_values_win(memory):
+    foreign = trace.get_tracer("some.auto.instrumentation")
+    with iteration_scope(412):
+        with umbrella_span(RLSpanGroup.U_STEP, "rl.grpo.step"):
+            with managed_span(RLSpanGroup.REWARD, "rl.grpo.reward"):
+                with foreign.start_as_current_span("aiohttp GET"):
+                    pass
+            with checkpoint_finalize_span(411):
+                pass
+            with evaluate_span("grpo", **{"rl.iteration": 0}):
+                pass
+    with managed_span(RLSpanGroup.REWARD, "outside"):
+        pass
+    spans = {s.name: s for s in memory.spans()}
+    assert spans["rl.grpo.step"].attributes["rl.iteration"] == 412
+    assert spans["rl.grpo.reward"].attributes["rl.iteration"] == 412
+    assert spans["aiohttp GET"].attributes["rl.iteration"] == 412
+    assert spans["aiohttp GET"].parent.span_id == spans["rl.grpo.reward"].context.span_id
+    assert spans["rl.checkpoint.finalize"].attributes["rl.iteration"] == 411
+    assert spans["rl.grpo.evaluate"].attributes["rl.iteration"] == 0
+    assert "rl.iteration" not in spans["outside"].attributes
+
+
+def test_disabled_groups_yield_none_and_emit_nothing(memory_with):
+    memory = memory_with("default")
+    with managed_span(RLSpanGroup.GENERATION, "off") as off:
+        assert off is None
+    with umbrella_span(RLSpanGroup.U_JOB, "rl.grpo.job") as job:
+        assert job is not None
+    assert managed_span(RLSpanGroup.GENERATION, "off") is NO_SPAN
+    assert start_efficiency_span("idle/buffer_starvation") is None
+    with streaming_umbrella_span(RLSpanGroup.U_ROLLOUT, "rl.grpo.rollout") as activate:
+        with activate() as nothing:
+            assert nothing is None
+    instrument.safe_set_span_attributes(off, {"a": 1})
+    assert [s.name for s in memory.spans()] == ["rl.grpo.job"]
+
+
+@pytest.mark.parametrize(
+    ("preset", "on", "off"),
+    [
+        ("default", {"job", "checkpoint", "evaluate", "model_init", "setup"}, {"generation", "step", "efficiency"}),
+        ("per_step", {"generation", "step", "efficiency", "rollout"}, {"per_prompt"}),
+        ("all", {"per_prompt", "generation"}, set()),
+        ("generation, reward", {"generation", "reward"}, {"job", "step"}),
+        (["step", "default"], {"step", "job"}, {"generation"}),
+    ],
+)
+def test_span_group_presets_and_lists(memory_with, preset, on, off):
+    memory_with(preset)
+    for group in on:
+        with managed_span(group, f"x.{group}") as span:
+            assert span is not None, group
+    for group in off:
+        with managed_span(group, f"x.{group}") as span:
+            assert span is None, group
+
+
+def test_umbrella_span_given_a_leaf_group_warns_once_per_name_and_emits_a_leaf(memory, caplog):
+    caplog.set_level(logging.WARNING, logger="instrument")
+    for _ in range(3):
+        with umbrella_span(RLSpanGroup.GENERATION, "rl.grpo.misfiled"):
+            pass
+    with umbrella_span(RLSpanGroup.GENERATION, "rl.grpo.misfiled_too"):
+        pass
+    records = [r for r in caplog.records if "leaf group" in r.getMessage()]
+    assert len(records) == 2
+    assert records[0].stack_info and "test_spans.py" in records[0].stack_info
+    spans = by_name(memory.spans())
+    assert all(s.attributes["rl.bucket"] == "productive" for s in spans["rl.grpo.misfiled"])
+
+
+def test_efficiency_spans_take_the_category_bucket_and_collector_waits_are_unbucketed(memory):
+    with efficiency_span("wasted/failed_trajectory"):
+        pass
+    with efficiency_span("idle/refit_event_wait"):
+        pass
+    with efficiency_span("init/total"):
+        pass
+    spans = {s.name: s for s in memory.spans()}
+    assert spans["rl.wasted.failed_trajectory"].attributes["rl.bucket"] == "wasted"
+    assert spans["rl.wasted.failed_trajectory"].attributes["rl.efficiency.category"] == "wasted/failed_trajectory"
+    assert "rl.bucket" not in spans["rl.idle.refit_event_wait"].attributes
+    assert "rl.bucket" not in spans["rl.init.total"].attributes
+    assert all(s.attributes["rl.span_group"] == "efficiency" for s in spans.values())
+
+
+def test_start_efficiency_span_is_not_attached(memory):
+    with umbrella_span(RLSpanGroup.U_ROLLOUT, "rl.grpo.rollout") as rollout:
+        wait = start_efficiency_span("idle/buffer_starvation", **{"rl.idle.polls": 0})
+        with managed_span(RLSpanGroup.DATA_PLANE, "rl.grpo.data_plane"):
+            pass
+        wait.set_attribute("rl.idle.polls", 7)
+        wait.end()
+    spans = {s.name: s for s in memory.spans()}
+    starvation = spans["rl.idle.buffer_starvation"]
+    assert starvation.attributes["rl.bucket"] == "idle"
+    assert starvation.attributes["rl.idle.polls"] == 7
+    assert starvation.parent.span_id == rollout.get_span_context().span_id
+    assert spans["rl.grpo.data_plane"].parent.span_id == rollout.get_span_context().span_id
+
+
+def test_evaluate_span_makes_generation_overhead(memory):
+    with evaluate_span("grpo") as evaluate:
+        with managed_span(RLSpanGroup.GENERATION, "rl.grpo.generation"):
+            pass
+    spans = {s.name: s for s in memory.spans()}
+    assert evaluate is not None
+    assert spans["rl.grpo.generation"].attributes["rl.bucket"] == "overhead"
+    assert spans["rl.grpo.evaluate"].attributes["rl.algorithm"] == "grpo"
+    assert "rl.bucket" not in spans["rl.grpo.evaluate"].attributes
+
+
+def test_startup_and_setup_spans_are_unbucketed_umbrellas(memory):
+    with startup_span():
+        with setup_span("workers"):
+            with setup_span("collectives"):
+                pass
+    spans = {s.name: s for s in memory.spans()}
+    assert set(spans) == {"rl.startup", "rl.setup.workers", "rl.setup.collectives"}
+    assert all("rl.bucket" not in s.attributes and s.attributes["rl.span_group"] == "setup" for s in spans.values())
+    assert spans["rl.setup.collectives"].parent.span_id == spans["rl.setup.workers"].context.span_id
+
+
+def test_checkpoint_finalize_on_a_thread_keeps_its_explicit_iteration_and_no_bucket(memory):
+    def finalize():
+        with checkpoint_finalize_span(7):
+            time.sleep(0.01)
+
+    with iteration_scope(8):
+        thread = threading.Thread(target=finalize)
+        thread.start()
+        thread.join()
+    (span,) = memory.spans()
+    assert span.attributes["rl.iteration"] == 7
+    assert span.attributes["rl.span_group"] == "checkpoint"
+    assert "rl.bucket" not in span.attributes
+
+
+def test_trace_fn_covers_sync_and_awaited_bodies_and_keeps_exceptions(memory):
+    @trace_fn(RLSpanGroup.REWARD, "rl.grpo.reward")
+    def reward(x):
+        time.sleep(0.02)
+        return x + 1
+
+    @trace_fn(RLSpanGroup.GENERATION, "rl.grpo.generation")
+    async def generate(x):
+        await asyncio.sleep(0.05)
+        return x * 2
+
+    @umbrella_trace_fn(RLSpanGroup.U_JOB, "rl.grpo.job")
+    def job():
+        raise RuntimeError("boom")
+
+    assert reward(1) == 2
+    assert asyncio.run(generate(3)) == 6
+    with pytest.raises(RuntimeError, match="boom"):
+        job()
+    spans = {s.name: s for s in memory.spans()}
+    assert (spans["rl.grpo.reward"].end_time - spans["rl.grpo.reward"].start_time) / 1e9 >= 0.02
+    assert (spans["rl.grpo.generation"].end_time - spans["rl.grpo.generation"].start_time) / 1e9 >= 0.05
+    assert spans["rl.grpo.job"].status.status_code.name == "ERROR"
+    assert spans["rl.grpo.job"].events[0].name == "exception"
+
+
+def test_trace_fn_on_an_async_generator_spans_the_stream_and_parents_each_step(memory):
+    @umbrella_trace_fn(RLSpanGroup.U_ROLLOUT, "rl.grpo.rollout")
+    async def rollouts(n):
+        for i in range(n):
+            with managed_span(RLSpanGroup.GENERATION, f"gen{i}"):
+                await asyncio.sleep(0.001)
+            yield i
+
+    async def consume():
+        return [item async for item in rollouts(3)]
+
+    assert asyncio.run(consume()) == [0, 1, 2]
+    spans = {s.name: s for s in memory.spans()}
+    rollout_id = spans["rl.grpo.rollout"].context.span_id
+    assert [spans[f"gen{i}"].parent.span_id for i in range(3)] == [rollout_id] * 3
+
+
+def test_streaming_umbrella_span_abandoned_stream_never_fails_to_detach(memory, caplog):
+    caplog.set_level(logging.DEBUG)
+
+    async def stream():
+        i = 0
+        while True:
+            with managed_span(RLSpanGroup.GENERATION, f"item{i}"):
+                await asyncio.sleep(0)
+            yield i
+            i += 1
+
+    async def consumer():
+        gen = stream()
+        with streaming_umbrella_span(RLSpanGroup.U_ROLLOUT, "rl.grpo.stream") as activate:
+            for _ in range(2):
+                with activate():
+                    await gen.__anext__()
+        return gen  # abandoned mid-stream, never closed, like a cancelled Ray streaming call
+
+    gen = asyncio.run(consumer())
+    del gen
+    gc.collect()
+    assert not [r for r in caplog.records if "Failed to detach" in r.getMessage()]
+    spans = {s.name: s for s in memory.spans()}
+    stream_id = spans["rl.grpo.stream"].context.span_id
+    assert spans["item0"].parent.span_id == stream_id and spans["item1"].parent.span_id == stream_id
+
+
+def test_per_prompt_scope():
+    assert not instrument.in_per_prompt_scope()
+    with instrument.per_prompt_scope():
+        assert instrument.in_per_prompt_scope()
+        group = RLSpanGroup.PER_PROMPT if instrument.in_per_prompt_scope() else RLSpanGroup.DATA_PLANE
+        assert group == "per_prompt"
+    assert not instrument.in_per_prompt_scope()
+
+
+def test_configure_twice_replaces_the_setup_without_the_sdks_refusal(memory_with, caplog):
+    caplog.set_level(logging.WARNING)
+    first = memory_with("all")
+    foreign = trace.get_tracer("auto")
+    with foreign.start_as_current_span("one"):
+        pass
+    second = memory_with("all")
+    with foreign.start_as_current_span("two"):
+        pass
+    assert [s.name for s in first.spans()] == ["one"]
+    assert [s.name for s in second.spans()] == ["two"]
+    assert not [r for r in caplog.records if "Overriding" in r.getMessage()]
+
+
+def test_carrier_functions_hand_the_parent_to_a_raw_thread(memory):
+    assert instrument.current_trace_carrier() == {}
+    assert instrument.trace_context_kwargs() == {}
+    assert instrument.remote_trace_parent(None) is None
+    assert instrument.remote_trace_parent({"traceparent": "garbage"}) is None
+    seen = {}
+
+    def worker(carrier):
+        with instrument.remote_trace_context(carrier):
+            with managed_span(RLSpanGroup.CHECKPOINT, "rl.checkpoint.write") as span:
+                seen["span"] = span
+
+    with umbrella_span(RLSpanGroup.U_STEP, "rl.grpo.step") as step:
+        carrier = instrument.current_trace_carrier()
+        assert carrier["traceparent"].startswith("00-")
+        assert instrument.trace_context_kwargs() == {"_otel_carrier": carrier}
+        thread = threading.Thread(target=worker, args=(carrier,))
+    thread.start()
+    thread.join()
+    spans = {s.name: s for s in memory.spans()}
+    assert spans["rl.checkpoint.write"].parent.span_id == step.get_span_context().span_id
+    assert spans["rl.checkpoint.write"].context.trace_id == step.get_span_context().trace_id
+
+
+class _BlockingExporter(SpanExporter):
+    """A real exporter that holds its first batch until released: the queue behind it fills up."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.exported = 0
+
+    def export(self, spans):
+        self.release.wait(10)
+        self.exported += len(spans)
+        return SpanExportResult.SUCCESS
+
+
+class _FailingExporter(SpanExporter):
+    def export(self, spans):
+        raise OSError("disk full")
+
+
+def test_a_full_queue_drops_and_counts(monkeypatch, caplog):
+    caplog.set_level(logging.WARNING)
+    monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "8")
+    monkeypatch.setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "4")
+    exporter = _BlockingExporter()
+    instrument.configure(exporter=exporter, span_groups="all")
+    for i in range(200):
+        with managed_span(RLSpanGroup.DATA_PLANE, f"burst{i}"):
+            pass
+    dropped = instrument.dropped_spans()
+    exporter.release.set()
+    instrument.shutdown()
+    assert dropped > 0
+    assert exporter.exported + dropped >= 200 - 8
+    assert any("dropped" in r.getMessage() for r in caplog.records)
+
+
+def test_an_exporter_failure_never_reaches_the_training_loop(caplog):
+    caplog.set_level(logging.ERROR)
+    instrument.configure(exporter=_FailingExporter(), span_groups="all")
+    with managed_span(RLSpanGroup.POLICY_UPDATE, "rl.grpo.policy_training") as span:
+        pass
+    span.set_attribute("late", 1)  # on an ended span: the SDK logs and returns
+    instrument.force_flush()
+    instrument.shutdown()
+    assert any("disk full" in (r.exc_text or "") or "Exception while exporting" in r.getMessage() for r in caplog.records)
