@@ -1,0 +1,277 @@
+"""Span exporters that write the two trace-file formats the rollup reads, one file per process.
+
+A training job spreads over a driver, Ray workers and forked helpers; if they shared one file their records would
+interleave and the file would not parse. So each process resolves its own file at its first export (`trace_file_path`),
+opens it only then (a process that exports nothing leaves no file), and writes each batch as one record under a lock.
+Write failures are logged and reported as FAILURE, never raised: a full disk must not stop the training loop.
+"""
+
+from __future__ import annotations
+
+import abc
+import os
+import pathlib
+import re
+import socket
+import struct
+import threading
+import weakref
+from collections.abc import Sequence
+from typing import IO, Any, Optional
+
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+from ._log import logger
+
+DEFAULT_TRACE_DIR = "goodput_traces"
+OWNER_PID_ENV = "GOODPUT_TRACE_OWNER_PID"
+EXPORTER_KINDS = ("otlp-file", "json-file", "otlp", "console")
+
+_UNSAFE_NAME_CHARS = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def _safe_name_part(text: str, fallback: str) -> str:
+    """`text` with every character outside `[A-Za-z0-9._-]` replaced, so it can sit in a file name on any system."""
+    return _UNSAFE_NAME_CHARS.sub("_", text) or fallback
+
+
+def trace_file_path(
+    path: str | os.PathLike[str] | None, suffix: str, service_name: str, *, owner_pid: Optional[int] = None
+) -> pathlib.Path:
+    """The file this process writes, given the user's `path` (a directory or a file) and the format's `suffix`.
+
+    A directory (existing, ending in a separator, or a name without a suffix) gets `<service>-<host>-<pid><suffix>`,
+    so a directory of traces says which process wrote what. A file path is used as given, except in a process that
+    inherited it from another one (`owner_pid`, default the `GOODPUT_TRACE_OWNER_PID` environment variable, names a
+    different process): that process writes the sibling `<stem>.<host>-<pid><suffix>` so two writers never share a file.
+    """
+    raw = os.fspath(path) if path is not None else DEFAULT_TRACE_DIR
+    target = pathlib.Path(raw)
+    host = _safe_name_part(socket.gethostname(), "host")
+    pid = os.getpid()
+    separators = tuple(sep for sep in (os.sep, os.altsep) if sep)
+    if target.is_dir() or raw.endswith(separators) or not target.suffix:
+        return target / f"{_safe_name_part(service_name, 'unknown_service')}-{host}-{pid}{suffix}"
+    if owner_pid is None:
+        owner_env = os.environ.get(OWNER_PID_ENV, "").strip()
+        owner_differs = bool(owner_env) and owner_env != str(pid)
+    else:
+        owner_differs = owner_pid != pid
+    if owner_differs:
+        return target.with_name(f"{target.stem}.{host}-{pid}{target.suffix}")
+    return target
+
+
+# Exporters alive in this process, so a forked child can drop the parent's open file and lock (see _reset_after_fork).
+_live_exporters: "weakref.WeakSet[_LazyFileExporter]" = weakref.WeakSet()
+
+
+class _LazyFileExporter(SpanExporter, abc.ABC):
+    """Shared life cycle of the file exporters: resolve and open on the first non-empty batch, one record per batch.
+
+    Subclasses say how to open the file (`_open`) and how to write one batch (`_write_batch`); this class owns the
+    lock, the error handling and shutdown. A batch that fails part-way is cut off the file again, so a write error
+    leaves no torn record in the middle of a file (readers only tolerate a torn *final* record).
+    """
+
+    suffix = ""
+
+    def __init__(self, path: str | os.PathLike[str] | None = None, *, service_name: str = "unknown_service") -> None:
+        self._target = path if path is not None else DEFAULT_TRACE_DIR
+        self._service_name = service_name
+        self._created_pid = os.getpid()
+        self._lock = threading.Lock()
+        self._file: Optional[IO[Any]] = None
+        self._file_path: Optional[pathlib.Path] = None
+        self._is_shut_down = False
+        _live_exporters.add(self)
+
+    @property
+    def file_path(self) -> Optional[pathlib.Path]:
+        """The file this process writes, or None until the first span has been exported."""
+        return self._file_path
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        """Append `spans` as one record; FAILURE (logged, never raised) after shutdown or on a write error."""
+        if not spans:
+            return SpanExportResult.SUCCESS
+        with self._lock:
+            if self._is_shut_down:
+                logger.debug("goodput: %d spans exported after shutdown were dropped", len(spans))
+                return SpanExportResult.FAILURE
+            size_before = None
+            try:
+                if self._file is None:
+                    self._open_file()
+                assert self._file is not None
+                size_before = os.fstat(self._file.fileno()).st_size
+                self._write_batch(spans)
+            except OSError as error:
+                logger.warning(
+                    "goodput: could not write %d spans to %s: %s", len(spans), self._file_path or self._target, error
+                )
+                if size_before is not None:
+                    self._discard_file(size_before)
+                return SpanExportResult.FAILURE
+            except Exception:  # an encoding bug must not reach the training loop either
+                logger.exception("goodput: could not encode %d spans for %s", len(spans), self._file_path)
+                return SpanExportResult.FAILURE
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        """Close the file; later exports return FAILURE. Safe to call twice."""
+        with self._lock:
+            self._is_shut_down = True
+            self._close_file()
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        """Nothing to do: every record is flushed as it is written."""
+        return True
+
+    def _open_file(self) -> None:
+        forked = os.getpid() != self._created_pid
+        path = trace_file_path(
+            self._target, self.suffix, self._service_name, owner_pid=self._created_pid if forked else None
+        )
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = self._open(path)
+        self._file_path = path
+
+    def _discard_file(self, size_before: int) -> None:
+        """Close the file and cut it back to `size_before`, dropping whatever part of the failed record got out."""
+        path = self._file_path
+        self._close_file(quiet=True)  # its flush may fail again on the bytes we are about to cut off
+        if path is not None:
+            try:
+                os.truncate(path, size_before)
+            except OSError:
+                pass
+
+    def _close_file(self, quiet: bool = False) -> None:
+        file, self._file = self._file, None
+        if file is not None:
+            try:
+                file.close()
+            except OSError as error:
+                if not quiet:
+                    logger.warning("goodput: closing %s failed, its last spans may be lost: %s", self._file_path, error)
+
+    def _reset_after_fork(self) -> None:
+        """In a forked child: forget the parent's file and lock, so the child resolves and opens a file of its own."""
+        self._lock = threading.Lock()
+        self._file = None  # the parent's file object; every record was flushed, so dropping it loses nothing
+        self._file_path = None
+
+    @abc.abstractmethod
+    def _open(self, path: pathlib.Path) -> IO[Any]:
+        """Open `path` for appending in the format's mode."""
+
+    @abc.abstractmethod
+    def _write_batch(self, spans: Sequence[ReadableSpan]) -> None:
+        """Write `spans` to the open file as one record and flush it."""
+
+
+def _reset_exporters_after_fork() -> None:
+    for exporter in list(_live_exporters):
+        exporter._reset_after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_exporters_after_fork)
+
+
+class FramedProtobufFileExporter(_LazyFileExporter):
+    """OTLP protobuf as the OpenTelemetry Collector `file` exporter writes it with `format: proto`.
+
+    Each batch is one `ExportTraceServiceRequest`, encoded by the official OTLP encoder and preceded by its length as
+    a 4-byte big-endian unsigned int, so the files are interchangeable with a Collector's and readable without us.
+    """
+
+    suffix = ".otlp"
+
+    def _open(self, path: pathlib.Path) -> IO[Any]:
+        return open(path, "ab")
+
+    def _write_batch(self, spans: Sequence[ReadableSpan]) -> None:
+        from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+        message = encode_spans(spans).SerializeToString()
+        assert self._file is not None
+        self._file.write(struct.pack(">I", len(message)) + message)
+        self._file.flush()
+
+
+class JsonLinesFileExporter(_LazyFileExporter):
+    """OTLP JSON Lines: one `{"resourceSpans": ...}` object per line, ids in hex, as the OTLP file exporter spec says.
+
+    The encoding is the official `opentelemetry-exporter-otlp-json-file` exporter's, writing into a stream we open
+    lazily; this class only adds the per-process file, the lazy open and the error handling around it.
+    """
+
+    suffix = ".jsonl"
+
+    def __init__(self, path: str | os.PathLike[str] | None = None, *, service_name: str = "unknown_service") -> None:
+        super().__init__(path, service_name=service_name)
+        self._json_exporter: Optional[SpanExporter] = None
+
+    def _open(self, path: pathlib.Path) -> IO[Any]:
+        from opentelemetry.exporter.otlp.json.file import FileSpanExporter
+
+        stream = open(path, "a", encoding="utf-8", newline="\n")
+        self._json_exporter = FileSpanExporter(stream=stream)
+        return stream
+
+    def _write_batch(self, spans: Sequence[ReadableSpan]) -> None:
+        assert self._json_exporter is not None
+        # The official exporter writes one line and flushes; it logs its own exceptions and only reports FAILURE.
+        if self._json_exporter.export(spans) is not SpanExportResult.SUCCESS:
+            raise OSError("the OTLP JSON file exporter reported a failed write")
+
+    def _close_file(self, quiet: bool = False) -> None:
+        json_exporter, self._json_exporter = self._json_exporter, None
+        if json_exporter is not None:
+            json_exporter.shutdown()  # it does not own the stream, so this only marks it shut down
+        super()._close_file(quiet)
+
+    def _reset_after_fork(self) -> None:
+        self._json_exporter = None
+        super()._reset_after_fork()
+
+
+def _otlp_collector_exporter() -> SpanExporter:
+    """The official OTLP exporter for a Collector; gRPC unless the standard OTEL_* protocol variables ask for HTTP."""
+    protocol = (
+        os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "grpc"
+    ).strip()
+    try:
+        if protocol == "grpc":
+            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+        elif protocol == "http/protobuf":
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        else:
+            raise ValueError(f"goodput: OTLP protocol {protocol!r} is not supported; use 'grpc' or 'http/protobuf'")
+    except ImportError as error:
+        raise ImportError(
+            f"goodput: exporter 'otlp' ({protocol}) needs the OpenTelemetry OTLP exporter: pip install 'goodput[otlp]'"
+        ) from error
+    return OTLPSpanExporter()
+
+
+def make_span_exporter(kind: str, path: str | os.PathLike[str] | None, service_name: str) -> SpanExporter:
+    """The exporter `configure(exporter=kind)` installs: one of `EXPORTER_KINDS`.
+
+    `path` only matters to the file kinds (None means the directory `./goodput_traces`); the Collector exporter takes
+    its endpoint, headers and protocol from the standard `OTEL_EXPORTER_OTLP_*` variables.
+    """
+    if kind == "otlp-file":
+        return FramedProtobufFileExporter(path, service_name=service_name)
+    if kind == "json-file":
+        return JsonLinesFileExporter(path, service_name=service_name)
+    if kind == "otlp":
+        return _otlp_collector_exporter()
+    if kind == "console":
+        from opentelemetry.sdk.trace.export import ConsoleSpanExporter
+
+        return ConsoleSpanExporter(service_name=service_name)
+    raise ValueError(f"goodput: unknown exporter {kind!r}; expected one of {', '.join(map(repr, EXPORTER_KINDS))}")
