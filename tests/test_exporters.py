@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import socket
-import struct
 import subprocess
 import sys
 import textwrap
@@ -14,7 +12,6 @@ import threading
 from pathlib import Path
 
 import pytest
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import (
@@ -33,6 +30,8 @@ from instrument.exporters import (
     make_span_exporter,
     trace_file_path,
 )
+
+from conftest import read_framed_records, read_framed_spans, read_json_lines_records, read_json_lines_spans
 
 HOST = socket.gethostname()  # the test host's name is already [A-Za-z0-9._-] on any CI runner we use
 
@@ -61,34 +60,6 @@ def finished_spans(count=2):
     return memory.get_finished_spans()
 
 
-def read_framed(path: Path) -> list[ExportTraceServiceRequest]:
-    """Walk the 4-byte big-endian length prefixes, as the Collector's file receiver does; no byte may be left over."""
-    data = path.read_bytes()
-    records, offset = [], 0
-    while offset < len(data):
-        (length,) = struct.unpack_from(">I", data, offset)
-        offset += 4
-        assert offset + length <= len(data), f"record at byte {offset - 4} runs past the end"
-        records.append(ExportTraceServiceRequest.FromString(data[offset : offset + length]))
-        offset += length
-    return records
-
-
-def framed_spans(path: Path) -> list:
-    return [span for r in read_framed(path) for rs in r.resource_spans for ss in rs.scope_spans for span in ss.spans]
-
-
-def read_json_lines(path: Path) -> list[dict]:
-    text = path.read_text(encoding="utf-8")
-    assert text.endswith("\n")
-    return [json.loads(line) for line in text.splitlines()]
-
-
-def json_spans(path: Path) -> list[dict]:
-    lines = read_json_lines(path)
-    return [span for line in lines for rs in line["resourceSpans"] for ss in rs["scopeSpans"] for span in ss["spans"]]
-
-
 def emit_job(provider: TracerProvider):
     """A parent with one child, then a sibling root: three spans, so three batches through a SimpleSpanProcessor."""
     tracer = provider.get_tracer("goodput.test")
@@ -107,9 +78,9 @@ def test_framed_file_round_trips_through_the_collector_message(tmp_path):
     step, gen, ckpt = emit_job(provider)
     provider.shutdown()
 
-    records = read_framed(path)
+    records = read_framed_records(path)
     assert len(records) == 3  # one record per export batch, and SimpleSpanProcessor exports each span alone
-    spans = {s.name: s for s in framed_spans(path)}
+    spans = {s.name: s for s in read_framed_spans(path)}
     assert list(spans) == ["rl.grpo.generation", "rl.grpo.step", "rl.checkpoint.finalize"]
     resource_attrs = {a.key: a.value.string_value for a in records[0].resource_spans[0].resource.attributes}
     assert resource_attrs["service.name"] == "trainer"
@@ -140,9 +111,9 @@ def test_framed_file_appends_batches_and_keeps_earlier_content(tmp_path):
         with tracer.start_as_current_span(f"run{run}.last"):
             pass
         provider.shutdown()
-    assert len(read_framed(path)) == 2 * 2  # per run: the five flushed together, then the last at shutdown
+    assert len(read_framed_records(path)) == 2 * 2  # per run: the five flushed together, then the last at shutdown
     per_run = [*(f"span{i}" for i in range(5)), "last"]
-    assert [s.name for s in framed_spans(path)] == [f"run{run}.{name}" for run in range(2) for name in per_run]
+    assert [s.name for s in read_framed_spans(path)] == [f"run{run}.{name}" for run in range(2) for name in per_run]
 
 
 def test_json_lines_round_trip_with_hex_ids(tmp_path):
@@ -152,17 +123,19 @@ def test_json_lines_round_trip_with_hex_ids(tmp_path):
     step, gen, ckpt = emit_job(provider)
     provider.shutdown()
 
-    lines = read_json_lines(path)
+    lines = read_json_lines_records(path)
     assert len(lines) == 3
     assert all(list(line) == ["resourceSpans"] for line in lines)
-    spans = {s["name"]: s for s in json_spans(path)}
+    spans = {s["name"]: s for s in read_json_lines_spans(path)}
     for sdk_span in (step, gen, ckpt):
         context = sdk_span.get_span_context()
         assert spans[sdk_span.name]["traceId"] == format(context.trace_id, "032x")
         assert spans[sdk_span.name]["spanId"] == format(context.span_id, "016x")
         assert int(spans[sdk_span.name]["startTimeUnixNano"]) == sdk_span.start_time
     assert spans["rl.grpo.generation"]["parentSpanId"] == format(step.get_span_context().span_id, "016x")
-    step_attrs = {a["key"]: a["value"] for a in spans["rl.grpo.step"]["attributes"]}
+    # The attributes as encoded, before read_json_lines_spans flattens them: OTLP JSON wraps every value in its type.
+    raw = {s["name"]: s for ln in lines for rs in ln["resourceSpans"] for ss in rs["scopeSpans"] for s in ss["spans"]}
+    step_attrs = {a["key"]: a["value"] for a in raw["rl.grpo.step"]["attributes"]}
     assert int(step_attrs["rl.iteration"]["intValue"]) == 3
     assert step_attrs["rl.span_group"] == {"stringValue": "step"}
 
@@ -219,7 +192,10 @@ def test_worker_that_inherited_a_single_file_writes_a_sibling(tmp_path, monkeypa
 
 @pytest.mark.parametrize(
     ("exporter_class", "read_spans", "name"),
-    [(FramedProtobufFileExporter, framed_spans, "c.otlp"), (JsonLinesFileExporter, json_spans, "c.jsonl")],
+    [
+        (FramedProtobufFileExporter, read_framed_spans, "c.otlp"),
+        (JsonLinesFileExporter, read_json_lines_spans, "c.jsonl"),
+    ],
 )
 def test_concurrent_exports_never_interleave(tmp_path, exporter_class, read_spans, name):
     path = tmp_path / name
@@ -310,7 +286,10 @@ PARTIAL_WRITE_JOB = textwrap.dedent(
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs RLIMIT_FSIZE semantics of Linux")
 @pytest.mark.parametrize(
     ("exporter_class", "read_spans", "name"),
-    [(FramedProtobufFileExporter, framed_spans, "p.otlp"), (JsonLinesFileExporter, json_spans, "p.jsonl")],
+    [
+        (FramedProtobufFileExporter, read_framed_spans, "p.otlp"),
+        (JsonLinesFileExporter, read_json_lines_spans, "p.jsonl"),
+    ],
 )
 def test_record_torn_by_a_failed_write_is_cut_off(tmp_path, exporter_class, read_spans, name):
     # A separate process, because the file-size limit applies to every file the process writes.
@@ -348,8 +327,8 @@ def test_forked_child_writes_its_own_file(tmp_path):
     with tracer.start_as_current_span("parent.after_fork"):
         pass
     provider.shutdown()
-    assert [s.name for s in framed_spans(path)] == ["parent.before_fork", "parent.after_fork"]
-    assert [s.name for s in framed_spans(tmp_path / f"job.{HOST}-{child_pid}.otlp")] == ["child.work"]
+    assert [s.name for s in read_framed_spans(path)] == ["parent.before_fork", "parent.after_fork"]
+    assert [s.name for s in read_framed_spans(tmp_path / f"job.{HOST}-{child_pid}.otlp")] == ["child.work"]
 
 
 def test_make_span_exporter_file_kinds(tmp_path, monkeypatch):
@@ -360,7 +339,7 @@ def test_make_span_exporter_file_kinds(tmp_path, monkeypatch):
     assert exporter.export(finished_spans(1)) is SpanExportResult.SUCCESS
     exporter.shutdown()
     assert exporter.file_path == Path(DEFAULT_TRACE_DIR) / f"svc-{HOST}-{os.getpid()}.jsonl"
-    assert len(json_spans(tmp_path / exporter.file_path)) == 1
+    assert len(read_json_lines_spans(tmp_path / exporter.file_path)) == 1
 
 
 def test_make_span_exporter_console():

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
-import os
 import re
 import threading
 import time
@@ -14,7 +13,6 @@ from pathlib import Path
 import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import instrument
 from instrument import (
@@ -37,44 +35,6 @@ from instrument import (
 )
 
 SEED_DOC = Path(__file__).resolve().parents[2] / "shared" / "seed" / "instrumentation.md"
-
-
-class Memory:
-    """The SDK's in-memory exporter as configure() was handed it; `spans()` flushes first."""
-
-    def __init__(self, exporter: InMemorySpanExporter) -> None:
-        self.exporter = exporter
-
-    def spans(self):
-        instrument.force_flush()
-        return list(self.exporter.get_finished_spans())
-
-
-@pytest.fixture(autouse=True)
-def _restore_goodput_environment():
-    """configure() leaves its choice in os.environ for child processes; keep tests from leaking it."""
-    saved = {k: v for k, v in os.environ.items() if k.startswith("GOODPUT_")}
-    yield
-    instrument.shutdown()
-    for key in [k for k in os.environ if k.startswith("GOODPUT_")]:
-        del os.environ[key]
-    os.environ.update(saved)
-
-
-@pytest.fixture
-def memory_with():
-    def make(span_groups):
-        exporter = InMemorySpanExporter()
-        instrument.configure(exporter=exporter, span_groups=span_groups, service_name="test")
-        return Memory(exporter)
-
-    yield make
-    instrument.shutdown()
-
-
-@pytest.fixture
-def memory(memory_with):
-    return memory_with("all")
 
 
 def by_name(spans):

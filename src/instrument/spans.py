@@ -123,6 +123,9 @@ def _span_attributes(group: str, bucketed: bool, attributes: Mapping[str, Any]) 
     merged: dict[str, Any] = {RL_SPAN_GROUP_ATTR: group}
     if bucketed:
         merged.update(goodput_span_attributes(group))
+    iteration = _ITERATION.get()
+    if iteration is not None:  # stamped here rather than by the provider's processor: cheaper before start
+        merged[RL_ITERATION_ATTR] = iteration
     merged.update(attributes)
     bucket = merged.get(RL_BUCKET_ATTR)
     if isinstance(bucket, Bucket):

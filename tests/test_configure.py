@@ -1,0 +1,124 @@
+"""configure() end to end: real files, real child processes inheriting the choice through GOODPUT_* variables."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+
+import instrument
+from instrument import RLSpanGroup, managed_span, umbrella_span
+
+from conftest import read_framed_spans, read_json_lines_spans
+
+
+def run_child(code: str) -> subprocess.CompletedProcess:
+    """A fresh Python process with this process's environment, as a Ray worker or a forked launcher would have."""
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        env=dict(os.environ),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+
+
+CHILD_JOB = """
+    import instrument
+    from instrument import RLSpanGroup, managed_span, umbrella_span
+    instrument.configure(service_name="worker")
+    with umbrella_span(RLSpanGroup.U_JOB, "rl.grpo.worker_job"):
+        with managed_span(RLSpanGroup.GENERATION, "rl.grpo.generation"):
+            pass
+    # no shutdown(): the exporter must flush at exit on its own
+"""
+
+
+def test_a_directory_gets_one_file_per_process_and_a_bare_child_inherits_the_choice(tmp_path):
+    trace_dir = tmp_path / "run"
+    instrument.configure(service_name="driver", span_groups=["job", "generation"], exporter="json-file", path=trace_dir)
+    with umbrella_span(RLSpanGroup.U_JOB, "rl.grpo.job"):
+        with managed_span(RLSpanGroup.REWARD, "rl.grpo.reward"):  # not enabled: absent from the file
+            pass
+    run_child(CHILD_JOB)
+    instrument.shutdown()
+
+    files = sorted(trace_dir.iterdir())
+    host = socket.gethostname()
+    assert [f.name for f in files if f.name.startswith("driver-")] == [f"driver-{host}-{os.getpid()}.jsonl"]
+    (child_file,) = [f for f in files if f.name.startswith("worker-")]
+    assert child_file.suffix == ".jsonl"
+    assert [s["name"] for s in read_json_lines_spans(files[0])] == ["rl.grpo.job"]
+    child_spans = {s["name"]: s for s in read_json_lines_spans(child_file)}
+    assert set(child_spans) == {"rl.grpo.worker_job", "rl.grpo.generation"}
+    assert child_spans["rl.grpo.generation"]["attributes"]["rl.bucket"] == "productive"
+
+
+def test_a_single_file_path_gives_an_inheriting_child_a_sibling_file(tmp_path):
+    path = tmp_path / "run.otlp"
+    instrument.configure(span_groups="all", exporter="otlp-file", path=path)
+    with umbrella_span(RLSpanGroup.U_JOB, "rl.grpo.job"):
+        pass
+    run_child(CHILD_JOB)
+    instrument.shutdown()
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert "run.otlp" in names and len(names) == 2
+    sibling = tmp_path / next(n for n in names if n != "run.otlp")
+    assert sibling.name.startswith(f"run.{socket.gethostname()}-") and sibling.suffix == ".otlp"
+    assert [s.name for s in read_framed_spans(path)] == ["rl.grpo.job"]
+    assert {s.name for s in read_framed_spans(sibling)} == {"rl.grpo.worker_job", "rl.grpo.generation"}
+
+
+def test_a_process_that_exports_nothing_leaves_no_file(tmp_path):
+    instrument.configure(span_groups="default", exporter="otlp-file", path=tmp_path / "traces")
+    with managed_span(RLSpanGroup.GENERATION, "off by default"):
+        pass
+    instrument.shutdown()
+    assert not (tmp_path / "traces").exists()
+
+
+def test_explicit_arguments_win_over_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("GOODPUT_SPAN_GROUPS", "all")
+    monkeypatch.setenv("GOODPUT_EXPORTER", "json-file")
+    monkeypatch.setenv("GOODPUT_TRACE_PATH", str(tmp_path / "from_env"))
+    instrument.configure(span_groups="default", exporter="otlp-file", path=tmp_path / "explicit")
+    with managed_span(RLSpanGroup.GENERATION, "off") as off:
+        assert off is None
+    with managed_span(RLSpanGroup.CHECKPOINT, "rl.grpo.checkpointing"):
+        pass
+    instrument.shutdown()
+    (written,) = (tmp_path / "explicit").iterdir()
+    assert written.suffix == ".otlp"
+    assert not (tmp_path / "from_env").exists()
+    assert os.environ["GOODPUT_SPAN_GROUPS"] == "default"
+
+
+def test_the_resource_names_the_process(tmp_path):
+    path = tmp_path / "one.jsonl"
+    instrument.configure(service_name="trainer", span_groups="all", path=path, resource_attributes={"team": "rl"})
+    with managed_span(RLSpanGroup.POLICY_UPDATE, "rl.grpo.policy_training"):
+        pass
+    instrument.shutdown()
+    record = json.loads(path.read_text().splitlines()[0])
+    resource = {a["key"]: a["value"] for a in record["resourceSpans"][0]["resource"]["attributes"]}
+    assert resource["service.name"] == {"stringValue": "trainer"}
+    assert resource["process.pid"]["intValue"] in (os.getpid(), str(os.getpid()))
+    assert resource["host.name"] == {"stringValue": socket.gethostname()}
+    assert resource["team"] == {"stringValue": "rl"}
+    assert "service.instance.id" in resource
+
+
+def test_importing_instrument_imports_neither_ray_nor_an_exporter():
+    code = "import sys, instrument; print(sorted(m for m in ('ray', 'grpc', 'opentelemetry.exporter.otlp.proto.grpc') if m in sys.modules))"
+    assert run_child(code).stdout.strip() == "[]"
+
+
+def test_a_relative_path_reaches_children_made_absolute(tmp_path, monkeypatch):
+    # Children may start in another working directory (Ray workers do), so the driver hands on an absolute path.
+    monkeypatch.chdir(tmp_path)
+    instrument.configure(span_groups="all", exporter="otlp-file", path="rel")
+    assert os.environ["GOODPUT_TRACE_PATH"] == str(tmp_path / "rel")
