@@ -39,7 +39,7 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 NO_SPAN: Final[ContextManager[None]] = nullcontext()
 """What every helper returns for a disabled group: enters to None, costs nothing."""
 
-_BUCKET_OVERRIDE: ContextVar[Optional[Bucket]] = ContextVar("goodput_bucket_override", default=None)
+_BUCKET_OVERRIDE: ContextVar[Optional[str]] = ContextVar("goodput_bucket_override", default=None)  # a Bucket value
 _PER_PROMPT_SCOPE: ContextVar[bool] = ContextVar("goodput_per_prompt_scope", default=False)
 _LEAF_GROUP_AT_UMBRELLA_CALL: set[str] = set()
 
@@ -67,7 +67,7 @@ def bucket_scope(bucket: Bucket | str) -> Iterator[None]:
     unbucketed, an explicit `rl.bucket` is kept, and efficiency spans keep their category's bucket, so wrapping a
     region cannot start double counting. Propagates to nested calls and coroutines, not to raw threads.
     """
-    token = _BUCKET_OVERRIDE.set(Bucket(bucket))
+    token = _BUCKET_OVERRIDE.set(Bucket(bucket).value)
     try:
         yield
     finally:
@@ -115,21 +115,30 @@ def goodput_span_attributes(group: str) -> dict[str, str]:
     """
     if group in UMBRELLA_GROUPS:
         return {}
-    bucket = _BUCKET_OVERRIDE.get() or _DEFAULT_GROUP_BUCKET.get(group, Bucket.OVERHEAD)
-    return {RL_BUCKET_ATTR: bucket.value}
+    return {RL_BUCKET_ATTR: _BUCKET_OVERRIDE.get() or _DEFAULT_BUCKET_TEXT.get(group, _OVERHEAD)}
+
+
+_DEFAULT_BUCKET_TEXT = {group: bucket.value for group, bucket in _DEFAULT_GROUP_BUCKET.items()}
+_OVERHEAD = Bucket.OVERHEAD.value
 
 
 def _span_attributes(group: str, bucketed: bool, attributes: Mapping[str, Any]) -> dict[str, Any]:
-    merged: dict[str, Any] = {RL_SPAN_GROUP_ATTR: group}
+    """Group, bucket and iteration, then the caller's own attributes on top. On every span's path: kept lean."""
     if bucketed:
-        merged.update(goodput_span_attributes(group))
+        merged: dict[str, Any] = {
+            RL_SPAN_GROUP_ATTR: group,
+            RL_BUCKET_ATTR: _BUCKET_OVERRIDE.get() or _DEFAULT_BUCKET_TEXT.get(group, _OVERHEAD),
+        }
+    else:
+        merged = {RL_SPAN_GROUP_ATTR: group}
     iteration = _ITERATION.get()
     if iteration is not None:  # stamped here rather than by the provider's processor: cheaper before start
         merged[RL_ITERATION_ATTR] = iteration
-    merged.update(attributes)
-    bucket = merged.get(RL_BUCKET_ATTR)
-    if isinstance(bucket, Bucket):
-        merged[RL_BUCKET_ATTR] = bucket.value
+    if attributes:
+        merged.update(attributes)
+        bucket = merged.get(RL_BUCKET_ATTR)
+        if isinstance(bucket, Bucket):
+            merged[RL_BUCKET_ATTR] = bucket.value
     return merged
 
 
@@ -150,7 +159,13 @@ def managed_span(group: str, name: str, tracer: Optional[trace.Tracer] = None, *
 
     Callers may override the bucket by passing `rl.bucket` explicitly. Umbrella groups receive no bucket.
     """
-    return _managed_span(group, name, tracer, group not in UMBRELLA_GROUPS, attributes)
+    # The body of _managed_span, inlined: this is the call on every leaf span's path.
+    if group not in STATE.enabled:
+        return NO_SPAN
+    tracer = tracer or STATE.tracer
+    if tracer is None:
+        return NO_SPAN
+    return tracer.start_as_current_span(name, attributes=_span_attributes(group, group not in UMBRELLA_GROUPS, attributes))
 
 
 def _warn_leaf_group_at_umbrella_call(group: str, name: str) -> None:
