@@ -19,15 +19,32 @@ import instrument
 
 
 @pytest.fixture(scope="session")
-def ray_cluster():
+def ray_inherited_trace_dir(tmp_path_factory) -> Path:
+    """Where workers of the session's Ray cluster write when they call configure() bare (see `ray_cluster`)."""
+    return tmp_path_factory.mktemp("ray-inherited-traces")
+
+
+@pytest.fixture(scope="session")
+def ray_cluster(ray_inherited_trace_dir):
     """One local Ray cluster for the whole session: starting one costs seconds, and the CI machine has 2 cores.
 
+    Started the way a job starts it: configure() first, then ray.init(), so the raylet and every worker it spawns
+    inherit the GOODPUT_* choice (JSON Lines files in `ray_inherited_trace_dir`, every group). The driver's own
+    set-up is shut down again and its variables removed; tests configure the driver as they need.
     Ray is a test dependency, so a missing Ray fails the tests that need it rather than skipping them. It is imported
     here, not at the top, so test modules that never touch Ray do not pay for importing it.
     """
     import ray
 
-    ray.init(num_cpus=2, include_dashboard=False)
+    saved = {k: v for k, v in os.environ.items() if k.startswith("GOODPUT_")}
+    instrument.configure(exporter="json-file", path=ray_inherited_trace_dir, span_groups="all", service_name="driver")
+    try:
+        ray.init(num_cpus=2, include_dashboard=False)
+    finally:
+        instrument.shutdown()
+        for key in [k for k in os.environ if k.startswith("GOODPUT_")]:
+            del os.environ[key]
+        os.environ.update(saved)
     try:
         yield ray
     finally:

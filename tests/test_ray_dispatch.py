@@ -237,6 +237,24 @@ def read_spans(directory: Path) -> dict[str, dict]:
     return spans
 
 
+def test_a_worker_of_a_cluster_started_after_configure_inherits_it_bare(ray_cluster, ray_inherited_trace_dir):
+    # No runtime_env here: the worker's bare configure() finds the GOODPUT_* variables the session's driver had
+    # when it called ray.init() (see the ray_cluster fixture), as a job that configures first gets them.
+    instrument.configure(exporter=InMemorySpanExporter(), span_groups="all", service_name="driver")
+    worker = RolloutWorker.remote()
+    try:
+        with umbrella_span(RLSpanGroup.U_STEP, "driver.inherit") as step:
+            assert ray.get(dispatch_with_trace_context(worker.score, 5)) == 10
+        worker_pid = ray.get(worker.flush.remote())
+    finally:
+        ray.kill(worker)
+    (written,) = [p for p in ray_inherited_trace_dir.iterdir() if p.name.endswith(f"-{worker_pid}.jsonl")]
+    (span,) = [s for s in read_json_lines_spans(written) if s["name"] == "worker.sync"]
+    assert span["traceId"] == f"{step.get_span_context().trace_id:032x}"
+    assert span["parentSpanId"] == f"{step.get_span_context().span_id:016x}"
+    assert span["attributes"]["rl.bucket"] == "productive"
+
+
 @pytest.mark.parametrize("exporter", ["json-file", "otlp-file"])
 def test_worker_spans_join_the_driver_trace(ray_cluster, tmp_path, exporter):
     instrument.configure(exporter=exporter, path=tmp_path, span_groups="all", service_name="driver")
