@@ -1,0 +1,154 @@
+"""Charging wall clock to buckets, instant by instant, and the naive span-seconds sum beside it.
+
+Each frame (an iteration window, a stretch outside every window) is swept over the boundaries of the bucketed
+spans that overlap it, clipped to it. Between two boundaries the active set of buckets is constant, and the whole
+segment goes to the first active bucket in precedence order, or to `unaccounted` when none is active. Nested and
+concurrent spans therefore count once, and the buckets plus unaccounted add up to the frame's wall clock exactly
+(integer nanoseconds all the way).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import pyarrow as pa
+
+from .errors import GoodputError
+from .lineage import BUCKET_LIST_SQL, BUCKETS
+
+FRAME_SCHEMA = pa.schema(
+    [("frame_id", pa.int64()), ("start_ns", pa.int64()), ("end_ns", pa.int64()), ("process", pa.string())]
+)
+
+
+@dataclass(frozen=True)
+class Frame:
+    frame_id: int
+    start_ns: int
+    end_ns: int
+    process: Optional[str] = None  # with a process, only that process's spans are charged
+
+
+@dataclass
+class Charge:
+    """Nanoseconds of one frame per bucket (keys: the four buckets) and unaccounted."""
+
+    wall_ns: int
+    bucket_ns: dict[str, int]
+    unaccounted_ns: int
+
+
+def parse_precedence(text: Optional[str]) -> list[str]:
+    """`idle,productive,overhead,wasted` -> that list; None -> the declared order. Each bucket exactly once."""
+    if text is None:
+        return list(BUCKETS)
+    order = [token.strip() for token in text.split(",") if token.strip()]
+    if sorted(order) != sorted(BUCKETS):
+        raise GoodputError(f"--precedence must name each of {', '.join(BUCKETS)} once, got {text!r}")
+    return order
+
+
+def charge_wall_clock(connection, frames: Sequence[Frame], precedence: Sequence[str]) -> dict[int, Charge]:
+    """Charge every frame's wall clock to the highest-precedence active bucket, else unaccounted.
+
+    Needs the `spans` table. Frames may overlap each other; each is charged on its own.
+    """
+    if not frames:
+        return {}
+    table = pa.Table.from_pylist([f.__dict__ for f in frames], schema=FRAME_SCHEMA)
+    connection.register("charge_frames", table)
+    rank_sql = "CASE bucket " + " ".join(f"WHEN '{b}' THEN {i}" for i, b in enumerate(precedence)) + " END"
+    count_columns = ", ".join(f"sum(delta) FILTER (WHERE rank = {i}) AS d{i}" for i in range(len(BUCKETS)))
+    running_columns = ", ".join(
+        f"sum(coalesce(d{i}, 0)) OVER (PARTITION BY frame_id ORDER BY t ROWS UNBOUNDED PRECEDING) AS c{i}"
+        for i in range(len(BUCKETS))
+    )
+
+    def first_active(i: int) -> str:
+        earlier = "".join(f"c{j} = 0 AND " for j in range(i))
+        return f"sum(CASE WHEN {earlier}c{i} > 0 THEN t_next - t ELSE 0 END)::BIGINT AS r{i}"
+
+    charged_columns = ", ".join(first_active(i) for i in range(len(BUCKETS)))
+    try:
+        rows = connection.execute(
+            f"""
+            WITH bucketed AS (
+                SELECT start_ns, end_ns, process, {rank_sql} AS rank FROM spans
+                WHERE bucket IN ({BUCKET_LIST_SQL}) AND end_ns > start_ns
+            ),
+            clipped AS (
+                SELECT f.frame_id, b.rank,
+                       greatest(b.start_ns, f.start_ns) AS s, least(b.end_ns, f.end_ns) AS e
+                FROM charge_frames f JOIN bucketed b
+                  ON b.start_ns < f.end_ns AND b.end_ns > f.start_ns
+                 AND (f.process IS NULL OR b.process = f.process)
+            ),
+            events AS (
+                SELECT frame_id, s AS t, rank, 1 AS delta FROM clipped
+                UNION ALL
+                SELECT frame_id, e AS t, rank, -1 AS delta FROM clipped
+            ),
+            boundaries AS (
+                SELECT frame_id, t, {count_columns} FROM events GROUP BY frame_id, t
+            ),
+            running AS (
+                SELECT frame_id, t, lead(t) OVER (PARTITION BY frame_id ORDER BY t) AS t_next, {running_columns}
+                FROM boundaries
+            )
+            SELECT frame_id, {charged_columns} FROM running WHERE t_next IS NOT NULL GROUP BY frame_id
+            """
+        ).fetchall()
+    finally:
+        connection.unregister("charge_frames")
+    charged = {row[0]: [int(v or 0) for v in row[1:]] for row in rows}
+    result = {}
+    for frame in frames:
+        by_rank = charged.get(frame.frame_id, [0] * len(BUCKETS))
+        bucket_ns = {bucket: by_rank[rank] for rank, bucket in enumerate(precedence)}
+        wall = frame.end_ns - frame.start_ns
+        result[frame.frame_id] = Charge(wall, {b: bucket_ns[b] for b in BUCKETS}, wall - sum(by_rank))
+    return result
+
+
+def span_seconds_ns(connection, by_process: bool = False) -> dict[Any, dict[str, int]]:
+    """Per effective iteration (and process), per bucket: the summed full durations of its bucketed spans.
+
+    The naive view a monitor computes: it exceeds the wall clock wherever spans nest or run concurrently.
+    """
+    keys = "eff_iteration, process" if by_process else "eff_iteration"
+    rows = connection.execute(
+        f"""
+        SELECT {keys}, bucket, sum(end_ns - start_ns)::BIGINT FROM spans_ex
+        WHERE bucketed AND eff_iteration IS NOT NULL GROUP BY ALL
+        """
+    ).fetchall()
+    out: dict[Any, dict[str, int]] = {}
+    for row in rows:
+        key = (int(row[0]), row[1]) if by_process else int(row[0])
+        out.setdefault(key, dict.fromkeys(BUCKETS, 0))[row[-2]] = int(row[-1])
+    return out
+
+
+def processes_in_frames(connection, frames: Sequence[Frame]) -> dict[int, list[str]]:
+    """For `--by process`: per frame, the processes that have a bucketed span overlapping it."""
+    if not frames:
+        return {}
+    table = pa.Table.from_pylist([f.__dict__ for f in frames], schema=FRAME_SCHEMA)
+    connection.register("process_frames", table)
+    try:
+        rows = connection.execute(
+            f"""
+            SELECT DISTINCT f.frame_id, s.process FROM process_frames f JOIN spans s
+              ON s.start_ns < f.end_ns AND s.end_ns > f.start_ns
+            WHERE s.bucket IN ({BUCKET_LIST_SQL}) AND s.end_ns > s.start_ns
+            ORDER BY 1, 2
+            """
+        ).fetchall()
+    finally:
+        connection.unregister("process_frames")
+    out: dict[int, list[str]] = {}
+    for frame_id, process in rows:
+        out.setdefault(frame_id, []).append(process)
+    return out

@@ -1,0 +1,205 @@
+"""The accounting bugs `goodput check` flags (SPEC section 5), each found by one query over `spans_ex`.
+
+Every rule exists because it makes a goodput figure wrong or unexplainable: a bucketed span inside a bucketed span
+counts the same wall clock twice in any naive sum; concurrent instances of one bucketed span multiply it; an orphan
+is a lost span or a broken trace-context hand-off, which silently moves work out of its iteration.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Optional
+
+from .lineage import BUCKET_LIST_SQL, ensure_lineage
+
+ERROR = "error"
+WARNING = "warning"
+
+RULES: dict[str, str] = {
+    "nested-bucket": ERROR,
+    "self-overlap": ERROR,
+    "bucketed-umbrella": ERROR,
+    "unknown-bucket": ERROR,
+    "overlapping-steps": WARNING,
+    "orphan-span": WARNING,
+    "iteration-mismatch": WARNING,
+}
+
+
+@dataclass(frozen=True)
+class Finding:
+    rule: str
+    severity: str
+    trace_id: str
+    span_id: str
+    name: str
+    iteration: Optional[int]
+    related_span_id: Optional[str]
+    message: str
+    overlap_s: Optional[float] = None  # nested-bucket and self-overlap: the seconds counted twice
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _seconds(ns: Optional[int]) -> str:
+    return f"{(ns or 0) / 1e9:.3f}s"
+
+
+def nested_bucket_findings(connection) -> list[Finding]:
+    rows = connection.execute(
+        """
+        SELECT c.trace_id, c.span_id, c.name, c.eff_iteration, a.span_id, a.name, c.bucket, a.bucket,
+               greatest(0, least(c.end_ns, a.end_ns) - greatest(c.start_ns, a.start_ns))
+        FROM spans_ex c JOIN spans_ex a ON a.trace_id = c.trace_id AND a.span_id = c.bucketed_chain[-1]
+        WHERE c.bucketed AND len(c.bucketed_chain) > 0
+        """
+    ).fetchall()
+    return [
+        Finding(
+            "nested-bucket", ERROR, t, s, n, i, a,
+            f"{n} ({b}) runs inside {an} ({ab}): {_seconds(ns)} counted twice",
+            ns / 1e9,
+        )
+        for t, s, n, i, a, an, b, ab, ns in rows
+    ]
+
+
+def self_overlap_findings(connection) -> list[Finding]:
+    """Per (process, name), a sweep in start order: a span that starts before the latest end seen so far overlaps."""
+    rows = connection.execute(
+        """
+        WITH ordered AS (
+            SELECT trace_id, span_id, name, process, eff_iteration, start_ns, end_ns, bucketed_chain,
+                   max(end_ns) OVER w AS prior_end, arg_max(span_id, end_ns) OVER w AS prior_span,
+                   arg_max(trace_id, end_ns) OVER w AS prior_trace,
+                   arg_max(bucketed_chain, end_ns) OVER w AS prior_chain
+            FROM spans_ex WHERE bucketed AND end_ns > start_ns
+            WINDOW w AS (PARTITION BY process, name ORDER BY start_ns, span_id
+                         ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+        )
+        SELECT trace_id, span_id, name, eff_iteration, prior_span, least(end_ns, prior_end) - start_ns, process
+        FROM ordered
+        WHERE prior_end > start_ns
+          AND NOT (prior_trace = trace_id
+                   AND (list_contains(bucketed_chain, prior_span) OR list_contains(prior_chain, span_id)))
+        """
+    ).fetchall()
+    return [
+        Finding(
+            "self-overlap", ERROR, t, s, n, i, p,
+            f"{n} overlaps another {n} in process {proc}: concurrent instances should be an umbrella with leaf "
+            f"spans inside; {_seconds(ns)} counted twice",
+            ns / 1e9,
+        )
+        for t, s, n, i, p, ns, proc in rows
+    ]
+
+
+def bucketed_umbrella_findings(connection) -> list[Finding]:
+    rows = connection.execute(
+        "SELECT trace_id, span_id, name, eff_iteration, bucket, span_group FROM spans_ex "
+        "WHERE is_umbrella AND bucket IS NOT NULL"
+    ).fetchall()
+    return [
+        Finding(
+            "bucketed-umbrella", ERROR, t, s, n, i, None,
+            f"{n} is an umbrella span ({g or 'by name'}) but carries rl.bucket={b}: umbrellas enclose the leaves "
+            "that are counted, so a bucket on one counts their time again",
+        )
+        for t, s, n, i, b, g in rows
+    ]
+
+
+def unknown_bucket_findings(connection) -> list[Finding]:
+    rows = connection.execute(
+        f"SELECT trace_id, span_id, name, eff_iteration, bucket FROM spans_ex "
+        f"WHERE bucket IS NOT NULL AND bucket NOT IN ({BUCKET_LIST_SQL})"
+    ).fetchall()
+    return [
+        Finding(
+            "unknown-bucket", ERROR, t, s, n, i, None,
+            f"{n} has rl.bucket={b!r}, not one of productive, overhead, idle, wasted: its time is counted nowhere",
+        )
+        for t, s, n, i, b in rows
+    ]
+
+
+def overlapping_steps_findings(connection) -> list[Finding]:
+    rows = connection.execute(
+        """
+        WITH steps AS (
+            SELECT trace_id, span_id, name, eff_iteration, start_ns, end_ns FROM spans_ex
+            WHERE is_step AND eff_iteration IS NOT NULL
+        )
+        SELECT DISTINCT ON (b.trace_id, b.span_id) b.trace_id, b.span_id, b.name, b.eff_iteration, a.span_id,
+               a.eff_iteration, least(a.end_ns, b.end_ns) - b.start_ns
+        FROM steps a JOIN steps b
+          ON a.eff_iteration <> b.eff_iteration AND b.start_ns < a.end_ns
+         AND (a.start_ns < b.start_ns OR (a.start_ns = b.start_ns AND a.span_id < b.span_id))
+        ORDER BY b.trace_id, b.span_id, a.start_ns
+        """
+    ).fetchall()
+    return [
+        Finding(
+            "overlapping-steps", WARNING, t, s, n, i, a,
+            f"step {i} overlaps step {ai} for {_seconds(ns)}: both windows charge that stretch, so totals exceed "
+            "the run's wall clock",
+        )
+        for t, s, n, i, a, ai, ns in rows
+    ]
+
+
+def orphan_span_findings(connection) -> list[Finding]:
+    rows = connection.execute(
+        "SELECT trace_id, span_id, name, eff_iteration, parent_span_id FROM spans_ex "
+        "WHERE parent_span_id IS NOT NULL AND NOT has_parent"
+    ).fetchall()
+    return [
+        Finding(
+            "orphan-span", WARNING, t, s, n, i, p,
+            f"{n} names parent {p}, which no loaded file holds: a lost span or a broken trace-context hand-off",
+        )
+        for t, s, n, i, p in rows
+    ]
+
+
+def iteration_mismatch_findings(connection) -> list[Finding]:
+    rows = connection.execute(
+        "SELECT trace_id, span_id, name, iteration, ancestor_iteration FROM spans_ex "
+        "WHERE iteration IS NOT NULL AND ancestor_iteration IS NOT NULL AND iteration <> ancestor_iteration"
+    ).fetchall()
+    return [
+        Finding(
+            "iteration-mismatch", WARNING, t, s, n, i, None,
+            f"{n} says rl.iteration={i} but its nearest ancestor with one says {a}",
+        )
+        for t, s, n, i, a in rows
+    ]
+
+
+def check_findings(store) -> list[Finding]:
+    """Every finding of every rule, errors first, then by rule, trace and span."""
+    connection = store.connection
+    ensure_lineage(connection)
+    findings: list[Finding] = []
+    for finder in (
+        nested_bucket_findings,
+        self_overlap_findings,
+        bucketed_umbrella_findings,
+        unknown_bucket_findings,
+        overlapping_steps_findings,
+        orphan_span_findings,
+        iteration_mismatch_findings,
+    ):
+        findings.extend(finder(connection))
+    rule_order = list(RULES)
+    findings.sort(key=lambda f: (f.severity != ERROR, rule_order.index(f.rule), f.trace_id, f.span_id))
+    return findings
+
+
+def check_summary(findings: list[Finding]) -> dict[str, int]:
+    return {
+        "errors": sum(f.severity == ERROR for f in findings),
+        "warnings": sum(f.severity == WARNING for f in findings),
+    }

@@ -1,0 +1,165 @@
+"""The per-iteration goodput report of SPEC section 4: wall-clock view, span-seconds view, total, outside.
+
+Returns plain dataclasses; `report_json` gives the exact JSON object of SPEC section 6.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from .attribution import Charge, Frame, charge_wall_clock, parse_precedence, processes_in_frames, span_seconds_ns
+from .lineage import BUCKETS, ensure_lineage
+from .windows import Window, iteration_windows, outside_stretches, run_extent
+
+NS_PER_S = 1e9
+
+
+@dataclass
+class Figures:
+    """Wall-clock seconds of one stretch of time, by bucket, plus the naive span-seconds when they apply."""
+
+    wall_s: float = 0.0
+    productive_s: float = 0.0
+    overhead_s: float = 0.0
+    idle_s: float = 0.0
+    wasted_s: float = 0.0
+    unaccounted_s: float = 0.0
+    span_seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(BUCKETS, 0.0))
+
+    @property
+    def goodput(self) -> float:
+        return self.productive_s / self.wall_s if self.wall_s > 0 else 0.0
+
+    @classmethod
+    def from_ns(cls, charge: Charge, span_ns: Optional[dict[str, int]] = None) -> "Figures":
+        span_ns = span_ns or {}
+        return cls(
+            wall_s=charge.wall_ns / NS_PER_S,
+            unaccounted_s=charge.unaccounted_ns / NS_PER_S,
+            span_seconds={b: span_ns.get(b, 0) / NS_PER_S for b in BUCKETS},
+            **{f"{b}_s": charge.bucket_ns[b] / NS_PER_S for b in BUCKETS},
+        )
+
+
+def _sum_figures(parts: Sequence[Figures]) -> Figures:
+    total = Figures()
+    for part in parts:
+        total.wall_s += part.wall_s
+        total.unaccounted_s += part.unaccounted_s
+        for bucket in BUCKETS:
+            setattr(total, f"{bucket}_s", getattr(total, f"{bucket}_s") + getattr(part, f"{bucket}_s"))
+            total.span_seconds[bucket] += part.span_seconds[bucket]
+    return total
+
+
+@dataclass
+class IterationRow:
+    iteration: int
+    start_ns: int
+    end_ns: int
+    figures: Figures
+    process: Optional[str] = None
+
+
+@dataclass
+class Report:
+    iterations: list[IterationRow]
+    total: Figures
+    outside: Figures
+    precedence: list[str]
+    by_process: bool = False
+    process_totals: dict[str, Figures] = field(default_factory=dict)
+
+
+def select_windows(windows: list[Window], iterations: Optional[tuple[int, int]]) -> list[Window]:
+    """Windows whose iteration lies in the inclusive range `iterations` (all when None)."""
+    if iterations is None:
+        return windows
+    low, high = iterations
+    return [w for w in windows if low <= w.iteration <= high]
+
+
+def build_report(
+    store,
+    *,
+    iterations: Optional[tuple[int, int]] = None,
+    precedence: Optional[str] = None,
+    by_process: bool = False,
+) -> Report:
+    """The report over the store's spans; `iterations` keeps the windows in that inclusive range."""
+    order = parse_precedence(precedence)
+    connection = store.connection
+    ensure_lineage(connection)
+    all_windows = iteration_windows(connection)
+    windows = select_windows(all_windows, iterations)
+    frames = [Frame(i, w.start_ns, w.end_ns) for i, w in enumerate(windows)]
+    outside = outside_stretches(run_extent(connection), all_windows)
+    outside_frames = [Frame(len(frames) + i, s, e) for i, (s, e) in enumerate(outside)]
+    charges = charge_wall_clock(connection, frames + outside_frames, order)
+    span_ns = span_seconds_ns(connection)
+
+    rows = [
+        IterationRow(w.iteration, w.start_ns, w.end_ns, Figures.from_ns(charges[i], span_ns.get(w.iteration)))
+        for i, w in enumerate(windows)
+    ]
+    total = _sum_figures([row.figures for row in rows])
+    outside_figures = _sum_figures([Figures.from_ns(charges[f.frame_id]) for f in outside_frames])
+    report = Report(rows, total, outside_figures, order)
+    if by_process:
+        _add_process_rows(connection, report, windows, order)
+    return report
+
+
+def _add_process_rows(connection, report: Report, windows: list[Window], order: list[str]) -> None:
+    """Replace the rows by one per (iteration, process), each charging only that process's spans."""
+    frames = [Frame(i, w.start_ns, w.end_ns) for i, w in enumerate(windows)]
+    processes = processes_in_frames(connection, frames)
+    process_frames = []
+    for frame in frames:
+        for process in processes.get(frame.frame_id, []):
+            process_frames.append((frame, Frame(len(process_frames), frame.start_ns, frame.end_ns, process)))
+    charges = charge_wall_clock(connection, [pf for _, pf in process_frames], order)
+    span_ns = span_seconds_ns(connection, by_process=True)
+    rows = []
+    for frame, pframe in process_frames:
+        window = windows[frame.frame_id]
+        figures = Figures.from_ns(charges[pframe.frame_id], span_ns.get((window.iteration, pframe.process)))
+        rows.append(IterationRow(window.iteration, window.start_ns, window.end_ns, figures, pframe.process))
+    report.iterations = rows
+    report.by_process = True
+    by_process: dict[str, list[Figures]] = {}
+    for row in rows:
+        by_process.setdefault(row.process or "", []).append(row.figures)
+    report.process_totals = {p: _sum_figures(figs) for p, figs in sorted(by_process.items())}
+
+
+def _figures_json(figures: Figures, *, with_goodput: bool = True, with_span_seconds: bool = True) -> dict[str, Any]:
+    out: dict[str, Any] = {"wall_s": figures.wall_s}
+    out.update({f"{b}_s": getattr(figures, f"{b}_s") for b in BUCKETS})
+    out["unaccounted_s"] = figures.unaccounted_s
+    if with_goodput:
+        out["goodput"] = figures.goodput
+    if with_span_seconds:
+        out["span_seconds"] = dict(figures.span_seconds)
+    return out
+
+
+def report_json(report: Report) -> dict[str, Any]:
+    """The object `report --format json` prints (SPEC section 6); `--by process` adds `process` and `processes`."""
+    iterations = []
+    for row in report.iterations:
+        item: dict[str, Any] = {"iteration": row.iteration, "start_ns": row.start_ns, "end_ns": row.end_ns}
+        if report.by_process:
+            item["process"] = row.process
+        item.update(_figures_json(row.figures))
+        iterations.append(item)
+    out: dict[str, Any] = {
+        "iterations": iterations,
+        "total": _figures_json(report.total),
+        "outside": _figures_json(report.outside, with_goodput=False, with_span_seconds=False),
+    }
+    if report.by_process:
+        out["processes"] = [{"process": p, **_figures_json(f)} for p, f in report.process_totals.items()]
+    return out

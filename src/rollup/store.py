@@ -1,0 +1,357 @@
+"""The span store: trace files in, one deduplicated `spans` table in DuckDB out, with a Parquet cache in between.
+
+Every command reads through here. Each input file is converted once into Parquet parts of the normalized schema
+(`schema.SPAN_SCHEMA`), keyed by the file's path, size and modification time; the next command on the same files
+reads the parts and skips parsing. Conversion runs chunk by chunk on all cores (or on a Ray cluster, see
+`ray_ingest`), so memory is bounded by a chunk's batch, not by the file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import multiprocessing
+import os
+import shutil
+import tempfile
+import threading
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+import pyarrow.parquet as pq
+
+from .convert import Chunk, ChunkResult, convert_chunk, plan_chunks
+from .errors import GoodputError, TraceFormatError
+from .schema import SCHEMA_VERSION, SPAN_SCHEMA
+from .sniff import sniff_format
+from .sources import expand_paths
+
+MANIFEST = "manifest.json"
+# Below this many bytes in all, converting in this process beats starting workers.
+IN_PROCESS_BYTES = 8 << 20
+MIN_CHUNK_BYTES = 4 << 20
+
+ConvertJob = tuple[Chunk, str]
+Runner = Callable[[Sequence[ConvertJob]], Iterator[ChunkResult]]
+Progress = Callable[[int, int], None]
+
+
+def default_cache_dir() -> Path:
+    """`GOODPUT_CACHE_DIR`, else the user's cache directory (`$XDG_CACHE_HOME/goodput`, `~/.cache/goodput`)."""
+    explicit = os.environ.get("GOODPUT_CACHE_DIR")
+    if explicit:
+        return Path(explicit).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "goodput"
+
+
+@dataclass
+class FileEntry:
+    """One input file and where its normalized spans live."""
+
+    path: Path
+    size: int
+    mtime_ns: int
+    parts: list[str] = field(default_factory=list)
+    spans: int = 0
+    notices: list[str] = field(default_factory=list)
+    cached: bool = False
+
+    @property
+    def cache_key(self) -> str:
+        identity = f"{SCHEMA_VERSION}|{self.path}|{self.size}|{self.mtime_ns}"
+        return hashlib.sha256(identity.encode()).hexdigest()[:32]
+
+
+def _stat_entry(path: Path) -> FileEntry:
+    try:
+        stat = path.stat()
+    except OSError as exc:
+        raise GoodputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if not os.access(path, os.R_OK):
+        raise GoodputError(f"{path}: cannot read: permission denied")
+    return FileEntry(path=path, size=stat.st_size, mtime_ns=stat.st_mtime_ns)
+
+
+def _read_manifest(directory: Path) -> Optional[dict]:
+    try:
+        manifest = json.loads((directory / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    parts = [str(directory / name) for name in manifest.get("parts", [])]
+    if not all(os.path.exists(p) for p in parts):
+        return None
+    manifest["parts"] = parts
+    return manifest
+
+
+def _publish(entry: FileEntry, staging: Path, final: Path) -> None:
+    """Write the manifest last and rename the staging folder into place, so a half-written entry is never read."""
+    manifest = {
+        "path": str(entry.path),
+        "size": entry.size,
+        "mtime_ns": entry.mtime_ns,
+        "schema_version": SCHEMA_VERSION,
+        "spans": entry.spans,
+        "notices": entry.notices,
+        "parts": [os.path.basename(p) for p in entry.parts],
+    }
+    (staging / MANIFEST).write_text(json.dumps(manifest), encoding="utf-8")
+    try:
+        os.replace(staging, final)
+    except OSError:  # another command published the same entry first: theirs is as good as ours
+        shutil.rmtree(staging, ignore_errors=True)
+    entry.parts = [str(final / os.path.basename(p)) for p in entry.parts]
+
+
+def run_in_processes(jobs: Sequence[ConvertJob], workers: Optional[int] = None) -> Iterator[ChunkResult]:
+    """Convert chunks on all cores; small work stays in this process."""
+    workers = workers or os.cpu_count() or 1
+    if workers <= 1 or len(jobs) <= 1:
+        for chunk, out_path in jobs:
+            yield convert_chunk(chunk, out_path)
+        return
+    # fork is cheap and safe while this process runs no other thread; otherwise a forkserver, which is safe anyway.
+    method = "fork" if threading.active_count() == 1 and "fork" in multiprocessing.get_all_start_methods() else None
+    context = multiprocessing.get_context(method or "forkserver")
+    with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=context) as pool:
+        futures = [pool.submit(convert_chunk, chunk, out_path) for chunk, out_path in jobs]
+        try:
+            for future in as_completed(futures):
+                yield future.result()
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
+
+
+@dataclass
+class Plan:
+    """What a load has to do: the entries already cached and the chunks still to convert."""
+
+    entries: list[FileEntry]
+    jobs: list[ConvertJob]
+    staging: dict[Path, Path]  # entry path -> folder its parts are being written to
+    total_bytes: int
+
+
+def plan_load(
+    paths: Sequence[str | os.PathLike[str]], *, use_cache: bool, work_dir: Path, workers: int
+) -> Plan:
+    """Expand the paths, reuse what the cache holds, and cut the rest into conversion jobs."""
+    files = expand_paths(paths)
+    entries = [_stat_entry(path) for path in files]
+    jobs: list[ConvertJob] = []
+    staging: dict[Path, Path] = {}
+    pending = []
+    for entry in entries:
+        if use_cache:
+            manifest = _read_manifest(work_dir / entry.cache_key)
+            if manifest is not None:
+                entry.parts, entry.spans, entry.notices = manifest["parts"], manifest["spans"], manifest["notices"]
+                entry.cached = True
+                continue
+        if entry.size and sniff_format(str(entry.path)) == "parquet":
+            _check_parquet_spans(entry)
+            continue
+        pending.append(entry)
+    total = sum(e.size for e in pending)
+    target = max(MIN_CHUNK_BYTES, total // max(1, workers * 2))
+    for entry in pending:
+        folder = work_dir / f"{entry.cache_key}.staging-{uuid.uuid4().hex[:8]}"
+        folder.mkdir(parents=True, exist_ok=True)
+        staging[entry.path] = folder
+        for chunk in plan_chunks(str(entry.path), target_bytes=target):
+            jobs.append((chunk, str(folder / f"part-{chunk.index:05d}.parquet")))
+    return Plan(entries=entries, jobs=jobs, staging=staging, total_bytes=total)
+
+
+def _check_parquet_spans(entry: FileEntry) -> None:
+    """A Parquet file among the inputs (an `ingest --to` dataset) is used as it is, if it holds goodput spans."""
+    try:
+        schema = pq.read_schema(entry.path)
+        rows = pq.read_metadata(entry.path).num_rows
+    except Exception as exc:
+        raise TraceFormatError(str(entry.path), "", f"unreadable Parquet file ({exc})") from None
+    missing = [name for name in SPAN_SCHEMA.names if name not in schema.names]
+    if missing:
+        raise TraceFormatError(str(entry.path), "", f"a Parquet file that is not a goodput span table (no {missing[0]})")
+    entry.parts, entry.spans = [str(entry.path)], rows
+
+
+def execute_plan(
+    plan: Plan, *, use_cache: bool, work_dir: Path, runner: Runner, progress: Optional[Progress] = None
+) -> None:
+    """Run the plan's jobs, then publish each converted file (to the cache, or in place for an uncached load)."""
+    by_path = {entry.path: entry for entry in plan.entries}
+    done_bytes = 0
+    results: dict[Path, list[ChunkResult]] = {path: [] for path in plan.staging}
+    try:
+        for result in runner(plan.jobs):
+            results[Path(result.chunk.path)].append(result)
+            done_bytes += _chunk_bytes(result.chunk, by_path[Path(result.chunk.path)].size)
+            if progress is not None:
+                progress(min(done_bytes, plan.total_bytes), plan.total_bytes)
+    except BaseException:
+        for folder in plan.staging.values():
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
+    for path, folder in plan.staging.items():
+        entry = by_path[path]
+        ordered = sorted(results[path], key=lambda r: r.chunk.index)
+        entry.spans = sum(r.spans for r in ordered)
+        entry.notices = [n for r in ordered for n in r.notices]
+        entry.parts = [
+            str(folder / f"part-{r.chunk.index:05d}.parquet") for r in ordered if r.spans
+        ]
+        if use_cache:
+            _publish(entry, folder, work_dir / entry.cache_key)
+
+
+def _chunk_bytes(chunk: Chunk, file_size: int) -> int:
+    return (file_size if chunk.end < 0 else chunk.end) - chunk.start
+
+
+class SpanStore:
+    """An open DuckDB connection whose `spans` table holds every span of the loaded files, each span once."""
+
+    def __init__(self, connection, entries: list[FileEntry]) -> None:
+        self.connection = connection
+        self.entries = entries
+
+    @property
+    def notices(self) -> list[str]:
+        return [n for entry in self.entries for n in entry.notices]
+
+    def sql(self, query: str, params: Optional[Iterable] = None):
+        """Run `query` and return an Arrow table; a DuckDB error becomes a GoodputError naming the query's problem."""
+        import duckdb
+
+        try:
+            return self.connection.execute(query, list(params) if params is not None else None).fetch_arrow_table()
+        except duckdb.Error as exc:
+            raise GoodputError(f"SQL: {str(exc).splitlines()[0]}") from None
+
+    def close(self) -> None:
+        self.connection.close()
+
+    def __enter__(self) -> "SpanStore":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+
+def _create_spans_table(connection, parts: list[str]) -> None:
+    """Materialize the deduplicated spans: the same span exported twice (same trace and span id) counts once."""
+    import pyarrow as pa
+
+    if not parts:
+        connection.register("empty_spans", pa.Table.from_batches([], schema=SPAN_SCHEMA))
+        connection.execute("CREATE TABLE spans AS SELECT * FROM empty_spans")
+        connection.unregister("empty_spans")
+        return
+    columns = ", ".join(SPAN_SCHEMA.names)
+    connection.execute(
+        f"CREATE TABLE spans AS SELECT DISTINCT ON (trace_id, span_id) {columns} FROM read_parquet(?)", [parts]
+    )
+
+
+def _work_dir(use_cache: bool, cache_dir: Optional[Path]) -> Path:
+    if not use_cache:
+        return Path(tempfile.mkdtemp(prefix="goodput-"))
+    work_dir = (cache_dir or default_cache_dir()) / f"v{SCHEMA_VERSION}"
+    try:
+        work_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise GoodputError(f"{work_dir}: cannot create the cache folder: {exc.strerror or exc}") from None
+    return work_dir
+
+
+def _convert(
+    paths: Sequence[str | os.PathLike[str]],
+    *,
+    use_cache: bool,
+    work_dir: Path,
+    workers: Optional[int],
+    runner: Optional[Runner],
+    progress: Optional[Progress],
+) -> list[FileEntry]:
+    workers = workers or os.cpu_count() or 1
+    plan = plan_load(paths, use_cache=use_cache, work_dir=work_dir, workers=workers)
+    if runner is None:
+        in_process = plan.total_bytes < IN_PROCESS_BYTES
+        runner = lambda jobs: run_in_processes(jobs, 1 if in_process else workers)  # noqa: E731
+    execute_plan(plan, use_cache=use_cache, work_dir=work_dir, runner=runner, progress=progress)
+    return plan.entries
+
+
+def open_store(
+    paths: Sequence[str | os.PathLike[str]],
+    *,
+    use_cache: bool = True,
+    cache_dir: Optional[Path] = None,
+    workers: Optional[int] = None,
+    runner: Optional[Runner] = None,
+    progress: Optional[Progress] = None,
+) -> SpanStore:
+    """Load the spans of `paths` into a fresh in-memory DuckDB and return the store around it.
+
+    Raises InputError for paths that name nothing readable and TraceFormatError for files that are not traces;
+    truncated tails and empty files become `notices`, not errors.
+    """
+    import duckdb
+
+    work_dir = _work_dir(use_cache, cache_dir)
+    try:
+        entries = _convert(
+            paths, use_cache=use_cache, work_dir=work_dir, workers=workers, runner=runner, progress=progress
+        )
+        connection = duckdb.connect(":memory:")
+        _create_spans_table(connection, [p for entry in entries for p in entry.parts])
+    finally:
+        if not use_cache:  # the table is materialized (or loading failed): the uncached parts are not needed
+            shutil.rmtree(work_dir, ignore_errors=True)
+    return SpanStore(connection, entries)
+
+
+def ingest(
+    paths: Sequence[str | os.PathLike[str]],
+    *,
+    to_dir: Optional[Path] = None,
+    cache_dir: Optional[Path] = None,
+    workers: Optional[int] = None,
+    runner: Optional[Runner] = None,
+    progress: Optional[Progress] = None,
+) -> list[FileEntry]:
+    """Convert `paths` without querying them: into the cache, or into `to_dir` as a flat Parquet dataset.
+
+    Every other command then reads the cache entries (same paths) or the dataset folder (`goodput report DIR`).
+    """
+    if to_dir is None:
+        work_dir = _work_dir(True, cache_dir)
+        return _convert(paths, use_cache=True, work_dir=work_dir, workers=workers, runner=runner, progress=progress)
+    to_dir = Path(to_dir)
+    try:
+        to_dir.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".goodput-staging-", dir=to_dir))
+    except OSError as exc:
+        raise GoodputError(f"{to_dir}: cannot write the dataset: {exc.strerror or exc}") from None
+    try:
+        entries = _convert(paths, use_cache=False, work_dir=staging, workers=workers, runner=runner, progress=progress)
+        for entry in entries:
+            moved = []
+            for part in entry.parts:
+                if not part.startswith(str(staging)):
+                    continue  # an input that already was a Parquet span file stays where it is
+                target = to_dir / f"{entry.path.stem}-{entry.cache_key[:8]}-{os.path.basename(part)}"
+                os.replace(part, target)
+                moved.append(str(target))
+            entry.parts = moved or entry.parts
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return entries
