@@ -14,7 +14,7 @@ import math
 import re
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
@@ -183,7 +183,8 @@ def _rich_text(renderable: Any) -> str:
 
 
 def _terminal_width() -> int:
-    return Console().width
+    """The terminal's width on a terminal; wide enough for a whole report row when writing to a pipe or file."""
+    return Console().width if sys.stdout.isatty() else 200
 
 
 def _emit(text: str, output: Optional[Path]) -> None:
@@ -223,6 +224,166 @@ def query(
     with _user_errors(), _opened_store(paths, no_cache) as store:
         columns, rows = _arrow_rows(store.sql(sql))
     _emit(render_rows(columns, rows, fmt), output)
+
+
+def _iteration_range(iteration: Optional[int], iterations: Optional[str]) -> Optional[tuple[int, int]]:
+    """`--iteration N` or `--iterations A:B` (inclusive; either end may be left open) as a range, or None."""
+    if iteration is not None and iterations is not None:
+        raise typer.BadParameter("give --iteration or --iterations, not both")
+    if iteration is not None:
+        return iteration, iteration
+    if iterations is None:
+        return None
+    low, sep, high = iterations.partition(":")
+    try:
+        if not sep:
+            raise ValueError
+        return (int(low) if low.strip() else -(2**63)), (int(high) if high.strip() else 2**63 - 1)
+    except ValueError:
+        raise typer.BadParameter(f"expected A:B, got {iterations!r}", param_hint="--iterations") from None
+
+
+IterationOption = typer.Option(None, "--iteration", "-i", help="Only iteration N.")
+IterationsOption = typer.Option(None, "--iterations", help="Only iterations A to B inclusive (A:B, A:, :B).")
+
+
+def _percent(value: float) -> str:
+    return f"{100 * value:.1f}%"
+
+
+def _report_table_rows(payload: dict[str, Any], by_process: bool) -> tuple[list[str], list[list[Any]]]:
+    from rollup.lineage import BUCKETS
+
+    head = ["iteration"] + (["process"] if by_process else []) + ["wall_s"] + [f"{b}_s" for b in BUCKETS]
+    head += ["unaccounted_s", "goodput"] + [f"span_{b}_s" for b in BUCKETS]
+
+    def row(label: Any, process: Any, item: dict[str, Any]) -> list[Any]:
+        values = [label] + ([process] if by_process else []) + [item["wall_s"]]
+        values += [item[f"{b}_s"] for b in BUCKETS] + [item["unaccounted_s"], item.get("goodput")]
+        spans = item.get("span_seconds") or {}
+        return values + [spans.get(b) for b in BUCKETS]
+
+    rows = [row(it["iteration"], it.get("process"), it) for it in payload["iterations"]]
+    rows.append(row("total", None, payload["total"]))
+    rows.append(row("outside", None, payload["outside"]))
+    return head, rows
+
+
+def _report_rich_table(payload: dict[str, Any], by_process: bool) -> str:
+    from rollup.lineage import BUCKETS
+
+    table = Table(title="Wall clock by iteration (each instant charged once)", title_justify="left")
+    table.add_column("iter", justify="right", no_wrap=True)
+    if by_process:
+        table.add_column("process")
+    short = {"productive": "prod", "overhead": "ovhd", "idle": "idle", "wasted": "waste"}
+    for header in ["wall s", *[f"{short[b]} s" for b in BUCKETS], "unacct s", "goodput", "span s", "span/wall"]:
+        table.add_column(header, justify="right", no_wrap=True)
+
+    def add(label: str, process: Optional[str], item: dict[str, Any], style: Optional[str] = None) -> None:
+        span_total = sum((item.get("span_seconds") or {}).values())
+        wall = item["wall_s"]
+        cells = [label] + ([escape(process or "")] if by_process else []) + [f"{wall:.3f}"]
+        cells += [f"{item[f'{b}_s']:.3f}" for b in BUCKETS] + [f"{item['unaccounted_s']:.3f}"]
+        cells.append(_percent(item["goodput"]) if "goodput" in item else "")
+        cells.append(f"{span_total:.3f}" if "span_seconds" in item else "")
+        cells.append(f"{span_total / wall:.2f}x" if "span_seconds" in item and wall > 0 else "")
+        table.add_row(*cells, style=style)
+
+    for item in payload["iterations"]:
+        add(str(item["iteration"]), item.get("process"), item)
+    table.add_section()
+    add("total", None, payload["total"], style="bold")
+    add("outside", None, payload["outside"], style="dim")
+    return _rich_text(table)
+
+
+@app.command()
+def report(
+    paths: list[str] = typer.Argument(..., metavar="PATH...", help="Trace files, directories or globs."),
+    iteration: Optional[int] = IterationOption,
+    iterations: Optional[str] = IterationsOption,
+    precedence: Optional[str] = typer.Option(
+        None, "--precedence", help="Bucket order for instants where several are active (default productive,overhead,idle,wasted)."
+    ),
+    by: Optional[str] = typer.Option(None, "--by", help="'process': each process's own breakdown within the windows."),
+    fmt: OutputFormat = FormatOption,
+    output: Optional[Path] = OutputOption,
+    no_cache: bool = NoCacheOption,
+) -> None:
+    """Per iteration: wall clock, the four buckets, unaccounted, goodput, and the naive span-seconds beside them;
+    then totals and the time outside every iteration."""
+    if by not in (None, "process"):
+        raise typer.BadParameter("the only grouping is 'process'", param_hint="--by")
+    selected = _iteration_range(iteration, iterations)
+    from rollup.report import build_report, report_json
+
+    with _user_errors(), _opened_store(paths, no_cache) as store:
+        payload = report_json(build_report(store, iterations=selected, precedence=precedence, by_process=by is not None))
+    if not payload["iterations"]:
+        _stderr().print("note: no iterations in these traces (no rl.iteration on any step or span)")
+    if fmt is OutputFormat.json:
+        _emit(json.dumps(payload, indent=2) + "\n", output)
+    elif fmt is OutputFormat.table:
+        _emit(_report_rich_table(payload, by is not None), output)
+    else:
+        _emit(render_rows(*_report_table_rows(payload, by is not None), fmt), output)
+
+
+@app.command()
+def check(
+    paths: list[str] = typer.Argument(..., metavar="PATH...", help="Trace files, directories or globs."),
+    iteration: Optional[int] = IterationOption,
+    iterations: Optional[str] = IterationsOption,
+    fmt: OutputFormat = FormatOption,
+    output: Optional[Path] = OutputOption,
+    no_cache: bool = NoCacheOption,
+) -> None:
+    """Flag the accounting bugs: nested bucketed spans, concurrent instances of one bucketed span, bucketed
+    umbrellas, unknown buckets (errors: exit 1); overlapping steps, orphans, iteration mismatches (warnings)."""
+    selected = _iteration_range(iteration, iterations)
+    from rollup.checks import check_findings, check_summary
+
+    with _user_errors(), _opened_store(paths, no_cache) as store:
+        findings = check_findings(store)
+    if selected is not None:
+        findings = [f for f in findings if f.iteration is not None and selected[0] <= f.iteration <= selected[1]]
+    summary = check_summary(findings)
+    if fmt is OutputFormat.json:
+        payload = {"findings": [f.as_json() for f in findings], "summary": summary}
+        _emit(json.dumps(payload, indent=2) + "\n", output)
+    else:
+        columns = ["severity", "rule", "iteration", "name", "span_id", "related_span_id", "message"]
+        rows = [[getattr(f, c) for c in columns] for f in findings]
+        text = render_rows(columns, rows, fmt) if rows else ""
+        if fmt is OutputFormat.table:
+            text += f"{summary['errors']} errors, {summary['warnings']} warnings\n"
+        _emit(text, output)
+    if summary["errors"]:
+        raise typer.Exit(EXIT_FINDINGS)
+
+
+@app.command()
+def spans(
+    paths: list[str] = typer.Argument(..., metavar="PATH...", help="Trace files, directories or globs."),
+    iteration: int = typer.Option(..., "--iteration", "-i", help="The iteration whose window to list."),
+    bucket: Optional[str] = typer.Option(None, "--bucket", help="Only spans of this bucket."),
+    process: Optional[str] = typer.Option(None, "--process", help="Only spans of this process."),
+    fmt: OutputFormat = FormatOption,
+    output: Optional[Path] = OutputOption,
+    no_cache: bool = NoCacheOption,
+) -> None:
+    """Every span active in iteration N's window, whatever its own iteration or process: what else was
+    happening in step N. Sorted by start; offsets are from the window's start."""
+    from rollup.activity import spans_in_window
+
+    with _user_errors(), _opened_store(paths, no_cache) as store:
+        window, table = spans_in_window(store, iteration, bucket=bucket, process=process)
+    if fmt is OutputFormat.table:  # ids that only a script needs would push the readable columns off the screen
+        table = table.drop_columns(["parent_span_id", "trace_id"])
+    columns, rows = _arrow_rows(table)
+    title = f"iteration {iteration}: {(window.end_ns - window.start_ns) / 1e9:.3f}s window, {len(rows)} spans"
+    _emit(render_rows(columns, rows, fmt, title=title), output)
 
 
 _RAY_ADDRESS = re.compile(r"^(auto|local|ray://\S+|[\w.\-]+:\d+)$")

@@ -18,6 +18,13 @@ import instrument
 # --- fixtures -------------------------------------------------------------------------------------------------------
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _private_cache_dir(tmp_path_factory):
+    """Every command in the session caches under a temporary folder, never in the user's cache."""
+    os.environ["GOODPUT_CACHE_DIR"] = str(tmp_path_factory.mktemp("goodput-cache"))
+    yield
+
+
 @pytest.fixture(scope="session")
 def ray_inherited_trace_dir(tmp_path_factory) -> Path:
     """Where workers of the session's Ray cluster write when they call configure() bare (see `ray_cluster`)."""

@@ -144,13 +144,21 @@ def _default_exporter_kind(path: Optional[str]) -> str:
 
 
 def _resource(service_name: Optional[str], resource_attributes: Optional[Mapping[str, Any]]) -> Resource:
-    attributes: dict[str, Any] = {"host.name": socket.gethostname(), "process.pid": os.getpid()}
+    host, pid = socket.gethostname(), os.getpid()
+    attributes: dict[str, Any] = {"host.name": host, "process.pid": pid}
     if service_name:
         attributes["service.name"] = service_name
     elif not os.environ.get("OTEL_SERVICE_NAME"):
         attributes["service.name"] = "goodput"
     attributes.update(resource_attributes or {})
-    return Resource.create(attributes)
+    resource = Resource.create(attributes)
+    if "service.instance.id" not in (resource_attributes or {}) and "service.instance.id=" not in os.environ.get(
+        "OTEL_RESOURCE_ATTRIBUTES", ""
+    ):
+        # The SDK's default is a random UUID; a reader of `goodput report --by process` wants to see which process.
+        instance = f"{resource.attributes.get('service.name')}@{host}:{pid}"
+        resource = resource.merge(Resource({"service.instance.id": instance}))
+    return resource
 
 
 def _export_choice_to_environment(groups: str, exporter_kind: Optional[str], path: Optional[str]) -> None:

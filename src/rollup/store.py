@@ -219,25 +219,30 @@ def _chunk_bytes(chunk: Chunk, file_size: int) -> int:
 class SpanStore:
     """An open DuckDB connection whose `spans` table holds every span of the loaded files, each span once."""
 
-    def __init__(self, connection, entries: list[FileEntry]) -> None:
+    def __init__(self, connection, entries: list[FileEntry], temp_dir: Optional[Path] = None) -> None:
         self.connection = connection
         self.entries = entries
+        self._temp_dir = temp_dir  # an uncached load's parts, which the view reads until close()
 
     @property
     def notices(self) -> list[str]:
         return [n for entry in self.entries for n in entry.notices]
 
-    def sql(self, query: str, params: Optional[Iterable] = None):
+    def sql(self, query: str, params: Optional[Iterable | dict] = None):
         """Run `query` and return an Arrow table; a DuckDB error becomes a GoodputError naming the query's problem."""
         import duckdb
 
+        if params is not None and not isinstance(params, dict):
+            params = list(params)
         try:
-            return self.connection.execute(query, list(params) if params is not None else None).fetch_arrow_table()
+            return self.connection.sql(query, params=params).to_arrow_table()
         except duckdb.Error as exc:
             raise GoodputError(f"SQL: {str(exc).splitlines()[0]}") from None
 
     def close(self) -> None:
         self.connection.close()
+        if self._temp_dir is not None:
+            shutil.rmtree(self._temp_dir, ignore_errors=True)
 
     def __enter__(self) -> "SpanStore":
         return self
@@ -246,8 +251,14 @@ class SpanStore:
         self.close()
 
 
-def _create_spans_table(connection, parts: list[str]) -> None:
-    """Materialize the deduplicated spans: the same span exported twice (same trace and span id) counts once."""
+def _sql_text(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _create_spans_view(connection, parts: list[str]) -> None:
+    """`spans`: every span of the parts, each once. A view over the Parquet parts, read column by column as queries
+    need them, so memory stays far below the spans' size; materialized only when duplicates must be dropped (the
+    same span exported twice, same trace and span id, counts once)."""
     import pyarrow as pa
 
     if not parts:
@@ -256,9 +267,15 @@ def _create_spans_table(connection, parts: list[str]) -> None:
         connection.unregister("empty_spans")
         return
     columns = ", ".join(SPAN_SCHEMA.names)
-    connection.execute(
-        f"CREATE TABLE spans AS SELECT DISTINCT ON (trace_id, span_id) {columns} FROM read_parquet(?)", [parts]
-    )
+    files = "[" + ", ".join(_sql_text(p) for p in parts) + "]"
+    connection.execute(f"CREATE VIEW all_spans AS SELECT {columns} FROM read_parquet({files})")
+    (duplicates,) = connection.execute(
+        "SELECT count(*) - count(DISTINCT (trace_id, span_id)) FROM all_spans"
+    ).fetchall()[0]
+    if duplicates:
+        connection.execute("CREATE TABLE spans AS SELECT DISTINCT ON (trace_id, span_id) * FROM all_spans")
+    else:
+        connection.execute("CREATE VIEW spans AS SELECT * FROM all_spans")
 
 
 def _work_dir(use_cache: bool, cache_dir: Optional[Path]) -> Path:
@@ -311,12 +328,13 @@ def open_store(
         entries = _convert(
             paths, use_cache=use_cache, work_dir=work_dir, workers=workers, runner=runner, progress=progress
         )
-        connection = duckdb.connect(":memory:")
-        _create_spans_table(connection, [p for entry in entries for p in entry.parts])
-    finally:
-        if not use_cache:  # the table is materialized (or loading failed): the uncached parts are not needed
+        connection = duckdb.connect(":memory:", config={"preserve_insertion_order": False})
+        _create_spans_view(connection, [p for entry in entries for p in entry.parts])
+    except BaseException:
+        if not use_cache:
             shutil.rmtree(work_dir, ignore_errors=True)
-    return SpanStore(connection, entries)
+        raise
+    return SpanStore(connection, entries, temp_dir=None if use_cache else work_dir)
 
 
 def ingest(

@@ -1,0 +1,230 @@
+"""goodput report on hand-built traces: every expected number is derived in the test from the timeline it draws."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from cli import app
+from tracebuild import S, write_trace
+
+runner = CliRunner()
+
+
+def run(args: list[str]):
+    return runner.invoke(app, args, terminal_width=160)
+
+
+def report(tmp_path, spans, *extra: str, shape: str = "framed") -> dict:
+    path = write_trace(tmp_path / "run.trace", spans, shape)
+    result = run(["report", str(path), "--format", "json", *extra])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def buckets(item: dict) -> tuple[float, ...]:
+    return tuple(item[k] for k in ("productive_s", "overhead_s", "idle_s", "wasted_s", "unaccounted_s"))
+
+
+def step(label: str, iteration: int, start: float, end: float, **kw) -> S:
+    return S(label, "rl.grpo.step", start, end, iteration=iteration, group="step", **kw)
+
+
+def test_nested_bucketed_spans_count_once_in_wall_clock_and_twice_in_span_seconds(tmp_path):
+    out = report(
+        tmp_path,
+        [
+            step("step1", 1, 0, 10),
+            S("gen", "rl.grpo.generation", 1, 5, parent="step1", bucket="productive", group="generation"),
+            S("inner", "rl.grpo.inner", 2, 3, parent="gen", bucket="productive"),
+        ],
+    )
+    (it,) = out["iterations"]
+    assert it["iteration"] == 1
+    assert it["wall_s"] == 10.0 - 0.0
+    assert buckets(it) == (5.0 - 1.0, 0.0, 0.0, 0.0, 10.0 - (5.0 - 1.0))
+    assert it["span_seconds"]["productive"] == (5.0 - 1.0) + (3.0 - 2.0)
+    assert it["goodput"] == pytest.approx((5.0 - 1.0) / 10.0)
+
+
+def test_concurrent_spans_across_processes_charge_their_union(tmp_path):
+    out = report(
+        tmp_path,
+        [
+            step("step1", 1, 0, 10),
+            S("a", "rl.grpo.generation", 1, 4, parent="step1", bucket="productive", process="worker-a"),
+            S("b", "rl.grpo.generation", 2, 6, parent="step1", bucket="productive", process="worker-b"),
+            S("lp", "rl.grpo.logprob", 5, 8, parent="step1", bucket="overhead", process="worker-a"),
+        ],
+    )
+    (it,) = out["iterations"]
+    assert it["productive_s"] == 6.0 - 1.0  # union of [1,4] and [2,6]
+    assert it["overhead_s"] == 8.0 - 6.0  # [5,8] less the productive [5,6]
+    assert it["unaccounted_s"] == 10.0 - (8.0 - 1.0)
+    assert it["span_seconds"]["productive"] == (4.0 - 1.0) + (6.0 - 2.0)
+    assert it["span_seconds"]["overhead"] == 8.0 - 5.0
+
+
+def test_a_span_crossing_window_edges_is_clipped_to_each_window(tmp_path):
+    out = report(
+        tmp_path,
+        [
+            step("step1", 1, 0, 10),
+            step("step2", 2, 10, 20),
+            S("ckpt", "rl.checkpoint.save", 8, 13, parent="step1", bucket="overhead", group="checkpoint"),
+        ],
+    )
+    one, two = out["iterations"]
+    assert one["overhead_s"] == 10.0 - 8.0
+    assert two["overhead_s"] == 13.0 - 10.0
+    assert one["span_seconds"]["overhead"] == 13.0 - 8.0  # span-seconds follow the span's own iteration
+    assert two["span_seconds"]["overhead"] == 0.0
+    assert out["total"]["overhead_s"] == 13.0 - 8.0
+    assert out["total"]["wall_s"] == 20.0 - 0.0
+
+
+def test_spans_without_iteration_inherit_through_parents_across_processes(tmp_path):
+    out = report(
+        tmp_path,
+        [
+            step("step3", 3, 0, 10),
+            S("rollout", "rl.grpo.rollout", 0, 9, parent="step3", group="rollout"),
+            # A Ray worker's span: another process, no rl.iteration of its own, parented through the carrier.
+            S("wgen", "rl.grpo.generation", 1, 7, parent="rollout", bucket="productive", process="worker"),
+            # A root span with no iteration anywhere still charges the wall clock it overlaps.
+            S("stray", "rl.grpo.data_plane", 8, 9.5, bucket="overhead", process="worker"),
+        ],
+    )
+    (it,) = out["iterations"]
+    assert it["span_seconds"]["productive"] == 7.0 - 1.0
+    assert it["span_seconds"]["overhead"] == 0.0
+    assert it["productive_s"] == 7.0 - 1.0
+    assert it["overhead_s"] == 9.5 - 8.0
+
+
+def test_several_step_spans_of_one_iteration_make_their_envelope(tmp_path):
+    out = report(
+        tmp_path,
+        [
+            step("s4a", 4, 0, 5, process="trainer"),
+            step("s4b", 4, 3, 9, process="collector"),
+            S("g", "rl.grpo.generation", 6, 8, parent="s4b", bucket="productive", process="collector"),
+        ],
+    )
+    (it,) = out["iterations"]
+    assert (it["wall_s"], it["productive_s"]) == (9.0 - 0.0, 8.0 - 6.0)
+
+
+def test_precedence_decides_instants_where_several_buckets_are_active(tmp_path):
+    spans = [
+        step("step1", 1, 0, 6),
+        S("p", "rl.grpo.policy_training", 0, 4, parent="step1", bucket="productive"),
+        S("i", "rl.idle.refit_bubble", 2, 6, parent="step1", bucket="idle"),
+    ]
+    (default,) = report(tmp_path, spans)["iterations"]
+    assert (default["productive_s"], default["idle_s"]) == (4.0 - 0.0, 6.0 - 4.0)
+    (flipped,) = report(tmp_path, spans, "--precedence", "idle,productive,overhead,wasted")["iterations"]
+    assert (flipped["productive_s"], flipped["idle_s"]) == (2.0 - 0.0, 6.0 - 2.0)
+    assert flipped["span_seconds"] == default["span_seconds"]
+
+
+def test_without_step_spans_windows_are_envelopes_of_each_iteration(tmp_path):
+    out = report(
+        tmp_path,
+        [
+            S("a", "rl.grpo.generation", 1, 3, bucket="productive", iteration=1),
+            S("b", "rl.grpo.reward", 2, 7, bucket="productive", iteration=1),
+            S("c", "rl.grpo.generation", 8, 9, bucket="productive", iteration=2),
+            S("w", "rl.wasted.failed_trajectory", 8.5, 10, bucket="wasted", iteration=2),
+        ],
+    )
+    one, two = out["iterations"]
+    assert (one["start_ns"], one["end_ns"]) == (1_700_000_001_000_000_000, 1_700_000_007_000_000_000)
+    assert one["wall_s"] == 7.0 - 1.0 and one["productive_s"] == 7.0 - 1.0
+    assert two["wall_s"] == 10.0 - 8.0
+    assert buckets(two) == (9.0 - 8.0, 0.0, 0.0, 10.0 - 9.0, 0.0)
+
+
+def test_outside_is_the_job_less_every_window(tmp_path):
+    out = report(
+        tmp_path,
+        [
+            S("job", "rl.grpo.job", 0, 30, group="job"),
+            S("init", "rl.init.total", 0, 3, parent="job", bucket="overhead"),
+            step("step1", 1, 5, 10, parent="job"),
+            step("step2", 2, 12, 20, parent="job"),
+            S("ckpt", "rl.checkpoint.finalize", 19, 24, parent="job", bucket="overhead"),
+        ],
+    )
+    outside = out["outside"]
+    assert outside["wall_s"] == (5.0 - 0.0) + (12.0 - 10.0) + (30.0 - 20.0)
+    assert outside["overhead_s"] == (3.0 - 0.0) + (24.0 - 20.0)
+    assert outside["unaccounted_s"] == outside["wall_s"] - outside["overhead_s"]
+    assert set(outside) == {"wall_s", "productive_s", "overhead_s", "idle_s", "wasted_s", "unaccounted_s"}
+
+
+def test_iteration_filters_select_windows(tmp_path):
+    spans = [step(f"s{i}", i, 10 * i, 10 * i + 5) for i in range(1, 6)]
+    assert [it["iteration"] for it in report(tmp_path, spans, "--iteration", "3")["iterations"]] == [3]
+    assert [it["iteration"] for it in report(tmp_path, spans, "--iterations", "2:4")["iterations"]] == [2, 3, 4]
+    assert [it["iteration"] for it in report(tmp_path, spans, "--iterations", "4:")["iterations"]] == [4, 5]
+    filtered = report(tmp_path, spans, "--iterations", "2:3")
+    assert filtered["total"]["wall_s"] == 2 * (5.0 - 0.0)
+
+
+def test_by_process_charges_each_process_within_the_same_windows(tmp_path):
+    out = report(
+        tmp_path,
+        [
+            step("step1", 1, 0, 10),
+            S("a", "rl.grpo.generation", 1, 4, parent="step1", bucket="productive", process="worker-a"),
+            S("b", "rl.grpo.generation", 2, 6, parent="step1", bucket="productive", process="worker-b"),
+        ],
+        "--by",
+        "process",
+    )
+    rows = {it["process"]: it for it in out["iterations"]}
+    assert set(rows) == {"worker-a", "worker-b"}
+    assert rows["worker-a"]["productive_s"] == 4.0 - 1.0 and rows["worker-a"]["wall_s"] == 10.0
+    assert rows["worker-b"]["productive_s"] == 6.0 - 2.0
+    assert out["total"]["productive_s"] == 6.0 - 1.0  # the whole-run view is unchanged
+    assert {p["process"] for p in out["processes"]} == {"worker-a", "worker-b"}
+
+
+def test_a_trace_without_iterations_reports_an_empty_list_and_a_note(tmp_path):
+    path = write_trace(tmp_path / "run.otlp", [S("x", "rl.startup", 0, 2, group="setup")])
+    result = run(["report", str(path), "--format", "json"])
+    assert result.exit_code == 0
+    assert json.loads(result.stdout)["iterations"] == []
+    assert "no iterations" in result.stderr
+    assert json.loads(result.stdout)["outside"]["wall_s"] == 2.0 - 0.0
+
+
+def test_report_json_has_exactly_the_spec_shape(tmp_path):
+    out = report(tmp_path, [step("step1", 1, 0, 1)])
+    figures = {"wall_s", "productive_s", "overhead_s", "idle_s", "wasted_s", "unaccounted_s"}
+    assert set(out) == {"iterations", "total", "outside"}
+    assert set(out["iterations"][0]) == {"iteration", "start_ns", "end_ns", "goodput", "span_seconds"} | figures
+    assert set(out["total"]) == {"goodput", "span_seconds"} | figures
+    assert set(out["total"]["span_seconds"]) == {"productive", "overhead", "idle", "wasted"}
+
+
+@pytest.mark.parametrize("fmt", ["table", "csv", "markdown"])
+def test_other_formats_carry_the_same_rows(tmp_path, fmt):
+    path = write_trace(
+        tmp_path / "run.otlp",
+        [step("step1", 7, 0, 4), S("g", "rl.grpo.generation", 0, 3, parent="step1", bucket="productive")],
+    )
+    result = run(["report", str(path), "--format", fmt])
+    assert result.exit_code == 0, result.output
+    assert "75.0%" in result.stdout if fmt == "table" else "0.75" in result.stdout
+    assert "total" in result.stdout and "outside" in result.stdout
+
+
+def test_report_to_an_output_file(tmp_path):
+    path = write_trace(tmp_path / "run.otlp", [step("step1", 1, 0, 1)])
+    result = run(["report", str(path), "--format", "json", "--output", str(tmp_path / "out.json")])
+    assert result.exit_code == 0 and result.stdout == ""
+    assert json.loads((tmp_path / "out.json").read_text())["iterations"][0]["iteration"] == 1

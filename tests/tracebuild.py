@@ -1,0 +1,193 @@
+"""Hand-built traces for the accounting tests, written to real files in every shape the readers accept.
+
+A span is described in seconds from the run's origin and with short labels for ids, so a test reads like the
+timeline it describes; the writers turn labels into real hex ids and seconds into epoch nanoseconds.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
+
+ORIGIN_NS = 1_700_000_000 * 10**9
+
+
+def ns(seconds: float) -> int:
+    return ORIGIN_NS + round(seconds * 1e9)
+
+
+def hex_id(label: str, length: int) -> str:
+    return hashlib.sha256(label.encode()).hexdigest()[:length]
+
+
+@dataclass
+class S:
+    """One span: `S("gen", "rl.grpo.generation", 1, 5, parent="step1", bucket="productive")`."""
+
+    label: str
+    name: str
+    start: float
+    end: float
+    parent: Optional[str] = None
+    bucket: Optional[str] = None
+    iteration: Optional[int] = None
+    group: Optional[str] = None
+    process: str = "driver"
+    trace: str = "t1"
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def span_id(self) -> str:
+        return hex_id(self.trace + "/" + self.label, 16)
+
+    @property
+    def trace_id(self) -> str:
+        return hex_id(self.trace, 32)
+
+    @property
+    def parent_id(self) -> Optional[str]:
+        return hex_id(self.trace + "/" + self.parent, 16) if self.parent else None
+
+    def attributes(self) -> dict[str, Any]:
+        out = dict(self.attrs)
+        if self.bucket is not None:
+            out["rl.bucket"] = self.bucket
+        if self.iteration is not None:
+            out["rl.iteration"] = self.iteration
+        if self.group is not None:
+            out["rl.span_group"] = self.group
+        return out
+
+
+def span_id_of(label: str, trace: str = "t1") -> str:
+    return hex_id(trace + "/" + label, 16)
+
+
+def _resource(process: str) -> dict[str, Any]:
+    return {"service.name": "toy", "service.instance.id": process, "host.name": "host", "process.pid": 1}
+
+
+def _any_value(value: Any) -> AnyValue:
+    if isinstance(value, bool):
+        return AnyValue(bool_value=value)
+    if isinstance(value, int):
+        return AnyValue(int_value=value)
+    if isinstance(value, float):
+        return AnyValue(double_value=value)
+    return AnyValue(string_value=str(value))
+
+
+def _key_values(attributes: dict[str, Any]) -> list[KeyValue]:
+    return [KeyValue(key=k, value=_any_value(v)) for k, v in attributes.items()]
+
+
+def to_request(spans: Sequence[S]) -> ExportTraceServiceRequest:
+    """One OTLP request: a ResourceSpans per process, in first-seen order."""
+    request = ExportTraceServiceRequest()
+    by_process: dict[str, list[S]] = {}
+    for span in spans:
+        by_process.setdefault(span.process, []).append(span)
+    for process, members in by_process.items():
+        resource_spans = ResourceSpans()
+        resource_spans.resource.attributes.extend(_key_values(_resource(process)))
+        scope = ScopeSpans()
+        scope.scope.name = "tracebuild"
+        for span in members:
+            scope.spans.append(
+                Span(
+                    trace_id=bytes.fromhex(span.trace_id),
+                    span_id=bytes.fromhex(span.span_id),
+                    parent_span_id=bytes.fromhex(span.parent_id) if span.parent_id else b"",
+                    name=span.name,
+                    kind=Span.SPAN_KIND_INTERNAL,
+                    start_time_unix_nano=ns(span.start),
+                    end_time_unix_nano=ns(span.end),
+                    attributes=_key_values(span.attributes()),
+                )
+            )
+        resource_spans.scope_spans.append(scope)
+        request.resource_spans.append(resource_spans)
+    return request
+
+
+def _json_value(value: Any) -> dict[str, Any]:
+    if isinstance(value, bool):
+        return {"boolValue": value}
+    if isinstance(value, int):
+        return {"intValue": str(value)}
+    if isinstance(value, float):
+        return {"doubleValue": value}
+    return {"stringValue": str(value)}
+
+
+def to_json_record(spans: Sequence[S]) -> dict[str, Any]:
+    """The OTLP JSON object of `to_request`, as the OTLP file exporter writes it (hex ids, int64 as strings)."""
+    by_process: dict[str, list[S]] = {}
+    for span in spans:
+        by_process.setdefault(span.process, []).append(span)
+    resource_spans = []
+    for process, members in by_process.items():
+        json_spans = []
+        for span in members:
+            item = {
+                "traceId": span.trace_id,
+                "spanId": span.span_id,
+                "name": span.name,
+                "kind": 1,
+                "startTimeUnixNano": str(ns(span.start)),
+                "endTimeUnixNano": str(ns(span.end)),
+                "attributes": [{"key": k, "value": _json_value(v)} for k, v in span.attributes().items()],
+                "status": {},
+            }
+            if span.parent_id:
+                item["parentSpanId"] = span.parent_id
+            json_spans.append(item)
+        resource_spans.append(
+            {
+                "resource": {"attributes": [{"key": k, "value": _json_value(v)} for k, v in _resource(process).items()]},
+                "scopeSpans": [{"scope": {"name": "tracebuild"}, "spans": json_spans}],
+            }
+        )
+    return {"resourceSpans": resource_spans}
+
+
+def _batches(spans: Sequence[S], batches: int) -> list[list[S]]:
+    size = max(1, -(-len(spans) // max(1, batches)))
+    return [list(spans[i : i + size]) for i in range(0, len(spans), size)] or [[]]
+
+
+def write_trace(path: Path, spans: Sequence[S], shape: str = "framed", batches: int = 1) -> Path:
+    """Write `spans` as `shape`: framed | bare | jsonl | json-document, optionally `+gz` (e.g. "jsonl+gz")."""
+    base, _, compression = shape.partition("+")
+    if base == "framed":
+        data = b"".join(
+            struct.pack(">I", len(body)) + body
+            for body in (to_request(batch).SerializeToString() for batch in _batches(spans, batches))
+        )
+    elif base == "bare":
+        data = to_request(spans).SerializeToString()
+    elif base == "jsonl":
+        data = "".join(json.dumps(to_json_record(b)) + "\n" for b in _batches(spans, batches)).encode()
+    elif base == "json-document":
+        data = json.dumps(to_json_record(spans), indent=2).encode()
+    else:
+        raise ValueError(shape)
+    if compression == "gz":
+        data = gzip.compress(data)
+    elif compression == "zst":
+        import zstandard
+
+        data = zstandard.ZstdCompressor().compress(data)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return path
