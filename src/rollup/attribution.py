@@ -53,7 +53,8 @@ def parse_precedence(text: Optional[str]) -> list[str]:
 def charge_wall_clock(connection, frames: Sequence[Frame], precedence: Sequence[str]) -> dict[int, Charge]:
     """Charge every frame's wall clock to the highest-precedence active bucket, else unaccounted.
 
-    Needs the `spans` table. Frames may overlap each other; each is charged on its own.
+    Needs the `spans` table. Frames may overlap each other; each is charged on its own. Frames either all name a
+    process (then only that process's spans count in each) or none does.
     """
     if not frames:
         return {}
@@ -71,24 +72,28 @@ def charge_wall_clock(connection, frames: Sequence[Frame], precedence: Sequence[
         return f"sum(CASE WHEN {earlier}c{i} > 0 THEN t_next - t ELSE 0 END)::BIGINT AS r{i}"
 
     charged_columns = ", ".join(first_active(i) for i in range(len(BUCKETS)))
+    # An OR here would turn DuckDB's range join into a nested loop: pick the condition in Python instead.
+    by_process = any(f.process is not None for f in frames)
+    process_match = "AND b.process = f.process" if by_process else ""
     try:
-        rows = connection.execute(
+        # Two statements, not one: inside the bigger query DuckDB picks a piecewise merge join for this range
+        # condition, which degrades to frames x spans; on its own it uses an IE join (0.4 s for 1M spans).
+        connection.execute(
             f"""
-            WITH bucketed AS (
+            CREATE OR REPLACE TEMP TABLE charge_clipped AS
+            SELECT f.frame_id, b.rank, greatest(b.start_ns, f.start_ns) AS s, least(b.end_ns, f.end_ns) AS e
+            FROM charge_frames f JOIN (
                 SELECT start_ns, end_ns, process, {rank_sql} AS rank FROM spans
                 WHERE bucket IN ({BUCKET_LIST_SQL}) AND end_ns > start_ns
-            ),
-            clipped AS (
-                SELECT f.frame_id, b.rank,
-                       greatest(b.start_ns, f.start_ns) AS s, least(b.end_ns, f.end_ns) AS e
-                FROM charge_frames f JOIN bucketed b
-                  ON b.start_ns < f.end_ns AND b.end_ns > f.start_ns
-                 AND (f.process IS NULL OR b.process = f.process)
-            ),
-            events AS (
-                SELECT frame_id, s AS t, rank, 1 AS delta FROM clipped
+            ) b ON b.start_ns < f.end_ns AND b.end_ns > f.start_ns {process_match}
+            """
+        )
+        rows = connection.execute(
+            f"""
+            WITH events AS (
+                SELECT frame_id, s AS t, rank, 1 AS delta FROM charge_clipped
                 UNION ALL
-                SELECT frame_id, e AS t, rank, -1 AS delta FROM clipped
+                SELECT frame_id, e AS t, rank, -1 AS delta FROM charge_clipped
             ),
             boundaries AS (
                 SELECT frame_id, t, {count_columns} FROM events GROUP BY frame_id, t
@@ -101,6 +106,7 @@ def charge_wall_clock(connection, frames: Sequence[Frame], precedence: Sequence[
             """
         ).fetchall()
     finally:
+        connection.execute("DROP TABLE IF EXISTS charge_clipped")
         connection.unregister("charge_frames")
     charged = {row[0]: [int(v or 0) for v in row[1:]] for row in rows}
     result = {}
