@@ -16,7 +16,7 @@ from typing import Any, Optional
 import pyarrow as pa
 
 from .errors import GoodputError
-from .lineage import BUCKET_LIST_SQL, BUCKETS
+from .lineage import BUCKETS
 
 FRAME_SCHEMA = pa.schema(
     [("frame_id", pa.int64()), ("start_ns", pa.int64()), ("end_ns", pa.int64()), ("process", pa.string())]
@@ -53,7 +53,7 @@ def parse_precedence(text: Optional[str]) -> list[str]:
 def charge_wall_clock(connection, frames: Sequence[Frame], precedence: Sequence[str]) -> dict[int, Charge]:
     """Charge every frame's wall clock to the highest-precedence active bucket, else unaccounted.
 
-    Needs the `spans` table. Frames may overlap each other; each is charged on its own. Frames either all name a
+    Needs the `spans_ex` table of `lineage.build_lineage`. Frames may overlap each other; each is charged on its own. Frames either all name a
     process (then only that process's spans count in each) or none does.
     """
     if not frames:
@@ -83,8 +83,8 @@ def charge_wall_clock(connection, frames: Sequence[Frame], precedence: Sequence[
             CREATE OR REPLACE TEMP TABLE charge_clipped AS
             SELECT f.frame_id, b.rank, greatest(b.start_ns, f.start_ns) AS s, least(b.end_ns, f.end_ns) AS e
             FROM charge_frames f JOIN (
-                SELECT start_ns, end_ns, process, {rank_sql} AS rank FROM spans
-                WHERE bucket IN ({BUCKET_LIST_SQL}) AND end_ns > start_ns
+                SELECT start_ns, end_ns, process, {rank_sql} AS rank FROM spans_ex
+                WHERE bucketed AND end_ns > start_ns
             ) b ON b.start_ns < f.end_ns AND b.end_ns > f.start_ns {process_match}
             """
         )
@@ -146,9 +146,9 @@ def processes_in_frames(connection, frames: Sequence[Frame]) -> dict[int, list[s
     try:
         rows = connection.execute(
             f"""
-            SELECT DISTINCT f.frame_id, s.process FROM process_frames f JOIN spans s
+            SELECT DISTINCT f.frame_id, s.process FROM process_frames f
+            JOIN (SELECT start_ns, end_ns, process FROM spans_ex WHERE bucketed AND end_ns > start_ns) s
               ON s.start_ns < f.end_ns AND s.end_ns > f.start_ns
-            WHERE s.bucket IN ({BUCKET_LIST_SQL}) AND s.end_ns > s.start_ns
             ORDER BY 1, 2
             """
         ).fetchall()

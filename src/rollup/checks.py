@@ -66,23 +66,28 @@ def nested_bucket_findings(connection) -> list[Finding]:
 
 
 def self_overlap_findings(connection) -> list[Finding]:
-    """Per (process, name), a sweep in start order: a span that starts before the latest end seen so far overlaps."""
+    """Per (process, name, bucketed depth), a sweep in start order: a span that starts before the latest end seen
+    so far overlaps an earlier instance, related to the earlier one that reaches furthest into it.
+
+    Spans are compared at the same depth of bucketed ancestry, so a same-name child is never compared with its own
+    ancestor (that is `nested-bucket`'s finding) and concurrent siblings under one are still compared.
+    """
     rows = connection.execute(
         """
         WITH ordered AS (
-            SELECT trace_id, span_id, name, process, eff_iteration, start_ns, end_ns, bucketed_chain,
-                   max(end_ns) OVER w AS prior_end, arg_max(span_id, end_ns) OVER w AS prior_span,
-                   arg_max(trace_id, end_ns) OVER w AS prior_trace,
-                   arg_max(bucketed_chain, end_ns) OVER w AS prior_chain
+            SELECT tkey, skey, trace_id, span_id, name, process, eff_iteration, start_ns, end_ns,
+                   len(bucketed_chain) AS depth,
+                   max(end_ns) OVER (PARTITION BY process, name, len(bucketed_chain) ORDER BY start_ns, skey
+                                     ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prior_end
             FROM spans_ex WHERE bucketed AND end_ns > start_ns
-            WINDOW w AS (PARTITION BY process, name ORDER BY start_ns, span_id
-                         ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
-        )
-        SELECT trace_id, span_id, name, eff_iteration, prior_span, least(end_ns, prior_end) - start_ns, process
-        FROM ordered
-        WHERE prior_end > start_ns
-          AND NOT (prior_trace = trace_id
-                   AND (list_contains(bucketed_chain, prior_span) OR list_contains(prior_chain, span_id)))
+        ),
+        flagged AS (SELECT * FROM ordered WHERE prior_end > start_ns)
+        SELECT f.trace_id, f.span_id, f.name, f.eff_iteration, p.span_id, least(f.end_ns, p.end_ns) - f.start_ns,
+               f.process
+        FROM flagged f JOIN ordered p
+          ON p.process = f.process AND p.name = f.name AND p.depth = f.depth AND p.end_ns = f.prior_end
+         AND (p.start_ns < f.start_ns OR (p.start_ns = f.start_ns AND p.skey < f.skey))
+        QUALIFY row_number() OVER (PARTITION BY f.tkey, f.skey ORDER BY p.start_ns DESC, p.skey DESC) = 1
         """
     ).fetchall()
     return [
@@ -134,9 +139,8 @@ def overlapping_steps_findings(connection) -> list[Finding]:
         )
         SELECT DISTINCT ON (b.trace_id, b.span_id) b.trace_id, b.span_id, b.name, b.eff_iteration, a.span_id,
                a.eff_iteration, least(a.end_ns, b.end_ns) - b.start_ns
-        FROM steps a JOIN steps b
-          ON a.eff_iteration <> b.eff_iteration AND b.start_ns < a.end_ns
-         AND (a.start_ns < b.start_ns OR (a.start_ns = b.start_ns AND a.span_id < b.span_id))
+        FROM steps a JOIN steps b ON b.start_ns < a.end_ns AND b.start_ns >= a.start_ns
+        WHERE a.eff_iteration <> b.eff_iteration AND (a.start_ns < b.start_ns OR a.span_id < b.span_id)
         ORDER BY b.trace_id, b.span_id, a.start_ns
         """
     ).fetchall()

@@ -29,60 +29,70 @@ MAX_DEPTH = 10_000
 
 
 def build_lineage(connection) -> None:
-    """Create table `lineage` (one row per span) and view `spans_ex` (spans plus lineage columns).
+    """Create table `spans_ex`: the columns the accounting reads, plus what each span inherits.
 
-    Columns: `eff_iteration` (own `rl.iteration`, else the nearest ancestor's), `ancestor_iteration` (the nearest
-    ancestor's that carries one), `bucketed_chain` (ids of the ancestors with a valid bucket, root first),
-    `has_parent` (false when the parent id names no loaded span: an orphan). A span caught in a parent cycle is
-    reached by no walk; it keeps its own iteration and no ancestors.
+    Added columns: `eff_iteration` (own `rl.iteration`, else the nearest ancestor's), `ancestor_iteration` (the
+    nearest ancestor's that carries one), `bucketed_chain` (ids of the ancestors with a valid bucket, root first),
+    `has_parent` (false when the parent id names no loaded span: an orphan), `bucketed`, `is_step`, `is_umbrella`.
+    Materialized once, narrow, with the ids also as integers (`tkey`, `skey`, `pkey`) so the walk and every check
+    join on numbers rather than hex text. A span caught in a parent cycle is reached by no walk; it keeps its own
+    iteration and no ancestors.
     """
     connection.execute(
         f"""
-        CREATE OR REPLACE TABLE lineage AS
-        WITH RECURSIVE
-        nodes AS (
-            SELECT trace_id, span_id, parent_span_id, iteration, bucket IN ({BUCKET_LIST_SQL}) AS bucketed
-            FROM spans
-        ),
-        roots AS (
-            SELECT n.* FROM nodes n
-            WHERE n.parent_span_id IS NULL
-               OR NOT EXISTS (SELECT 1 FROM nodes p WHERE p.trace_id = n.trace_id AND p.span_id = n.parent_span_id)
-        ),
-        walk(trace_id, span_id, bucketed, eff_iteration, ancestor_iteration, bucketed_chain, has_parent, depth) AS (
-            SELECT trace_id, span_id, coalesce(bucketed, false), iteration, NULL::BIGINT, []::VARCHAR[], false, 0
-            FROM roots
-            UNION ALL
-            SELECT c.trace_id, c.span_id, coalesce(c.bucketed, false),
-                   coalesce(c.iteration, w.eff_iteration), w.eff_iteration,
-                   CASE WHEN w.bucketed THEN list_append(w.bucketed_chain, w.span_id) ELSE w.bucketed_chain END,
-                   true, w.depth + 1
-            FROM walk w JOIN nodes c ON c.trace_id = w.trace_id AND c.parent_span_id = w.span_id
-            WHERE w.depth < {MAX_DEPTH}
-        )
-        SELECT trace_id, span_id, eff_iteration, ancestor_iteration, bucketed_chain, has_parent FROM walk
+        CREATE OR REPLACE TEMP TABLE lineage_nodes AS
+        SELECT trace_id, span_id, parent_span_id, name, start_ns, end_ns, process, bucket, iteration, span_group,
+               hash(trace_id) AS tkey,
+               coalesce(try_cast('0x' || span_id AS UBIGINT), hash(span_id)) AS skey,
+               CASE WHEN parent_span_id IS NOT NULL
+                    THEN coalesce(try_cast('0x' || parent_span_id AS UBIGINT), hash(parent_span_id)) END AS pkey,
+               coalesce(bucket IN ({BUCKET_LIST_SQL}), false) AS bucketed,
+               coalesce({IS_STEP_SQL}, false) AS is_step,
+               coalesce({IS_UMBRELLA_SQL}, false) AS is_umbrella
+        FROM spans
         """
     )
     connection.execute(
         f"""
-        CREATE OR REPLACE VIEW spans_ex AS
-        SELECT s.*,
-               coalesce(l.eff_iteration, s.iteration) AS eff_iteration,
-               l.ancestor_iteration,
-               coalesce(l.bucketed_chain, []::VARCHAR[]) AS bucketed_chain,
-               coalesce(l.has_parent, s.parent_span_id IS NOT NULL) AS has_parent,
-               s.bucket IN ({BUCKET_LIST_SQL}) AS bucketed,
-               {IS_STEP_SQL} AS is_step,
-               {IS_UMBRELLA_SQL} AS is_umbrella
-        FROM spans s LEFT JOIN lineage l USING (trace_id, span_id)
+        CREATE OR REPLACE TEMP TABLE lineage_walk AS
+        WITH RECURSIVE
+        roots AS (
+            SELECT n.tkey, n.skey, n.bucketed, n.iteration, n.span_id FROM lineage_nodes n
+            WHERE n.pkey IS NULL
+               OR NOT EXISTS (SELECT 1 FROM lineage_nodes p WHERE p.tkey = n.tkey AND p.skey = n.pkey)
+        ),
+        walk(tkey, skey, span_id, bucketed, eff_iteration, ancestor_iteration, bucketed_chain, has_parent, depth) AS (
+            SELECT tkey, skey, span_id, bucketed, iteration, NULL::BIGINT, []::VARCHAR[], false, 0 FROM roots
+            UNION ALL
+            SELECT c.tkey, c.skey, c.span_id, c.bucketed,
+                   coalesce(c.iteration, w.eff_iteration), w.eff_iteration,
+                   CASE WHEN w.bucketed THEN list_append(w.bucketed_chain, w.span_id) ELSE w.bucketed_chain END,
+                   true, w.depth + 1
+            FROM walk w JOIN lineage_nodes c ON c.tkey = w.tkey AND c.pkey = w.skey
+            WHERE w.depth < {MAX_DEPTH}
+        )
+        SELECT tkey, skey, eff_iteration, ancestor_iteration, bucketed_chain, has_parent FROM walk
         """
     )
+    connection.execute(
+        """
+        CREATE OR REPLACE TABLE spans_ex AS
+        SELECT n.*,
+               coalesce(w.eff_iteration, n.iteration) AS eff_iteration,
+               w.ancestor_iteration,
+               coalesce(w.bucketed_chain, []::VARCHAR[]) AS bucketed_chain,
+               coalesce(w.has_parent, n.pkey IS NOT NULL) AS has_parent
+        FROM lineage_nodes n LEFT JOIN lineage_walk w USING (tkey, skey)
+        """
+    )
+    connection.execute("DROP TABLE lineage_walk")
+    connection.execute("DROP TABLE lineage_nodes")
 
 
 def ensure_lineage(connection) -> None:
     """Build the lineage once per connection; every report, check and spans listing needs it."""
     (exists,) = connection.execute(
-        "SELECT count(*) > 0 FROM duckdb_tables() WHERE table_name = 'lineage' AND NOT temporary"
+        "SELECT count(*) > 0 FROM duckdb_tables() WHERE table_name = 'spans_ex'"
     ).fetchall()[0]
     if not exists:
         build_lineage(connection)

@@ -43,7 +43,7 @@ def iteration_windows(connection) -> list[Window]:
 def run_extent(connection) -> Optional[tuple[int, int]]:
     """The run's `[start, end]`: the envelope of its job spans, else of every span; None for no spans."""
     for where in (IS_JOB_SQL, "true"):
-        start, end = connection.execute(f"SELECT min(start_ns), max(end_ns) FROM spans WHERE {where}").fetchall()[0]
+        start, end = connection.execute(f"SELECT min(start_ns), max(end_ns) FROM spans_ex WHERE {where}").fetchall()[0]
         if start is not None:
             return int(start), int(end)
     return None

@@ -1,0 +1,465 @@
+"""OTLP JSON trace records (JSON Lines, or one document for the file) to Arrow batches of the span schema.
+
+DuckDB parses the JSON: `json_transform` turns each record into nested Arrow lists and structs in C++, about eight
+times faster than Python's `json` module on OTLP's object-heavy text. Arrow compute then flattens the nesting and
+normalizes ids, enums and 64-bit integers column by column; only each *distinct* attribute value goes through
+Python, to be rendered exactly as the protobuf reader renders it. Python also cuts the input into lines, so every
+line keeps its number for error messages, and decides whether an unterminated last line is a torn write.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import math
+import re
+from array import array
+from collections.abc import Callable, Iterator
+from typing import Any, BinaryIO, NoReturn, Optional
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .errors import TraceFormatError
+from .schema import ResourceInfo, first_invalid_span, render_value, span_record_batch
+
+BATCH_BYTES = 16 << 20  # JSON text handed to DuckDB at once
+
+_ATTRIBUTES = [{"key": "VARCHAR", "value": "JSON"}]
+_SPAN = {
+    "traceId": "VARCHAR",
+    "spanId": "VARCHAR",
+    "parentSpanId": "VARCHAR",
+    "name": "VARCHAR",
+    "kind": "VARCHAR",
+    "startTimeUnixNano": "VARCHAR",
+    "endTimeUnixNano": "VARCHAR",
+    "attributes": _ATTRIBUTES,
+    "status": {"code": "VARCHAR", "message": "VARCHAR"},
+}
+_RECORD = {
+    "resourceSpans": [
+        {
+            "resource": {"attributes": _ATTRIBUTES},
+            "scopeSpans": [{"scope": {"name": "VARCHAR", "version": "VARCHAR"}, "spans": [_SPAN]}],
+        }
+    ]
+}
+_SNAKE = re.compile(r"(?<!^)(?=[A-Z])")
+UTF8_BOM = b"\xef\xbb\xbf"
+
+
+def _snake_name(name: str) -> str:
+    return _SNAKE.sub("_", name).lower()
+
+
+def _snake_case(structure: Any) -> Any:
+    """The same transform structure with proto field names (`resource_spans`), which proto3 JSON also allows."""
+    if isinstance(structure, dict):
+        return {_snake_name(key): _snake_case(value) for key, value in structure.items()}
+    if isinstance(structure, list):
+        return [_snake_case(item) for item in structure]
+    return structure
+
+
+_SPAN_KINDS = {
+    "SPAN_KIND_UNSPECIFIED": 0,
+    "SPAN_KIND_INTERNAL": 1,
+    "SPAN_KIND_SERVER": 2,
+    "SPAN_KIND_CLIENT": 3,
+    "SPAN_KIND_PRODUCER": 4,
+    "SPAN_KIND_CONSUMER": 5,
+}
+_STATUS_CODES = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}
+_NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+_INTEGER = re.compile(r"-?[0-9]+")
+
+
+def _integer(raw: Any) -> Optional[int]:
+    """An int64 written as a JSON number or string (proto3 JSON allows both), None if it is not one."""
+    if isinstance(raw, bool):
+        return None
+    if isinstance(raw, int):
+        return raw
+    if isinstance(raw, float):
+        return int(raw) if raw.is_integer() else None
+    if isinstance(raw, str) and _INTEGER.fullmatch(raw.strip()):
+        return int(raw)
+    if isinstance(raw, str):
+        try:
+            as_float = float(raw)
+        except ValueError:
+            return None
+        return int(as_float) if as_float.is_integer() else None
+    return None
+
+
+def json_any_value(value: Any) -> Any:
+    """An OTLP JSON AnyValue object as the Python value `schema.render_value` renders; None for an empty value.
+
+    Lenient where proto3 JSON is: numbers may be strings, doubles may be "NaN" / "Infinity", bytes base64 in either
+    alphabet. A value of no known shape is treated as empty rather than failing the file.
+    """
+    if not isinstance(value, dict) or not value:
+        return None
+    if "stringValue" in value:
+        text = value["stringValue"]
+        return text if isinstance(text, str) else None
+    if "boolValue" in value:
+        flag = value["boolValue"]
+        return flag if isinstance(flag, bool) else None
+    if "intValue" in value:
+        return _integer(value["intValue"])
+    if "doubleValue" in value:
+        raw = value["doubleValue"]
+        if isinstance(raw, bool):
+            return None
+        if isinstance(raw, (int, float)):
+            return float(raw)
+        if isinstance(raw, str):
+            if raw in _NON_FINITE:
+                return _NON_FINITE[raw]
+            try:
+                return float(raw)
+            except ValueError:
+                return None
+        return None
+    if "bytesValue" in value:
+        raw = value["bytesValue"]
+        if not isinstance(raw, str):
+            return None
+        try:
+            return base64.b64decode(raw.replace("-", "+").replace("_", "/") + "=" * (-len(raw) % 4), validate=True)
+        except (binascii.Error, ValueError):
+            return None
+    if "arrayValue" in value:
+        items = value["arrayValue"].get("values") if isinstance(value["arrayValue"], dict) else None
+        return [json_any_value(item) for item in items] if isinstance(items, list) else []
+    if "kvlistValue" in value:
+        items = value["kvlistValue"].get("values") if isinstance(value["kvlistValue"], dict) else None
+        if not isinstance(items, list):
+            return {}
+        return {
+            str(item.get("key", "")): json_any_value(item.get("value")) for item in items if isinstance(item, dict)
+        }
+    return None
+
+
+def _render_json_value(text: Optional[str]) -> Optional[str]:
+    return None if text is None else render_value(json_any_value(json.loads(text)))
+
+
+def _enum(texts: pa.Array, names: dict[str, int]) -> pa.Array:
+    """An OTLP enum column given as numbers or (proto3 JSON) names; missing is 0, an unknown name null."""
+
+    def number(text: Optional[str]) -> Optional[int]:
+        if text is None:
+            return 0
+        if text in names:
+            return names[text]
+        return _integer(text)
+
+    encoded = pc.dictionary_encode(texts, null_encoding="encode")
+    return pa.array([number(text) for text in encoded.dictionary.to_pylist()], pa.int64()).take(encoded.indices)
+
+
+class JsonRecords:
+    """A block of OTLP JSON text cut into records (one a line, or one for a document), with where each one is.
+
+    Record i runs from `starts[i]` to the next record's start (the last one to `end`), so blank lines between
+    records ride along as whitespace and the records go to Arrow as one buffer, without a copy.
+    """
+
+    def __init__(self, data: bytes, starts: list[int], end: int, line_numbers: list[int], base_offset: int) -> None:
+        self.data = data
+        self.starts = starts
+        self.end = end
+        self.line_numbers = line_numbers
+        self.base_offset = base_offset  # file offset of data[0]
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def text(self, index: int) -> bytes:
+        stop = self.starts[index + 1] if index + 1 < len(self.starts) else self.end
+        return self.data[self.starts[index] : stop]
+
+    def offset(self, index: int) -> int:
+        return self.base_offset + self.starts[index]
+
+    def head(self, index: int, size: int = 256) -> bytes:
+        return self.data[self.starts[index] : self.starts[index] + size]
+
+    def arrow(self) -> pa.Array:
+        """The records as an Arrow string array over `data` itself; ArrowInvalid when one is not UTF-8."""
+        offsets = array("i", [*self.starts, self.end]) if self.end < 1 << 31 else array("q", [*self.starts, self.end])
+        kind = pa.binary() if offsets.typecode == "i" else pa.large_binary()
+        binary = pa.Array.from_buffers(kind, len(self.starts), [None, pa.py_buffer(offsets), pa.py_buffer(self.data)])
+        return binary.cast(pa.string() if offsets.typecode == "i" else pa.large_string())
+
+
+_NON_BLANK = re.compile(rb"[^ \t\r\n]")
+
+
+def json_line_batches(
+    stream: BinaryIO,
+    *,
+    start: int,
+    limit: Optional[int],
+    first_line: int,
+    is_document: bool,
+    on_torn_line: Callable[[int, int, bytes], bool],
+) -> Iterator[JsonRecords]:
+    """Cut the stream (positioned at byte `start`, `limit` bytes or to the end) into blocks of whole lines.
+
+    Blank lines are skipped. A last line without its newline is offered to `on_torn_line(line, offset, text)`, which
+    returns whether to keep it. A document is one record, however many lines it spans.
+    """
+    if is_document:
+        text = stream.read() if limit is None else stream.read(limit)
+        skip = len(UTF8_BOM) if start == 0 and text.startswith(UTF8_BOM) else 0
+        first = _NON_BLANK.search(text, skip)
+        if first is not None:
+            line = first_line + text.count(b"\n", 0, first.start())
+            yield JsonRecords(text, [first.start()], len(text), [line], start)
+        return
+    offset, line_number, carry, remaining = start, first_line, [], limit
+    while True:
+        want = BATCH_BYTES if remaining is None else min(BATCH_BYTES, remaining)
+        block = stream.read(want) if want > 0 else b""
+        if remaining is not None:
+            remaining -= len(block)
+        at_end = not block
+        if not at_end and b"\n" not in block:
+            carry.append(block)  # a line longer than a block: gather its pieces, join them once
+            continue
+        text = b"".join([*carry, block]) if carry else block
+        complete = len(text) if at_end else text.rfind(b"\n") + 1
+        position = len(UTF8_BOM) if offset == 0 and text.startswith(UTF8_BOM) else 0
+        starts, numbers = [], []
+        while position < complete:
+            newline = text.find(b"\n", position, complete)
+            line_end = complete if newline < 0 else newline + 1
+            if _NON_BLANK.search(text, position, line_end):
+                starts.append(position)
+                numbers.append(line_number)
+            position = line_end
+            line_number += 1
+        if at_end and starts and not text.endswith(b"\n") and _NON_BLANK.search(text, text.rfind(b"\n") + 1):
+            # The final line lacks its newline: usable if it parses, else the torn write of a dying job.
+            if not on_torn_line(numbers[-1], offset + starts[-1], text[starts[-1] :]):
+                complete = starts.pop()
+                numbers.pop()
+        if starts:
+            yield JsonRecords(text, starts, complete, numbers, offset)
+        if at_end:
+            return
+        offset += complete
+        carry = [text[complete:]] if complete < len(text) else []
+
+
+class JsonDecoder:
+    """Decodes batches of OTLP JSON records with one DuckDB connection, into span-schema record batches.
+
+    `where(line, offset)` words a record's position for messages ("line 17").
+    """
+
+    def __init__(self, path: str, where: Callable[[int, int], str]) -> None:
+        import duckdb
+
+        self.path = path
+        self.where = where
+        self.connection = duckdb.connect(config={"threads": 1})
+        self._value_cache: dict[str, Optional[str]] = {}
+
+    def close(self) -> None:
+        self.connection.close()
+
+    def is_valid_json(self, text: bytes) -> bool:
+        """Whether DuckDB's parser, the one the records go through, accepts `text`."""
+        import duckdb
+
+        try:
+            rows = self.connection.execute("SELECT json_valid(?)", [text.decode("utf-8")]).fetchall()
+        except (UnicodeDecodeError, duckdb.Error):
+            return False
+        return bool(rows and rows[0][0])
+
+    def decode(self, records: JsonRecords) -> pa.RecordBatch:
+        """The spans of `records` as one span-schema batch; TraceFormatError names the line of a bad record."""
+        import duckdb
+
+        texts = self._utf8(records)
+        heads = [records.head(index) for index in range(len(records))]
+        snake = any(b'"resource_spans"' in head for head in heads)
+        snake = snake and not any(b'"resourceSpans"' in head for head in heads)
+        structure = json.dumps(_snake_case(_RECORD) if snake else _RECORD)
+        field = "resource_spans" if snake else "resourceSpans"
+        self.connection.register("goodput_lines", pa.table({"line_no": pa.array(range(len(records))), "line": texts}))
+        try:
+            try:
+                result = self.connection.sql(
+                    f"SELECT json_transform(line, '{structure}').{field} AS rss FROM goodput_lines ORDER BY line_no"
+                ).to_arrow_table()
+            except duckdb.Error as error:
+                first_invalid = self.connection.sql(
+                    "SELECT min(line_no) FROM goodput_lines WHERE NOT json_valid(line)"
+                ).fetchall()[0][0]
+                self._raise_invalid_json(records, first_invalid, error)
+        finally:
+            self.connection.unregister("goodput_lines")
+        return self._spans(records, result.column("rss").combine_chunks(), snake)
+
+    def _utf8(self, records: JsonRecords) -> pa.Array:
+        try:
+            return records.arrow()
+        except pa.ArrowInvalid:
+            for index in range(len(records)):
+                try:
+                    records.text(index).decode("utf-8")
+                except UnicodeDecodeError as error:
+                    raise TraceFormatError(
+                        self.path, self._where(records, index), f"not UTF-8 text ({error.reason} at byte {error.start})"
+                    ) from None
+            raise
+
+    def _where(self, records: JsonRecords, index: int) -> str:
+        return self.where(records.line_numbers[index], records.offset(index))
+
+    def _raise_invalid_json(self, records: JsonRecords, index: Optional[int], error: Exception) -> NoReturn:
+        if index is None:  # DuckDB refused the batch, yet every record is valid JSON: report its own words
+            raise TraceFormatError(self.path, self._where(records, 0), f"not an OTLP JSON record ({error})")
+        problem, line_in_record = _json_problem(records.text(index))
+        where = self.where(records.line_numbers[index] + line_in_record - 1, records.offset(index))
+        raise TraceFormatError(self.path, where, f"not valid JSON ({problem})")
+
+    def _spans(self, records: JsonRecords, rss: pa.ListArray, snake: bool) -> pa.RecordBatch:
+        names = _snake_name if snake else str
+        missing = pc.is_null(rss)
+        if pc.any(missing).as_py():
+            index = pc.index(missing, True).as_py()
+            raise TraceFormatError(
+                self.path, self._where(records, index), "JSON without a resourceSpans list: not an OTLP trace record"
+            )
+        rs_line = pc.list_parent_indices(rss)
+        resource_spans = rss.flatten()
+        resources = [
+            self._resource(entries, records, rs_line[i].as_py())
+            for i, entries in enumerate(_field(_field(resource_spans, names("resource")), "attributes").to_pylist())
+        ]
+        scope_lists = _field(resource_spans, names("scopeSpans"))
+        scope_resource = pc.list_parent_indices(scope_lists)
+        scope_spans = scope_lists.flatten()
+        scope = _field(scope_spans, "scope")
+        span_lists = _field(scope_spans, "spans")
+        span_scope = pc.list_parent_indices(span_lists)
+        spans = span_lists.flatten()
+        span_resource = scope_resource.take(span_scope)
+        span_line = rs_line.take(span_resource)
+        trace_ids = pc.utf8_lower(_field(spans, names("traceId")))
+        span_ids = pc.utf8_lower(_field(spans, names("spanId")))
+        parents = pc.utf8_lower(_field(spans, names("parentSpanId")))
+        parents = pc.if_else(pc.equal(parents, ""), pa.scalar(None, pa.string()), parents)
+        status = _field(spans, "status")
+        try:
+            batch = span_record_batch(
+                trace_id=trace_ids.fill_null(""),
+                span_id=span_ids.fill_null(""),
+                parent_span_id=parents,
+                name=_field(spans, "name").fill_null(""),
+                kind=_enum(_field(spans, "kind"), _SPAN_KINDS),
+                start_ns=self._times(_field(spans, names("startTimeUnixNano")), span_line, records),
+                end_ns=self._times(_field(spans, names("endTimeUnixNano")), span_line, records),
+                status_code=_enum(_field(status, "code"), _STATUS_CODES),
+                status_message=_field(status, "message").fill_null(""),
+                attributes=self._attributes(_field(spans, "attributes"), span_line, records),
+                resources=resources,
+                resource_index=span_resource,
+                scope_name=_field(scope, "name").fill_null("").take(span_scope),
+                scope_version=_field(scope, "version").fill_null("").take(span_scope),
+                source_file=self.path,
+            )
+        except _BadSpan as bad:
+            raise TraceFormatError(self.path, self._where(records, span_line[bad.row].as_py()), bad.problem) from None
+        invalid = first_invalid_span(batch)
+        if invalid is not None:
+            row, problem = invalid
+            raise TraceFormatError(self.path, self._where(records, span_line[row].as_py()), problem)
+        return batch
+
+    def _resource(self, entries: Optional[list[dict]], records: JsonRecords, index: int) -> ResourceInfo:
+        rendered = []
+        for entry in entries or ():
+            try:
+                rendered.append((entry["key"] or "", self._render(entry["value"])))
+            except (ValueError, RecursionError) as error:
+                raise TraceFormatError(
+                    self.path, self._where(records, index), f"a resource attribute does not decode ({error})"
+                ) from None
+        return ResourceInfo.from_entries(rendered)
+
+    def _render(self, text: Optional[str]) -> Optional[str]:
+        cache = self._value_cache
+        if text in cache:
+            return cache[text]  # type: ignore[index]
+        if len(cache) > 200_000:
+            cache.clear()
+        rendered = cache[text] = _render_json_value(text)  # type: ignore[index]
+        return rendered
+
+    def _attributes(self, lists: pa.ListArray, span_line: pa.Array, records: JsonRecords) -> pa.MapArray:
+        lengths = pc.list_value_length(lists).fill_null(0)
+        offsets = pa.concat_arrays([pa.array([0], pa.int64()), pc.cumulative_sum(lengths.cast(pa.int64()))])
+        entries = lists.flatten()
+        keys = _field(entries, "key").fill_null("")
+        values = pc.dictionary_encode(_field(entries, "value"))
+        rendered = []
+        for index, text in enumerate(values.dictionary.to_pylist()):
+            try:
+                rendered.append(self._render(text))
+            except (ValueError, RecursionError) as error:
+                entry = pc.index(values.indices, index).as_py()
+                span = pc.index(pc.greater(offsets, entry), True).as_py() - 1
+                raise _BadSpan(span, f"a span attribute does not decode ({error})") from None
+        return pa.MapArray.from_arrays(
+            offsets.cast(pa.int32()), keys, pa.array(rendered, pa.string()).take(values.indices)
+        )
+
+    def _times(self, texts: pa.Array, span_line: pa.Array, records: JsonRecords) -> pa.Array:
+        """Span times written as digits or numbers (proto3 JSON's uint64); missing is 0, as protobuf omits it."""
+        try:
+            times = pc.cast(texts, pa.int64())
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            parsed = [None if text is None else _integer(text) for text in texts.to_pylist()]
+            unusable = (
+                row for row, value in enumerate(parsed) if texts[row].is_valid and (value is None or value >= 1 << 63)
+            )
+            bad = next(unusable, None)
+            if bad is not None:
+                raise _BadSpan(bad, f"a span time {texts[bad].as_py()!r} is not an integer nanosecond count") from None
+            times = pa.array(parsed, pa.int64())
+        return times.fill_null(0)
+
+
+class _BadSpan(Exception):
+    def __init__(self, row: int, problem: str) -> None:
+        super().__init__(problem)
+        self.row = row
+        self.problem = problem
+
+
+def _field(array: pa.Array, name: str) -> pa.Array:
+    """A struct array's child `name` with the struct's own nulls applied (a missing object reads as nulls)."""
+    return pc.struct_field(array, name)
+
+
+def _json_problem(text: bytes) -> tuple[str, int]:
+    """What Python's parser says is wrong with `text`, and on which of its lines (1 when it cannot say)."""
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as error:
+        return f"{error.msg} (column {error.colno})", error.lineno
+    except (ValueError, RecursionError) as error:
+        return str(error) or type(error).__name__, 1
+    return "rejected by the JSON parser", 1

@@ -1,0 +1,344 @@
+"""OTLP protobuf trace records (Collector-framed or one bare message) to Arrow batches of the span schema.
+
+Parsing uses upb through lean message classes that mirror OTLP's wire numbers but declare a span's attributes,
+status, resource and scope as raw bytes. upb then hands each attribute over as one bytes object instead of three
+wrapper objects, and the rendered text is cached by those bytes: a training job repeats the same few attribute
+sets (`rl.bucket`, `rl.span_group`, the iteration) on thousands of spans, so each distinct one is decoded once with
+the official `opentelemetry.proto` classes and every repeat costs a dictionary lookup.
+"""
+
+from __future__ import annotations
+
+import bisect
+import struct
+from array import array
+from itertools import accumulate
+from collections.abc import Callable, Iterator
+from typing import BinaryIO, Optional
+
+import pyarrow as pa
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf.message import DecodeError
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationScope, KeyValue
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
+from opentelemetry.proto.trace.v1.trace_pb2 import Status
+
+from .errors import TraceFormatError
+from .schema import ATTRIBUTE_MAP, ResourceInfo, first_invalid_span, render_value, span_record_batch
+
+READ_PIECE = 16 << 20  # a record is read in pieces, so a corrupt length cannot make us allocate gigabytes up front
+_KV_CACHE_LIMIT = 200_000  # distinct attributes remembered across batches; cleared when full
+
+
+def _lean_traces_class() -> type:
+    """`TracesData` with the same field numbers as OTLP, but the fields we do not walk into kept as raw bytes."""
+    field = descriptor_pb2.FieldDescriptorProto
+    file = descriptor_pb2.FileDescriptorProto(name="goodput_lean_trace.proto", package="goodput.lean", syntax="proto3")
+    layout = {
+        "Span": [
+            ("trace_id", 1, field.TYPE_BYTES, False, None),
+            ("span_id", 2, field.TYPE_BYTES, False, None),
+            ("parent_span_id", 4, field.TYPE_BYTES, False, None),
+            ("name", 5, field.TYPE_STRING, False, None),
+            ("kind", 6, field.TYPE_INT32, False, None),
+            ("start_time_unix_nano", 7, field.TYPE_FIXED64, False, None),
+            ("end_time_unix_nano", 8, field.TYPE_FIXED64, False, None),
+            ("attributes", 9, field.TYPE_BYTES, True, None),
+            ("status", 15, field.TYPE_BYTES, False, None),
+        ],
+        "ScopeSpans": [("scope", 1, field.TYPE_BYTES, False, None), ("spans", 2, field.TYPE_MESSAGE, True, "Span")],
+        "ResourceSpans": [
+            ("resource", 1, field.TYPE_BYTES, False, None),
+            ("scope_spans", 2, field.TYPE_MESSAGE, True, "ScopeSpans"),
+        ],
+        "TracesData": [("resource_spans", 1, field.TYPE_MESSAGE, True, "ResourceSpans")],
+    }
+    for message_name, fields in layout.items():
+        message = file.message_type.add(name=message_name)
+        for name, number, type_, repeated, type_name in fields:
+            added = message.field.add(
+                name=name,
+                number=number,
+                type=type_,
+                label=field.LABEL_REPEATED if repeated else field.LABEL_OPTIONAL,
+            )
+            if type_name:
+                added.type_name = f".goodput.lean.{type_name}"
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("goodput.lean.TracesData"))
+
+
+LeanTracesData = _lean_traces_class()
+
+
+def any_value(value: AnyValue) -> object:
+    """An OTLP AnyValue message as the Python value `schema.render_value` renders."""
+    which = value.WhichOneof("value")
+    if which is None:
+        return None
+    if which == "array_value":
+        return [any_value(item) for item in value.array_value.values]
+    if which == "kvlist_value":
+        return {item.key: any_value(item.value) for item in value.kvlist_value.values}
+    return getattr(value, which)
+
+
+def rendered_attributes(key_values: object) -> list[tuple[str, Optional[str]]]:
+    """(key, text) pairs of a repeated KeyValue field, e.g. a resource's attributes."""
+    return [(item.key, render_value(any_value(item.value))) for item in key_values]  # type: ignore[attr-defined]
+
+
+class ProtoBatchBuilder:
+    """Accumulates the spans of decoded records and hands them out as span-schema batches.
+
+    `where(offset)` words a record's position for messages ("byte 1234"); a record that does not decode, or holds a
+    span without real ids, raises TraceFormatError there.
+    """
+
+    def __init__(self, path: str, where: Callable[[int], str]) -> None:
+        self.path = path
+        self.where = where
+        self._kv_cache: dict[bytes, tuple[str, Optional[str]]] = {}
+        self._status_cache: dict[bytes, tuple[int, str]] = {b"": (0, "")}
+        self._reset()
+
+    def _reset(self) -> None:
+        self._trace_ids: list[str] = []
+        self._span_ids: list[str] = []
+        self._parents: list[Optional[str]] = []
+        self._names: list[str] = []
+        self._kinds: list[int] = []
+        self._starts: list[int] = []
+        self._ends: list[int] = []
+        self._statuses: list[bytes] = []
+        self._attribute_counts: list[int] = []  # attributes of each span
+        self._attributes: list[bytes] = []  # every span's attributes, one encoded KeyValue each, in order
+        self._context_index: list[int] = []
+        self._contexts: dict[tuple[bytes, bytes], int] = {}
+        self._record_rows: list[tuple[int, int]] = []  # (first row, record offset): which record a row came from
+
+    @property
+    def pending(self) -> int:
+        return len(self._trace_ids)
+
+    def add_record(self, data: bytes, offset: int) -> None:
+        """Decode one ExportTraceServiceRequest / TracesData and append its spans."""
+        try:
+            message = LeanTracesData.FromString(data)
+        except (DecodeError, RecursionError, ValueError) as error:
+            raise TraceFormatError(
+                self.path, self.where(offset), f"record of {len(data)} bytes is not an OTLP trace message ({error})"
+            ) from None
+        self._record_rows.append((len(self._trace_ids), offset))
+        trace_ids, span_ids, parents, names = self._trace_ids, self._span_ids, self._parents, self._names
+        kinds, starts, ends, statuses = self._kinds, self._starts, self._ends, self._statuses
+        add_attribute_count, add_attributes = self._attribute_counts.append, self._attributes.extend
+        context_index, contexts = self._context_index, self._contexts
+        for resource_spans in message.resource_spans:
+            resource = resource_spans.resource
+            for scope_spans in resource_spans.scope_spans:
+                spans = scope_spans.spans
+                context = contexts.setdefault((resource, scope_spans.scope), len(contexts))
+                context_index.extend([context] * len(spans))
+                for span in spans:
+                    trace_ids.append(span.trace_id.hex())
+                    span_ids.append(span.span_id.hex())
+                    parent = span.parent_span_id
+                    parents.append(parent.hex() if parent else None)
+                    names.append(span.name)
+                    kinds.append(span.kind)
+                    starts.append(span.start_time_unix_nano)
+                    ends.append(span.end_time_unix_nano)
+                    statuses.append(span.status)
+                    attributes = span.attributes
+                    add_attribute_count(len(attributes))
+                    add_attributes(attributes)
+
+    def take_batch(self) -> pa.RecordBatch:
+        """The pending spans as one batch (possibly empty); the builder starts afresh."""
+        try:
+            batch = self._build()
+        except _BadRecord as bad:
+            raise TraceFormatError(self.path, self.where(self._offset_of_row(bad.row)), bad.problem) from None
+        invalid = first_invalid_span(batch, check_hex=False)
+        if invalid is not None:
+            row, problem = invalid
+            raise TraceFormatError(self.path, self.where(self._offset_of_row(row)), problem)
+        self._reset()
+        return batch
+
+    def _offset_of_row(self, row: int) -> int:
+        firsts = [first for first, _ in self._record_rows]
+        return self._record_rows[bisect.bisect_right(firsts, row) - 1][1]
+
+    def _build(self) -> pa.RecordBatch:
+        attributes = self._attribute_maps()
+        raw_statuses = pa.array(self._statuses, pa.binary()).dictionary_encode()
+        statuses = [self._status(raw) for raw in raw_statuses.dictionary.to_pylist()]
+        resources: dict[bytes, int] = {}
+        resource_infos: list[ResourceInfo] = []
+        scope_names, scope_versions, context_resource = [], [], []
+        for (resource, scope), _ in sorted(self._contexts.items(), key=lambda item: item[1]):
+            if resource not in resources:
+                resources[resource] = len(resource_infos)
+                resource_infos.append(self._resource(resource))
+            context_resource.append(resources[resource])
+            name, version = self._scope(scope)
+            scope_names.append(name)
+            scope_versions.append(version)
+        context = pa.array(self._context_index, pa.int32())
+        return span_record_batch(
+            trace_id=self._trace_ids,
+            span_id=self._span_ids,
+            parent_span_id=self._parents,
+            name=self._names,
+            kind=self._kinds,
+            start_ns=self._times(self._starts),
+            end_ns=self._times(self._ends),
+            status_code=pa.array([code for code, _ in statuses], pa.int64()).take(raw_statuses.indices),
+            status_message=pa.array([message for _, message in statuses], pa.string()).take(raw_statuses.indices),
+            attributes=attributes,
+            resources=resource_infos,
+            resource_index=pa.array(context_resource, pa.int32()).take(context),
+            scope_name=pa.array(scope_names, pa.string()).take(context),
+            scope_version=pa.array(scope_versions, pa.string()).take(context),
+            source_file=self.path,
+        )
+
+    def _attribute_maps(self) -> pa.MapArray:
+        """Every span's attributes as a map; each distinct encoded attribute is decoded once (Arrow finds them)."""
+        encoded = pa.array(self._attributes, pa.binary()).dictionary_encode()
+        cache = self._kv_cache
+        keys, values = [], []
+        for raw in encoded.dictionary.to_pylist():
+            entry = cache.get(raw)
+            if entry is None:
+                if len(cache) >= _KV_CACHE_LIMIT:
+                    cache.clear()
+                try:
+                    key_value = KeyValue.FromString(raw)
+                    entry = cache[raw] = (key_value.key, render_value(any_value(key_value.value)))
+                except (DecodeError, RecursionError, ValueError) as error:
+                    first_use = self._attributes.index(raw)
+                    row = bisect.bisect_right(list(accumulate(self._attribute_counts)), first_use)
+                    raise _BadRecord(row, f"a span attribute does not decode ({error})") from None
+            keys.append(entry[0])
+            values.append(entry[1])
+        offsets = pa.array(array("i", accumulate(self._attribute_counts, initial=0)), pa.int32())
+        return pa.MapArray.from_arrays(
+            offsets,
+            pa.array(keys, pa.string()).take(encoded.indices),
+            pa.array(values, pa.string()).take(encoded.indices),
+            type=ATTRIBUTE_MAP,
+        )
+
+    def _status(self, raw: bytes) -> tuple[int, str]:
+        status = self._status_cache.get(raw)
+        if status is None:
+            try:
+                decoded = Status.FromString(raw)
+            except (DecodeError, RecursionError, ValueError) as error:
+                raise _BadRecord(self._statuses.index(raw), f"a span status does not decode ({error})") from None
+            status = self._status_cache[raw] = (decoded.code, decoded.message)
+        return status
+
+    def _resource(self, raw: bytes) -> ResourceInfo:
+        try:
+            return ResourceInfo.from_entries(rendered_attributes(Resource.FromString(raw).attributes))
+        except (DecodeError, RecursionError, ValueError) as error:
+            row = self._first_row_of_resource(raw)
+            raise _BadRecord(row, f"a resource does not decode ({error})") from None
+
+    def _scope(self, raw: bytes) -> tuple[str, str]:
+        try:
+            scope = InstrumentationScope.FromString(raw)
+        except (DecodeError, RecursionError, ValueError) as error:
+            context = next(index for (_, scope), index in self._contexts.items() if scope == raw)
+            raise _BadRecord(self._context_index.index(context), f"a scope does not decode ({error})") from None
+        return scope.name, scope.version
+
+    def _first_row_of_resource(self, raw: bytes) -> int:
+        context = next(index for (resource, _), index in self._contexts.items() if resource == raw)
+        return self._context_index.index(context)
+
+    def _times(self, values: list[int]) -> pa.Array:
+        """Span times (OTLP fixed64) as int64; one past int64's range is a corrupt record, not a date."""
+        try:
+            return pa.array(values, pa.int64())
+        except (OverflowError, pa.ArrowInvalid):
+            row = next(index for index, value in enumerate(values) if value >= 1 << 63)
+            raise _BadRecord(row, f"a span time of {values[row]} ns is past the year 2262") from None
+
+
+class _BadRecord(Exception):
+    """Raised while building a batch; carries the row so the caller can name the record's byte offset."""
+
+    def __init__(self, row: int, problem: str) -> None:
+        super().__init__(problem)
+        self.row = row
+        self.problem = problem
+
+
+def read_up_to(stream: BinaryIO, size: int) -> bytes:
+    """Up to `size` bytes, fewer only at the end of the stream (a decompressor may return short reads)."""
+    pieces, wanted = [], size
+    while wanted > 0:
+        piece = stream.read(min(wanted, READ_PIECE))
+        if not piece:
+            break
+        pieces.append(piece)
+        wanted -= len(piece)
+    return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+
+
+def framed_records(
+    stream: BinaryIO, path: str, where: Callable[[int], str], *, start: int, limit: Optional[int], notices: list[str]
+) -> Iterator[tuple[int, bytes]]:
+    """(offset, message bytes) of each length-prefixed record from `stream`, which is positioned at byte `start`.
+
+    `limit` is the number of bytes this chunk spans, None to the end of the stream. A record whose length runs past
+    the end of the stream (or a header cut short) is the torn final write of a dying job: a notice, not an error.
+    """
+    offset = start
+    end = None if limit is None else start + limit
+    while end is None or offset < end:
+        header = read_up_to(stream, 4 if end is None else min(4, end - offset))
+        if not header:
+            return
+        if len(header) < 4:
+            notices.append(
+                f"{path}: truncated final record at {where(offset)} skipped "
+                f"(its 4-byte length header has only {len(header)} bytes)"
+            )
+            return
+        (length,) = struct.unpack(">I", header)
+        body_end = offset + 4 + length
+        if end is not None and body_end > end:
+            # The chunk was cut frame-aligned, so this only happens for the file's torn final record.
+            body = read_up_to(stream, end - offset - 4)
+        else:
+            body = read_up_to(stream, length)
+        if len(body) < length:
+            if end is not None and body_end > end and stream.read(1):
+                raise TraceFormatError(path, where(offset), "record runs past the end of its chunk (chunks misaligned)")
+            notices.append(
+                f"{path}: truncated final record at {where(offset)} skipped "
+                f"(length {length} bytes, only {len(body)} present)"
+            )
+            return
+        yield offset, body
+        offset = body_end
+
+
+def decode_records(
+    records: Iterator[tuple[int, bytes]], path: str, where: Callable[[int], str], batch_rows: int
+) -> Iterator[pa.RecordBatch]:
+    """Span-schema batches of about `batch_rows` rows from (offset, message) records."""
+    builder = ProtoBatchBuilder(path, where)
+    for offset, data in records:
+        builder.add_record(data, offset)
+        if builder.pending >= batch_rows:
+            yield builder.take_batch()
+    if builder.pending:
+        yield builder.take_batch()
