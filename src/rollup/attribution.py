@@ -61,15 +61,13 @@ def charge_wall_clock(connection, frames: Sequence[Frame], precedence: Sequence[
     table = pa.Table.from_pylist([f.__dict__ for f in frames], schema=FRAME_SCHEMA)
     connection.register("charge_frames", table)
     rank_sql = "CASE bucket " + " ".join(f"WHEN '{b}' THEN {i}" for i, b in enumerate(precedence)) + " END"
-    count_columns = ", ".join(f"sum(delta) FILTER (WHERE rank = {i}) AS d{i}" for i in range(len(BUCKETS)))
-    running_columns = ", ".join(
-        f"sum(coalesce(d{i}, 0)) OVER (PARTITION BY frame_id ORDER BY t ROWS UNBOUNDED PRECEDING) AS c{i}"
-        for i in range(len(BUCKETS))
-    )
+    # The four active counts travel packed in one 128-bit integer, 32 bits a bucket, so one running sum carries
+    # the whole state; events at the same instant give zero-length segments, which charge nothing.
+    shift = 32
 
     def first_active(i: int) -> str:
-        earlier = "".join(f"c{j} = 0 AND " for j in range(i))
-        return f"sum(CASE WHEN {earlier}c{i} > 0 THEN t_next - t ELSE 0 END)::BIGINT AS r{i}"
+        earlier = "".join(f"(active >> {shift * j}) & {0xFFFFFFFF} = 0 AND " for j in range(i))
+        return f"sum(CASE WHEN {earlier}(active >> {shift * i}) & {0xFFFFFFFF} > 0 THEN t_next - t ELSE 0 END)::BIGINT AS r{i}"
 
     charged_columns = ", ".join(first_active(i) for i in range(len(BUCKETS)))
     # An OR here would turn DuckDB's range join into a nested loop: pick the condition in Python instead.
@@ -91,16 +89,15 @@ def charge_wall_clock(connection, frames: Sequence[Frame], precedence: Sequence[
         rows = connection.execute(
             f"""
             WITH events AS (
-                SELECT frame_id, s AS t, rank, 1 AS delta FROM charge_clipped
+                SELECT frame_id, s AS t, (1::HUGEINT << ({shift} * rank)) AS delta FROM charge_clipped
                 UNION ALL
-                SELECT frame_id, e AS t, rank, -1 AS delta FROM charge_clipped
-            ),
-            boundaries AS (
-                SELECT frame_id, t, {count_columns} FROM events GROUP BY frame_id, t
+                SELECT frame_id, e AS t, -(1::HUGEINT << ({shift} * rank)) AS delta FROM charge_clipped
             ),
             running AS (
-                SELECT frame_id, t, lead(t) OVER (PARTITION BY frame_id ORDER BY t) AS t_next, {running_columns}
-                FROM boundaries
+                SELECT frame_id, t,
+                       lead(t) OVER (PARTITION BY frame_id ORDER BY t ROWS UNBOUNDED PRECEDING) AS t_next,
+                       sum(delta) OVER (PARTITION BY frame_id ORDER BY t ROWS UNBOUNDED PRECEDING) AS active
+                FROM events
             )
             SELECT frame_id, {charged_columns} FROM running WHERE t_next IS NOT NULL GROUP BY frame_id
             """
