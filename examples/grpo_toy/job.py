@@ -1,0 +1,190 @@
+"""A toy GRPO job on a local Ray cluster, traced only through `instrument`: what `goodput report` and `check` read.
+
+From the repository root:
+
+    python -m examples.grpo_toy.job                          # sync, 6 steps, framed protobuf, one file per process
+    python -m examples.grpo_toy.job --mode async --out run/async/    # generation one step ahead, JSON Lines
+    python examples/grpo_toy/job.py --buggy --out run/buggy/         # plants the two mistakes `goodput check` finds
+    goodput report run/async/ && goodput check run/async/
+
+Work is simulated with seeded sleeps and small numpy math (`schedule.py` has the plan and the goodput it implies),
+so a run takes a few seconds on two cores. The shape is that of a real job:
+
+- `configure(span_groups="per_step", ...)` before `ray.init`, so the raylet, and every worker it starts, inherits the
+  GOODPUT_* choice; actors also get it through `runtime_env`, so the job runs inside a cluster started earlier too;
+- one `rl.grpo.job` span over everything; `rl.startup` around `ray.init` and the set-up phases (`rl.setup.workers`,
+  `rl.setup.collectives`, an `init/total` wait for the workers' `rl.grpo.load_model`);
+- per step `iteration_scope(step)` + `rl.grpo.step`, with leaves for generation (in the workers), reward, logprob,
+  advantage, policy training and checkpoint staging, an `idle/refit_bubble` wait, validation under
+  `evaluate_span("grpo")` every third step, and the checkpoint's `rl.checkpoint.finalize` tail on a thread;
+- step 2's rollout loses a trajectory: it hangs until a time-out, tagged `wasted/failed_trajectory`, and is redone.
+
+`--buggy` plants, in step 2 only, a reward span inside a worker's generation span (`nested-bucket`) and the reward
+phase as three concurrent asyncio tasks each opening `rl.grpo.reward` (`self-overlap`): `goodput check` reports
+exactly those three findings and nothing else; a clean run gives none.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Optional
+
+if __package__ in (None, ""):  # run as a script: make the package importable the way Ray workers import it
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import ray
+
+import instrument
+from instrument import (
+    RLSpanGroup,
+    dispatch_with_trace_context,
+    efficiency_span,
+    setup_span,
+    startup_span,
+    umbrella_trace_fn,
+)
+
+from examples.grpo_toy.loops import async_loop, sync_loop
+from examples.grpo_toy.schedule import COLLECTIVES_S, LOAD_MODEL_S, N_GENERATION_ACTORS, StepPlan, make_plan
+from examples.grpo_toy.trainer import Trainer
+from examples.grpo_toy.workers import GenerationWorker, StreamingGenerationWorker
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+EXPORTER_BY_MODE = {"sync": "otlp-file", "async": "json-file"}
+JSON_SUFFIXES = (".jsonl", ".json", ".ndjson")
+
+
+def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m examples.grpo_toy.job", description=__doc__.split("\n")[0])
+    parser.add_argument("--steps", type=int, default=6, help="training steps (default 6)")
+    parser.add_argument("--seed", type=int, default=0, help="seeds the schedule and the numpy work (default 0)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="a directory (one file per process) or a FILE (workers write FILE's siblings); "
+        "default goodput_traces/grpo_<mode>-<time>/",
+    )
+    parser.add_argument(
+        "--exporter",
+        choices=["otlp-file", "json-file"],
+        default=None,
+        help="default: json-file for a .jsonl FILE or --mode async, else otlp-file",
+    )
+    parser.add_argument(
+        "--mode",
+        choices=["sync", "async"],
+        default="sync",
+        help="sync: generate, then train; async: a streaming rollout runs one step ahead",
+    )
+    parser.add_argument("--buggy", action="store_true", help="plant the nested-bucket and self-overlap mistakes")
+    options = parser.parse_args(argv)
+    if options.steps < 1:
+        parser.error("--steps must be at least 1")
+    if options.out is None:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        options.out = Path("goodput_traces") / f"grpo_{options.mode}{'_buggy' if options.buggy else ''}-{stamp}"
+    if options.exporter is None:
+        suffix = options.out.suffix
+        by_suffix = "json-file" if suffix in JSON_SUFFIXES else "otlp-file"
+        options.exporter = by_suffix if suffix else EXPORTER_BY_MODE[options.mode]
+    return options
+
+
+def actor_runtime_env(service_name: str) -> dict[str, Any]:
+    """The driver's GOODPUT_* choice (left in os.environ by `configure`) for an actor's bare `configure()`.
+
+    A cluster started after `configure` already passes it on; one started before (`ray start`, a test session's)
+    does not, so it is handed over here either way. PYTHONPATH lets the worker import this package from anywhere.
+    """
+    env_vars = {key: value for key, value in os.environ.items() if key.startswith("GOODPUT_")}
+    env_vars["OTEL_SERVICE_NAME"] = service_name
+    env_vars["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
+    return {"env_vars": env_vars}
+
+
+async def start_workers(mode: str, seed: int) -> list[Any]:
+    """Create the actors and wait until each has loaded its model; sync: two rollout workers, async: a streaming
+    rollout worker and a validation worker."""
+    with setup_span("workers"):
+        if mode == "sync":
+            options = {"runtime_env": actor_runtime_env("grpo-generation")}
+            actors = [GenerationWorker.options(**options).remote(rank, seed) for rank in range(N_GENERATION_ACTORS)]
+        else:
+            actors = [
+                StreamingGenerationWorker.options(runtime_env=actor_runtime_env("grpo-rollout-stream")).remote(seed),
+                GenerationWorker.options(runtime_env=actor_runtime_env("grpo-validation")).remote(0, seed),
+            ]
+        loading = [dispatch_with_trace_context(actor.load_model, LOAD_MODEL_S) for actor in actors]
+        with efficiency_span("init/total"):  # unbucketed: start-up is outside every step window anyway
+            await asyncio.gather(*loading)
+    return actors
+
+
+async def stop_workers(actors: list[Any]) -> None:
+    """Let each actor flush its spans, then kill it (a killed actor runs no atexit hook)."""
+    try:
+        await asyncio.gather(*(actor.close.remote() for actor in actors))
+    finally:
+        for actor in actors:
+            ray.kill(actor)
+
+
+@umbrella_trace_fn(RLSpanGroup.U_JOB, "rl.grpo.job")
+async def run(mode: str, seed: int, plans: list[StepPlan], log: Callable[[str], None] = print) -> None:
+    """The whole job: start-up, the training loop, teardown. Joins a Ray cluster that is already up."""
+    started_ray = False
+    with startup_span():
+        if not ray.is_initialized():
+            ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.WARNING)
+            started_ray = True
+        actors = await start_workers(mode, seed)
+        with setup_span("collectives"):
+            await asyncio.sleep(COLLECTIVES_S)  # stands in for NCCL group set-up between trainer and workers
+    trainer = Trainer(seed)
+    try:
+        if mode == "sync":
+            await sync_loop(trainer, actors, plans, log)
+        else:
+            await async_loop(trainer, actors[0], actors[1], plans, log)
+    finally:
+        trainer.wait_for_checkpoints()
+        await stop_workers(actors)
+        if started_ray:
+            ray.shutdown()
+
+
+def written_files(out: Path) -> list[Path]:
+    """The trace files a run wrote to `out`: the directory's files, or FILE and its workers' siblings."""
+    if out.is_dir():
+        return sorted(path for path in out.iterdir() if path.is_file())
+    return sorted(path for path in out.parent.glob(f"{out.stem}*{out.suffix}") if path.is_file())
+
+
+def main(argv: Optional[Sequence[str]] = None, log: Callable[[str], None] = print) -> Path:
+    """Run the job as `argv` says and return where its traces are."""
+    options = parse_args(argv)
+    plans = make_plan(options.seed, options.steps, buggy=options.buggy)
+    # Before ray.init: configure() leaves its choice in GOODPUT_* for every process started afterwards.
+    instrument.configure(
+        service_name="grpo-driver", span_groups="per_step", exporter=options.exporter, path=options.out
+    )
+    try:
+        asyncio.run(run(options.mode, options.seed, plans, log))
+    finally:
+        instrument.shutdown()
+    for path in written_files(options.out):
+        log(f"wrote {path} ({path.stat().st_size} bytes)")
+    log(f"next: goodput report {options.out} && goodput check {options.out}")
+    return options.out
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,187 @@
+"""The seeded schedule of the toy GRPO job, and the goodput it implies.
+
+Every simulated phase sleeps for a duration fixed here, some drawn from `--seed`, so a run is a known timeline plus
+scheduling noise (Ray dispatch, the event loop, a busy machine). That makes the goodput `goodput report` must find
+derivable from the plan alone: `expected_goodput` replays the timeline with zero noise and charges each step window
+the way SPEC section 4 does. Noise only ever adds wall clock that no productive span covers (a Ray round trip, a late
+wake-up), so a measured step lands a little *below* its expected figure, never far above it: hence the lopsided
+`GOODPUT_TOLERANCE`.
+
+Sync step k (every step window is independent, so the figure is closed-form):
+
+    wall       = rollout + reward + logprob + advantage + train + refit [+ validation] [+ checkpoint]
+    rollout    = max(generation_s)                      (two actors generate their halves concurrently)
+               = max(generation_s[0], FAIL_S) + RETRY_S on the failed step (actor 1's half hangs until the
+                 rollout times out, is tagged wasted/failed_trajectory, and is regenerated in RETRY_S)
+    productive = (rollout's generation: max(generation_s), or generation_s[0] + RETRY_S) + reward + train
+    goodput    = productive / wall
+
+Validation generates through the same actors, but inside `evaluate_span` its generation is overhead; the refit wait
+is idle; logprob, advantage and checkpoint staging are overhead; the checkpoint's finalize tail runs on a thread into
+the next step and is unbucketed, so it moves nothing.
+
+Async step k (one streaming actor generates batch k as soon as the weights are at most one step stale, i.e. after
+step k-2's refit, overlapping step k-1's training): no closed form, because batch k+1's generation covers part of
+step k's overhead. `_async_timeline` walks both clocks (the actor's and the trainer's) and `expected_goodput`
+charges the union of productive intervals inside each step window.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+N_GENERATION_ACTORS = 2  # sync mode; async mode has one streaming actor and one validation actor
+POLL_S = 0.01  # buffer-starvation poll interval (async trainer)
+LOAD_MODEL_S = 0.05
+COLLECTIVES_S = 0.03
+GENERATION_S = (0.20, 0.30)  # each actor's half of a rollout, drawn uniformly
+FAILED_STEP = 2  # step whose rollout loses one trajectory (the last step when there are fewer)
+FAIL_S = 0.35  # the hung trajectory's time-out; longer than any generation, so the tail is wasted alone
+RETRY_S = 0.10
+REWARD_S = 0.05
+LOGPROB_S = 0.10
+ADVANTAGE_S = 0.01
+TRAIN_S = (0.18, 0.22)
+REFIT_S = 0.06
+VALIDATE_EVERY = 3
+VALIDATION_S = 0.08
+CHECKPOINT_EVERY = 2
+CHECKPOINT_S = 0.05  # staging, in the step (overhead)
+FINALIZE_S = 0.15  # the async tail on a thread (unbucketed)
+ASYNC_STALENESS = 1  # batch k may be generated with the weights of step k-1-ASYNC_STALENESS
+
+# How far a measured step may sit from `expected_goodput`: noise only lowers it (see the module docstring).
+GOODPUT_TOLERANCE = (0.15, 0.03)  # (below, above), absolute goodput
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """What step `step` sleeps for, in seconds."""
+
+    step: int
+    generation_s: tuple[float, ...]  # per sync actor; the async stream takes their max for the whole batch
+    failed: bool  # one trajectory hangs and times out (actor 1's half in sync mode)
+    train_s: float
+    validation: bool
+    checkpoint: bool
+    buggy: bool  # `--buggy` plants its two mistakes in this step
+    reward_s: float = REWARD_S
+    logprob_s: float = LOGPROB_S
+    advantage_s: float = ADVANTAGE_S
+    refit_s: float = REFIT_S
+
+    @property
+    def batch_generation_s(self) -> float:
+        """The async stream generates the whole batch in the time the sync pair takes for it."""
+        return max(self.generation_s)
+
+
+def make_plan(seed: int, steps: int, *, buggy: bool = False) -> list[StepPlan]:
+    """The schedule of a run: seeded, so the same `--seed` and `--steps` always sleep the same."""
+    rng = np.random.default_rng(seed)
+    failed_step = min(FAILED_STEP, steps)
+    plan = []
+    for step in range(1, steps + 1):
+        generation = tuple(float(x) for x in rng.uniform(*GENERATION_S, size=N_GENERATION_ACTORS).round(3))
+        plan.append(
+            StepPlan(
+                step=step,
+                generation_s=generation,
+                failed=step == failed_step,
+                train_s=float(round(rng.uniform(*TRAIN_S), 3)),
+                validation=step % VALIDATE_EVERY == 0,
+                checkpoint=step % CHECKPOINT_EVERY == 0,
+                buggy=buggy and step == failed_step,
+            )
+        )
+    return plan
+
+
+def _sync_step(plan: StepPlan) -> tuple[float, float]:
+    """(productive, wall) of one sync step, from the formula in the module docstring."""
+    if plan.failed:
+        rollout = max(plan.generation_s[0], FAIL_S) + RETRY_S
+        generating = plan.generation_s[0] + RETRY_S
+    else:
+        rollout = generating = max(plan.generation_s)
+    wall = rollout + plan.reward_s + plan.logprob_s + plan.advantage_s + plan.train_s + plan.refit_s
+    wall += (VALIDATION_S if plan.validation else 0.0) + (CHECKPOINT_S if plan.checkpoint else 0.0)
+    return generating + plan.reward_s + plan.train_s, wall
+
+
+Interval = tuple[float, float]
+
+
+def _async_timeline(plans: Sequence[StepPlan]) -> tuple[list[Interval], list[Interval]]:
+    """(step windows, productive intervals) of an async run with zero noise; time 0 is when step 1 opens.
+
+    The actor generates batches back to back, batch k waiting for version k-1-ASYNC_STALENESS (version j exists once
+    step j's refit is done). The trainer's step k waits for batch k, then runs reward, logprob, advantage, training,
+    refit, validation and checkpoint staging, the same order as the job.
+    """
+    version_ready = {0: 0.0}
+    actor_free, trainer = 0.0, 0.0
+    windows: list[Interval] = []
+    productive: list[Interval] = []
+    for plan in plans:
+        start = max(actor_free, version_ready.get(plan.step - 1 - ASYNC_STALENESS, 0.0))
+        if plan.failed:
+            start += FAIL_S  # the hung attempt: wasted
+        actor_free = start + plan.batch_generation_s
+        productive.append((start, actor_free))
+
+        opened = trainer
+        t = max(trainer, actor_free)  # buffer starvation until the batch arrives
+        productive.append((t, t + plan.reward_s))
+        t += plan.reward_s + plan.logprob_s + plan.advantage_s
+        productive.append((t, t + plan.train_s))
+        t += plan.train_s + plan.refit_s
+        version_ready[plan.step] = t
+        t += (VALIDATION_S if plan.validation else 0.0) + (CHECKPOINT_S if plan.checkpoint else 0.0)
+        windows.append((opened, t))
+        trainer = t
+    return windows, productive
+
+
+def _covered(intervals: Sequence[Interval], low: float, high: float) -> float:
+    """Length of the union of `intervals` inside `[low, high]`."""
+    total, cursor = 0.0, low
+    for start, end in sorted(intervals):
+        start, end = max(start, cursor), min(end, high)
+        if end > start:
+            total += end - start
+            cursor = end
+    return total
+
+
+def expected_goodput(plans: Sequence[StepPlan], mode: str) -> dict[int, float]:
+    """Goodput of each step window on a noise-free machine: productive wall clock over the window's wall clock."""
+    if mode == "sync":
+        return {plan.step: productive / wall for plan in plans for productive, wall in [_sync_step(plan)]}
+    windows, productive = _async_timeline(plans)
+    return {
+        plan.step: _covered(productive, low, high) / (high - low) for plan, (low, high) in zip(plans, windows)
+    }
+
+
+def planned_step_work_s(plans: Sequence[StepPlan], mode: str) -> dict[int, float]:
+    """The trainer's own planned time in each step: a floor under the measured window, since noise only adds.
+
+    Sync: the whole noise-free step. Async: the step less its wait for the batch, which is no floor, because a
+    slow step lets the stream run further ahead and shortens the next step's wait.
+    """
+    if mode == "sync":
+        return {plan.step: _sync_step(plan)[1] for plan in plans}
+    return {
+        plan.step: plan.reward_s + plan.logprob_s + plan.advantage_s + plan.train_s + plan.refit_s
+        + (VALIDATION_S if plan.validation else 0.0) + (CHECKPOINT_S if plan.checkpoint else 0.0)
+        for plan in plans
+    }
+
+
+def failed_step(plans: Sequence[StepPlan]) -> Optional[int]:
+    return next((plan.step for plan in plans if plan.failed), None)
