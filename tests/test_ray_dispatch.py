@@ -243,7 +243,7 @@ def test_a_worker_of_a_cluster_started_after_configure_inherits_it_bare(ray_clus
     instrument.configure(exporter=InMemorySpanExporter(), span_groups="all", service_name="driver")
     worker = RolloutWorker.remote()
     try:
-        with umbrella_span(RLSpanGroup.U_STEP, "driver.inherit") as step:
+        with instrument.iteration_scope(5), umbrella_span(RLSpanGroup.U_STEP, "driver.inherit") as step:
             assert ray.get(dispatch_with_trace_context(worker.score, 5)) == 10
         worker_pid = ray.get(worker.flush.remote())
     finally:
@@ -253,6 +253,7 @@ def test_a_worker_of_a_cluster_started_after_configure_inherits_it_bare(ray_clus
     assert span["traceId"] == f"{step.get_span_context().trace_id:032x}"
     assert span["parentSpanId"] == f"{step.get_span_context().span_id:016x}"
     assert span["attributes"]["rl.bucket"] == "productive"
+    assert span["attributes"]["rl.iteration"] == 5  # the driver's iteration_scope, carried as baggage
 
 
 @pytest.mark.parametrize("exporter", ["json-file", "otlp-file"])

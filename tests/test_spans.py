@@ -411,3 +411,21 @@ def test_an_exporter_failure_never_reaches_the_training_loop(caplog):
     instrument.force_flush()
     instrument.shutdown()
     assert any("disk full" in (r.exc_text or "") or "Exception while exporting" in r.getMessage() for r in caplog.records)
+
+
+def test_iteration_and_bucket_scopes_ride_the_carrier_to_another_thread(memory):
+    def remote_generation(carrier):
+        with instrument.remote_trace_context(carrier):
+            with managed_span(RLSpanGroup.GENERATION, "rl.grpo.generation"):
+                pass
+
+    with iteration_scope(9), evaluate_span("grpo"):
+        carrier = instrument.current_trace_carrier()
+        thread = threading.Thread(target=remote_generation, args=(carrier,))
+    thread.start()
+    thread.join()
+    assert "goodput.iteration=9" in carrier["baggage"] and "goodput.bucket_scope=overhead" in carrier["baggage"]
+    spans = {s.name: s for s in memory.spans()}
+    assert spans["rl.grpo.generation"].attributes["rl.bucket"] == "overhead"  # validation, even in another thread
+    assert spans["rl.grpo.generation"].attributes["rl.iteration"] == 9
+    assert instrument.in_per_prompt_scope() is False

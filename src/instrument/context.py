@@ -11,12 +11,49 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, Optional
 
+from opentelemetry import baggage, propagate, trace
 from opentelemetry import context as otel_context
-from opentelemetry import propagate, trace
 
 from ._log import warn_once
 
 TRACE_CARRIER_KWARG = "_otel_carrier"
+
+# The goodput scopes travel with the parent as W3C baggage, so a Ray worker's spans are filed and bucketed as the
+# caller's would be: a validation pass's remote generation is overhead there too, not productive.
+BAGGAGE_ITERATION = "goodput.iteration"
+BAGGAGE_BUCKET_SCOPE = "goodput.bucket_scope"
+
+
+def _with_carried_scopes(context: Any) -> Any:
+    from .provider import _ITERATION
+    from .spans import _BUCKET_OVERRIDE
+
+    iteration, bucket = _ITERATION.get(), _BUCKET_OVERRIDE.get()
+    if iteration is not None:
+        context = baggage.set_baggage(BAGGAGE_ITERATION, str(iteration), context)
+    if bucket is not None:
+        context = baggage.set_baggage(BAGGAGE_BUCKET_SCOPE, bucket, context)
+    return context
+
+
+def _enter_carried_scopes(context: Any) -> list[tuple[Any, Any]]:
+    """Re-enter the iteration and bucket scopes a carrier brought along; tokens to reset, innermost last."""
+    from .groups import Bucket
+
+    from .provider import _ITERATION
+    from .spans import _BUCKET_OVERRIDE
+
+    tokens = []
+    iteration = baggage.get_baggage(BAGGAGE_ITERATION, context)
+    bucket = baggage.get_baggage(BAGGAGE_BUCKET_SCOPE, context)
+    try:
+        if iteration is not None:
+            tokens.append((_ITERATION, _ITERATION.set(int(str(iteration)))))
+        if bucket is not None:
+            tokens.append((_BUCKET_OVERRIDE, _BUCKET_OVERRIDE.set(Bucket(str(bucket)).value)))
+    except ValueError:
+        warn_once("baggage", "goodput: ignoring malformed goodput baggage %r / %r", iteration, bucket)
+    return tokens
 
 
 def current_trace_carrier() -> dict[str, str]:
@@ -24,13 +61,14 @@ def current_trace_carrier() -> dict[str, str]:
 
     Capture it on the driver inside the span that should be the parent, hand it to the worker, and reopen it there
     with :func:`remote_trace_context`. Empty when no span is recording, which is the case whenever the enclosing
-    span's group is disabled, so the caller needs no telemetry-specific branch.
+    span's group is disabled, so the caller needs no telemetry-specific branch. The enclosing iteration and bucket
+    scopes ride along as W3C baggage and are re-entered on the other side.
     """
     if not trace.get_current_span().is_recording():
         return {}
     carrier: dict[str, str] = {}
     try:
-        propagate.inject(carrier)
+        propagate.inject(carrier, context=_with_carried_scopes(otel_context.get_current()))
     except Exception:  # a misconfigured OTEL_PROPAGATORS must not reach the training loop
         warn_once("inject", "goodput: could not inject the trace context; spans will not be parented", stack_info=True)
         return {}
@@ -54,14 +92,21 @@ def remote_trace_parent(carrier: Optional[Mapping[str, str]]) -> Optional[Any]:
 
 @contextmanager
 def attached_context(context: Optional[Any]) -> Iterator[None]:
-    """Attach `context` for the duration of the block; a no-op for None."""
+    """Attach `context` for the duration of the block; a no-op for None.
+
+    Also re-enters the `iteration_scope` and `bucket_scope` the context carries as baggage (see
+    :func:`current_trace_carrier`), so work handed to another thread or process is tagged as the caller's would be.
+    """
     if context is None:
         yield
         return
     token = otel_context.attach(context)
+    scopes = _enter_carried_scopes(context)
     try:
         yield
     finally:
+        for variable, scope_token in reversed(scopes):
+            variable.reset(scope_token)
         otel_context.detach(token)
 
 
