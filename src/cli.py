@@ -129,7 +129,9 @@ def _cell_text(value: Any) -> str:
     if value is None:
         return ""
     if isinstance(value, float):
-        return "" if math.isnan(value) else f"{value:.6g}"
+        if math.isnan(value):
+            return ""
+        return f"{value:.6f}".rstrip("0").rstrip(".") if abs(value) < 1e15 else f"{value:.6g}"
     if isinstance(value, (list, dict)):
         return json.dumps(_jsonable(value), separators=(",", ":"))
     return str(value)
