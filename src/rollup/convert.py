@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import re
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -211,6 +212,8 @@ def _json_batches(stream, chunk: Chunk, kind: str, compressed: bool, notices: li
     def on_torn_line(relative_line: int, offset: int, text: bytes) -> bool:
         if decoder.is_valid_json(text):
             return True
+        if not _starts_like_a_record(text):  # not the torn start of a trace record: plain garbage, or a text file
+            raise TraceFormatError(path, where(relative_line, offset), "not valid JSON, nor an OTLP trace record")
         at = f"byte {offset}" + (" of the decompressed content" if compressed else "")
         notices.append(
             f"{path}: truncated final record at {at} (line {line_number(relative_line)}) skipped "
@@ -231,6 +234,15 @@ def _json_batches(stream, chunk: Chunk, kind: str, compressed: bool, notices: li
             yield decoder.decode(records)
     finally:
         decoder.close()
+
+
+_RECORD_STARTS = (b'{"resourceSpans"', b'{"resource_spans"')
+
+
+def _starts_like_a_record(text: bytes) -> bool:
+    """Whether `text` begins as an OTLP JSON trace record does (or is a prefix of that beginning)."""
+    head = re.sub(rb"\s+", b"", text[:64])[: len(_RECORD_STARTS[1])]
+    return any(start.startswith(head) or head.startswith(start) for start in _RECORD_STARTS)
 
 
 def _count_newlines(path: str, end: int) -> int:

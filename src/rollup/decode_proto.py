@@ -1,10 +1,12 @@
 """OTLP protobuf trace records (Collector-framed or one bare message) to Arrow batches of the span schema.
 
 Parsing uses upb through lean message classes that mirror OTLP's wire numbers but declare a span's attributes,
-status, resource and scope as raw bytes. upb then hands each attribute over as one bytes object instead of three
-wrapper objects, and the rendered text is cached by those bytes: a training job repeats the same few attribute
-sets (`rl.bucket`, `rl.span_group`, the iteration) on thousands of spans, so each distinct one is decoded once with
-the official `opentelemetry.proto` classes and every repeat costs a dictionary lookup.
+status, resource and scope as raw bytes, so the per-span Python loop touches only a few fields and hands each
+encoded attribute over as one bytes object. Arrow then finds the distinct encoded attributes of a batch
+(`dictionary_encode`), and only those are decoded with the official `opentelemetry.proto` classes and rendered, once
+each, cached across batches: a training job repeats most attribute values on thousands of spans. Measured on a
+200k-span trace, this reads a file in about 0.7-0.9x the time of a plain loop over the official classes that only
+collects the values. The price: events and links are skipped unparsed, so damage inside them goes unnoticed.
 """
 
 from __future__ import annotations

@@ -1,0 +1,7 @@
+
+{
+V
+T
+service.nameD
+Bssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssss!
+««««««««««««««««ÍÍÍÍÍÍÍÍ*n
