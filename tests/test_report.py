@@ -228,3 +228,20 @@ def test_report_to_an_output_file(tmp_path):
     result = run(["report", str(path), "--format", "json", "--output", str(tmp_path / "out.json")])
     assert result.exit_code == 0 and result.stdout == ""
     assert json.loads((tmp_path / "out.json").read_text())["iterations"][0]["iteration"] == 1
+
+
+def test_a_second_report_on_the_same_files_reads_the_cached_lineage(tmp_path, monkeypatch):
+    monkeypatch.setenv("GOODPUT_CACHE_DIR", str(tmp_path / "cache"))
+    path = write_trace(
+        tmp_path / "run.otlp",
+        [step("step1", 1, 0, 10), S("g", "rl.grpo.generation", 1, 5, parent="step1", bucket="productive")],
+    )
+    first = run(["report", str(path), "--format", "json"])
+    cached = list((tmp_path / "cache").rglob("*.lineage-*.parquet"))
+    assert len(cached) == 1
+    second = run(["report", str(path), "--format", "json"])
+    assert second.stdout == first.stdout
+    assert json.loads(second.stdout)["iterations"][0]["productive_s"] == 5.0 - 1.0
+    path.write_bytes(path.read_bytes() + path.read_bytes())  # a changed file is a new set: the lineage is rebuilt
+    assert run(["report", str(path), "--format", "json"]).exit_code == 0
+    assert len(list((tmp_path / "cache").rglob("*.lineage-*.parquet"))) == 2

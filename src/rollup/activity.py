@@ -23,7 +23,7 @@ def spans_in_window(store, iteration: int, *, bucket: Optional[str] = None, proc
     span's effective iteration, which differs from the window's for work that spills across steps.
     """
     connection = store.connection
-    ensure_lineage(connection)
+    ensure_lineage(store)
     window = window_of(connection, iteration)
     filters = ["start_ns < $end", "(end_ns > $start OR (end_ns = start_ns AND start_ns >= $start))"]
     params: dict[str, object] = {"start": window.start_ns, "end": window.end_ns}

@@ -185,7 +185,7 @@ def iteration_mismatch_findings(connection) -> list[Finding]:
 def check_findings(store) -> list[Finding]:
     """Every finding of every rule, errors first, then by rule, trace and span."""
     connection = store.connection
-    ensure_lineage(connection)
+    ensure_lineage(store)
     findings: list[Finding] = []
     for finder in (
         nested_bucket_findings,

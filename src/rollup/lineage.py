@@ -7,6 +7,8 @@ records the chain of bucketed ancestors, which is what the nesting checks need.
 
 from __future__ import annotations
 
+import os
+
 from instrument.groups import UMBRELLA_GROUPS, Bucket
 
 BUCKETS: tuple[str, ...] = tuple(b.value for b in Bucket)
@@ -18,11 +20,15 @@ UMBRELLA_NAME_REGEX = r"rl\.[^.]+\.(job|step|evaluate)|rl\.startup|rl\.setup\..+
 STEP_NAME_REGEX = r"rl\.[^.]+\.step"
 JOB_NAME_REGEX = r"rl\.[^.]+\.job"
 
-IS_STEP_SQL = f"(span_group = 'step' OR (span_group IS NULL AND regexp_full_match(name, '{STEP_NAME_REGEX}')))"
-IS_JOB_SQL = f"(span_group = 'job' OR (span_group IS NULL AND regexp_full_match(name, '{JOB_NAME_REGEX}')))"
+# A CASE rather than an OR, so the regular expression only runs for spans without a group.
+IS_STEP_SQL = f"(CASE WHEN span_group IS NOT NULL THEN span_group = 'step' ELSE regexp_full_match(name, '{STEP_NAME_REGEX}') END)"
+IS_JOB_SQL = f"(CASE WHEN span_group IS NOT NULL THEN span_group = 'job' ELSE regexp_full_match(name, '{JOB_NAME_REGEX}') END)"
 IS_UMBRELLA_SQL = (
-    f"(span_group IN ({UMBRELLA_LIST_SQL}) OR (span_group IS NULL AND regexp_full_match(name, '{UMBRELLA_NAME_REGEX}')))"
+    f"(CASE WHEN span_group IS NOT NULL THEN span_group IN ({UMBRELLA_LIST_SQL}) "
+    f"ELSE regexp_full_match(name, '{UMBRELLA_NAME_REGEX}') END)"
 )
+
+LINEAGE_VERSION = 1  # part of the cached table's name: bump it whenever `spans_ex` changes
 
 # Deeper than any real trace; it only stops a walk that a corrupt file could otherwise make endless.
 MAX_DEPTH = 10_000
@@ -89,10 +95,30 @@ def build_lineage(connection) -> None:
     connection.execute("DROP TABLE lineage_nodes")
 
 
-def ensure_lineage(connection) -> None:
-    """Build the lineage once per connection; every report, check and spans listing needs it."""
+def ensure_lineage(store) -> None:
+    """Build `spans_ex` once per store; every report, check and spans listing needs it.
+
+    With the cache on, the table is also kept as Parquet keyed by the set of loaded files (each by path, size and
+    mtime), since parents cross files: the next command on the same files reads it instead of walking again.
+    """
+    connection = store.connection
     (exists,) = connection.execute(
         "SELECT count(*) > 0 FROM duckdb_tables() WHERE table_name = 'spans_ex'"
     ).fetchall()[0]
-    if not exists:
-        build_lineage(connection)
+    if exists:
+        return
+    cached = getattr(store, "lineage_cache", None)
+    if cached is not None and cached.exists():
+        try:
+            connection.execute("CREATE TABLE spans_ex AS SELECT * FROM read_parquet(?)", [str(cached)])
+            return
+        except Exception:  # an unreadable cache entry is rebuilt, never an error
+            connection.execute("DROP TABLE IF EXISTS spans_ex")
+    build_lineage(connection)
+    if cached is not None:
+        staging = cached.with_name(f"{cached.name}.{os.getpid()}.tmp")
+        try:
+            connection.execute(f"COPY spans_ex TO '{staging}' (FORMAT parquet, COMPRESSION zstd)")
+            os.replace(staging, cached)
+        except Exception:  # a read-only or full cache folder costs the next command a walk, nothing more
+            staging.unlink(missing_ok=True)

@@ -91,7 +91,7 @@ def build_report(
     """The report over the store's spans; `iterations` keeps the windows in that inclusive range."""
     order = parse_precedence(precedence)
     connection = store.connection
-    ensure_lineage(connection)
+    ensure_lineage(store)
     all_windows = iteration_windows(connection)
     windows = select_windows(all_windows, iterations)
     frames = [Frame(i, w.start_ns, w.end_ns) for i, w in enumerate(windows)]

@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 
 from .convert import Chunk, ChunkResult, convert_chunk, plan_chunks
 from .errors import GoodputError, TraceFormatError
+from .lineage import LINEAGE_VERSION
 from .schema import SCHEMA_VERSION, SPAN_SCHEMA
 from .sniff import sniff_format
 from .sources import expand_paths
@@ -219,10 +220,17 @@ def _chunk_bytes(chunk: Chunk, file_size: int) -> int:
 class SpanStore:
     """An open DuckDB connection whose `spans` table holds every span of the loaded files, each span once."""
 
-    def __init__(self, connection, entries: list[FileEntry], temp_dir: Optional[Path] = None) -> None:
+    def __init__(
+        self,
+        connection,
+        entries: list[FileEntry],
+        temp_dir: Optional[Path] = None,
+        lineage_cache: Optional[Path] = None,
+    ) -> None:
         self.connection = connection
         self.entries = entries
         self._temp_dir = temp_dir  # an uncached load's parts, which the view reads until close()
+        self.lineage_cache = lineage_cache  # where `lineage.ensure_lineage` keeps its table for this set of files
 
     @property
     def notices(self) -> list[str]:
@@ -283,7 +291,7 @@ def _work_dir(use_cache: bool, cache_dir: Optional[Path]) -> Path:
         return Path(tempfile.mkdtemp(prefix="goodput-"))
     work_dir = (cache_dir or default_cache_dir()) / f"v{SCHEMA_VERSION}"
     try:
-        work_dir.mkdir(parents=True, exist_ok=True)
+        (work_dir / "sets").mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise GoodputError(f"{work_dir}: cannot create the cache folder: {exc.strerror or exc}") from None
     return work_dir
@@ -334,7 +342,11 @@ def open_store(
         if not use_cache:
             shutil.rmtree(work_dir, ignore_errors=True)
         raise
-    return SpanStore(connection, entries, temp_dir=None if use_cache else work_dir)
+    if not use_cache:
+        return SpanStore(connection, entries, temp_dir=work_dir)
+    file_set = "|".join(sorted(entry.cache_key for entry in entries))
+    set_key = hashlib.sha256(file_set.encode()).hexdigest()[:32]
+    return SpanStore(connection, entries, lineage_cache=work_dir / "sets" / f"{set_key}.lineage-v{LINEAGE_VERSION}.parquet")
 
 
 def ingest(
