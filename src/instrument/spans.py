@@ -266,15 +266,20 @@ def _efficiency_span_name_and_attrs(category: str, attributes: Mapping[str, Any]
     return "rl." + category.replace("/", "."), merged
 
 
+def _efficiency_tracer(tracer: Optional[trace.Tracer]) -> Optional[trace.Tracer]:
+    """The tracer for an efficiency span, or None when the efficiency group is off (or nothing is configured)."""
+    if RLSpanGroup.EFFICIENCY not in STATE.enabled:
+        return None
+    return tracer or STATE.tracer
+
+
 def efficiency_span(category: str, tracer: Optional[trace.Tracer] = None, **attributes: Any) -> ContextManager[Any]:
     """Span for one efficiency category (the Timer label, `idle/refit_bubble`), tagged with that category's bucket.
 
     Wrap a wait, not a phase that does instrumented work: this span carries `rl.bucket`, so bucketed children
     would count the same interval twice. Categories in `UNBUCKETED_SPAN_CATEGORIES` are emitted without a bucket.
     """
-    if RLSpanGroup.EFFICIENCY not in STATE.enabled:
-        return NO_SPAN
-    tracer = tracer or STATE.tracer
+    tracer = _efficiency_tracer(tracer)
     if tracer is None:
         return NO_SPAN
     name, merged = _efficiency_span_name_and_attrs(category, attributes)
@@ -288,9 +293,7 @@ def start_efficiency_span(category: str, tracer: Optional[trace.Tracer] = None, 
     started during the wait (an asyncio task, say) reparents under it. End it on every way out of the loop that
     lets the run continue, and pass `rl.idle.polls` so the duration can be read against the retries it covers.
     """
-    if RLSpanGroup.EFFICIENCY not in STATE.enabled:
-        return None
-    tracer = tracer or STATE.tracer
+    tracer = _efficiency_tracer(tracer)
     if tracer is None:
         return None
     name, merged = _efficiency_span_name_and_attrs(category, attributes)

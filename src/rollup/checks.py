@@ -7,6 +7,7 @@ is a lost span or a broken trace-context hand-off, which silently moves work out
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any, Optional
 
@@ -101,33 +102,35 @@ def self_overlap_findings(connection) -> list[Finding]:
     ]
 
 
-def bucketed_umbrella_findings(connection) -> list[Finding]:
-    rows = connection.execute(
-        "SELECT trace_id, span_id, name, eff_iteration, bucket, span_group FROM spans_ex "
-        "WHERE is_umbrella AND bucket IS NOT NULL"
-    ).fetchall()
+def _findings(connection, rule: str, sql: str, describe: Callable[..., str]) -> list[Finding]:
+    """Findings of `rule`, one per row of `sql`; rows start (trace_id, span_id, name, iteration, related_span_id)
+    and the rest of each row is what `describe` turns into the message."""
     return [
-        Finding(
-            "bucketed-umbrella", ERROR, t, s, n, i, None,
-            f"{n} is an umbrella span ({g or 'by name'}) but carries rl.bucket={b}: umbrellas enclose the leaves "
-            "that are counted, so a bucket on one counts their time again",
-        )
-        for t, s, n, i, b, g in rows
+        Finding(rule, RULES[rule], t, s, n, i, related, describe(n, *rest))
+        for t, s, n, i, related, *rest in connection.execute(sql).fetchall()
     ]
+
+
+def bucketed_umbrella_findings(connection) -> list[Finding]:
+    return _findings(
+        connection,
+        "bucketed-umbrella",
+        "SELECT trace_id, span_id, name, eff_iteration, NULL, bucket, span_group FROM spans_ex "
+        "WHERE is_umbrella AND bucket IS NOT NULL",
+        lambda n, b, g: f"{n} is an umbrella span ({g or 'by name'}) but carries rl.bucket={b}: umbrellas enclose "
+        "the leaves that are counted, so a bucket on one counts their time again",
+    )
 
 
 def unknown_bucket_findings(connection) -> list[Finding]:
-    rows = connection.execute(
-        f"SELECT trace_id, span_id, name, eff_iteration, bucket FROM spans_ex "
-        f"WHERE bucket IS NOT NULL AND bucket NOT IN ({BUCKET_LIST_SQL})"
-    ).fetchall()
-    return [
-        Finding(
-            "unknown-bucket", ERROR, t, s, n, i, None,
-            f"{n} has rl.bucket={b!r}, not one of productive, overhead, idle, wasted: its time is counted nowhere",
-        )
-        for t, s, n, i, b in rows
-    ]
+    return _findings(
+        connection,
+        "unknown-bucket",
+        f"SELECT trace_id, span_id, name, eff_iteration, NULL, bucket FROM spans_ex "
+        f"WHERE bucket IS NOT NULL AND bucket NOT IN ({BUCKET_LIST_SQL})",
+        lambda n, b: f"{n} has rl.bucket={b!r}, not one of productive, overhead, idle, wasted: its time is counted "
+        "nowhere",
+    )
 
 
 def overlapping_steps_findings(connection) -> list[Finding]:
@@ -155,31 +158,24 @@ def overlapping_steps_findings(connection) -> list[Finding]:
 
 
 def orphan_span_findings(connection) -> list[Finding]:
-    rows = connection.execute(
-        "SELECT trace_id, span_id, name, eff_iteration, parent_span_id FROM spans_ex "
-        "WHERE parent_span_id IS NOT NULL AND NOT has_parent"
-    ).fetchall()
-    return [
-        Finding(
-            "orphan-span", WARNING, t, s, n, i, p,
-            f"{n} names parent {p}, which no loaded file holds: a lost span or a broken trace-context hand-off",
-        )
-        for t, s, n, i, p in rows
-    ]
+    return _findings(
+        connection,
+        "orphan-span",
+        "SELECT trace_id, span_id, name, eff_iteration, parent_span_id, parent_span_id FROM spans_ex "
+        "WHERE parent_span_id IS NOT NULL AND NOT has_parent",
+        lambda n, p: f"{n} names parent {p}, which no loaded file holds: a lost span or a broken trace-context "
+        "hand-off",
+    )
 
 
 def iteration_mismatch_findings(connection) -> list[Finding]:
-    rows = connection.execute(
-        "SELECT trace_id, span_id, name, iteration, ancestor_iteration FROM spans_ex "
-        "WHERE iteration IS NOT NULL AND ancestor_iteration IS NOT NULL AND iteration <> ancestor_iteration"
-    ).fetchall()
-    return [
-        Finding(
-            "iteration-mismatch", WARNING, t, s, n, i, None,
-            f"{n} says rl.iteration={i} but its nearest ancestor with one says {a}",
-        )
-        for t, s, n, i, a in rows
-    ]
+    return _findings(
+        connection,
+        "iteration-mismatch",
+        "SELECT trace_id, span_id, name, iteration, NULL, iteration, ancestor_iteration FROM spans_ex "
+        "WHERE iteration IS NOT NULL AND ancestor_iteration IS NOT NULL AND iteration <> ancestor_iteration",
+        lambda n, i, a: f"{n} says rl.iteration={i} but its nearest ancestor with one says {a}",
+    )
 
 
 def check_findings(store) -> list[Finding]:
