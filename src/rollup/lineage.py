@@ -118,6 +118,7 @@ def ensure_lineage(store) -> None:
     if cached is not None:
         staging = cached.with_name(f"{cached.name}.{os.getpid()}.tmp")
         try:
+            cached.parent.mkdir(parents=True, exist_ok=True)
             connection.execute(f"COPY spans_ex TO '{staging}' (FORMAT parquet, COMPRESSION zstd)")
             os.replace(staging, cached)
         except Exception:  # a read-only or full cache folder costs the next command a walk, nothing more

@@ -291,7 +291,7 @@ def _work_dir(use_cache: bool, cache_dir: Optional[Path]) -> Path:
         return Path(tempfile.mkdtemp(prefix="goodput-"))
     work_dir = (cache_dir or default_cache_dir()) / f"v{SCHEMA_VERSION}"
     try:
-        (work_dir / "sets").mkdir(parents=True, exist_ok=True)
+        work_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise GoodputError(f"{work_dir}: cannot create the cache folder: {exc.strerror or exc}") from None
     return work_dir
