@@ -7,7 +7,8 @@ ends of that hand-off; each is a no-op when there is nothing to hand over, so ca
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import inspect
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, Optional
 
@@ -129,3 +130,83 @@ def trace_context_kwargs() -> dict[str, Any]:
     """
     carrier = current_trace_carrier()
     return {TRACE_CARRIER_KWARG: carrier} if carrier else {}
+
+
+CallScope = Callable[[dict[str, Any]], Any]  # kwargs -> context manager around one call
+StreamScope = Callable[[dict[str, Any]], Any]  # kwargs -> context manager yielding the per-step activation
+
+
+def wrap_in_context(fn: Callable[..., Any], call_scope: CallScope, stream_scope: StreamScope) -> Callable[..., Any]:
+    """A wrapper of `fn`'s own kind (function, coroutine, generator, async generator) that runs it in a context.
+
+    A call runs inside `call_scope(kwargs)`, a coroutine until its awaited result. A generator runs inside
+    `stream_scope(kwargs)`, which yields an activation entered around each step only, never across a `yield`: a
+    context attached at a yield would be detached later, by the garbage collector, when a consumer abandons the
+    stream (Ray does, for a cancelled streaming call), and OTel would log "Failed to detach context". Values and
+    exceptions sent into the wrapper reach the body, as `yield from` would pass them. The scopes may pop kwargs.
+    """
+    if inspect.isasyncgenfunction(fn):
+
+        async def async_generator_steps(*args: Any, **kwargs: Any) -> Any:
+            with stream_scope(kwargs) as activate:
+                generator = fn(*args, **kwargs)
+                sent: Any = None
+                thrown: Optional[BaseException] = None
+                try:
+                    while True:
+                        with activate():
+                            try:
+                                item = await (generator.asend(sent) if thrown is None else generator.athrow(thrown))
+                            except StopAsyncIteration:
+                                return
+                        sent, thrown = None, None
+                        try:
+                            sent = yield item
+                        except GeneratorExit:
+                            raise
+                        except BaseException as exc:  # forwarded to the body
+                            thrown = exc
+                finally:
+                    with activate():
+                        await generator.aclose()
+
+        return async_generator_steps
+    if inspect.isgeneratorfunction(fn):
+
+        def generator_steps(*args: Any, **kwargs: Any) -> Any:
+            with stream_scope(kwargs) as activate:
+                generator = fn(*args, **kwargs)
+                sent: Any = None
+                thrown: Optional[BaseException] = None
+                try:
+                    while True:
+                        with activate():
+                            try:
+                                item = generator.send(sent) if thrown is None else generator.throw(thrown)
+                            except StopIteration as stop:
+                                return stop.value
+                        sent, thrown = None, None
+                        try:
+                            sent = yield item
+                        except GeneratorExit:
+                            raise
+                        except BaseException as exc:  # forwarded to the body
+                            thrown = exc
+                finally:
+                    with activate():
+                        generator.close()
+
+        return generator_steps
+    if inspect.iscoroutinefunction(fn):
+
+        async def awaited_in_scope(*args: Any, **kwargs: Any) -> Any:
+            with call_scope(kwargs):
+                return await fn(*args, **kwargs)
+
+        return awaited_in_scope
+
+    def called_in_scope(*args: Any, **kwargs: Any) -> Any:
+        with call_scope(kwargs):
+            return fn(*args, **kwargs)
+
+    return called_in_scope

@@ -11,7 +11,8 @@ from __future__ import annotations
 import functools
 import inspect
 import weakref
-from collections.abc import AsyncGenerator, Callable, Generator
+from collections.abc import Callable
+from contextlib import nullcontext
 from typing import Any, Optional, TypeVar, cast
 
 from ._log import warn_once
@@ -22,6 +23,7 @@ from .context import (
     remote_trace_context,
     remote_trace_parent,
     trace_context_kwargs,
+    wrap_in_context,
 )
 
 __all__ = [
@@ -140,14 +142,11 @@ def accepts_trace_context(method: _F) -> _F:
     then sets its options on the object Ray reads, the original's `__dict__` is copied so an inner one's carry over,
     and the carrier is declared on the wrapper's own `__signature__`. Either stacking order works.
     """
-    if inspect.isasyncgenfunction(method):
-        wrapper: Callable[..., Any] = _async_generator_wrapper(method)
-    elif inspect.iscoroutinefunction(method):
-        wrapper = _coroutine_wrapper(method)
-    elif inspect.isgeneratorfunction(method):
-        wrapper = _generator_wrapper(method)
-    else:
-        wrapper = _function_wrapper(method)
+    wrapper = wrap_in_context(
+        method,
+        lambda kwargs: remote_trace_context(kwargs.pop(TRACE_CARRIER_KWARG, None)),
+        lambda kwargs: nullcontext(functools.partial(attached_context, _carrier_parent(kwargs))),
+    )
     functools.update_wrapper(wrapper, method)
     del wrapper.__wrapped__  # type: ignore[attr-defined]
     setattr(wrapper, _ORIGINAL_ATTR, method)
@@ -162,73 +161,3 @@ def accepts_trace_context(method: _F) -> _F:
 def _carrier_parent(kwargs: dict[str, Any]) -> Optional[Any]:
     """Pop the carrier out of a call's kwargs and return the context it names, if any."""
     return remote_trace_parent(kwargs.pop(TRACE_CARRIER_KWARG, None))
-
-
-def _function_wrapper(method: Callable[..., Any]) -> Callable[..., Any]:
-    def call_in_context(*args: Any, **kwargs: Any) -> Any:
-        with remote_trace_context(kwargs.pop(TRACE_CARRIER_KWARG, None)):
-            return method(*args, **kwargs)
-
-    return call_in_context
-
-
-def _coroutine_wrapper(method: Callable[..., Any]) -> Callable[..., Any]:
-    async def await_in_context(*args: Any, **kwargs: Any) -> Any:
-        with remote_trace_context(kwargs.pop(TRACE_CARRIER_KWARG, None)):
-            return await method(*args, **kwargs)
-
-    return await_in_context
-
-
-def _generator_wrapper(method: Callable[..., Generator[Any, Any, Any]]) -> Callable[..., Any]:
-    def step_in_context(*args: Any, **kwargs: Any) -> Generator[Any, Any, Any]:
-        parent = _carrier_parent(kwargs)
-        generator = method(*args, **kwargs)
-        sent: Any = None
-        thrown: Optional[BaseException] = None
-        try:
-            while True:
-                with attached_context(parent):
-                    try:
-                        item = generator.send(sent) if thrown is None else generator.throw(thrown)
-                    except StopIteration as stop:
-                        return stop.value
-                sent, thrown = None, None
-                try:
-                    sent = yield item
-                except GeneratorExit:
-                    raise
-                except BaseException as exc:  # forwarded to the body, as `yield from` would
-                    thrown = exc
-        finally:
-            with attached_context(parent):
-                generator.close()
-
-    return step_in_context
-
-
-def _async_generator_wrapper(method: Callable[..., AsyncGenerator[Any, Any]]) -> Callable[..., Any]:
-    async def step_in_context(*args: Any, **kwargs: Any) -> AsyncGenerator[Any, Any]:
-        parent = _carrier_parent(kwargs)
-        generator = method(*args, **kwargs)
-        sent: Any = None
-        thrown: Optional[BaseException] = None
-        try:
-            while True:
-                with attached_context(parent):
-                    try:
-                        item = await (generator.asend(sent) if thrown is None else generator.athrow(thrown))
-                    except StopAsyncIteration:
-                        return
-                sent, thrown = None, None
-                try:
-                    sent = yield item
-                except GeneratorExit:
-                    raise
-                except BaseException as exc:  # forwarded to the body, as `athrow` on it would
-                    thrown = exc
-        finally:
-            with attached_context(parent):
-                await generator.aclose()
-
-    return step_in_context

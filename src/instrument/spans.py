@@ -8,7 +8,6 @@ what lets a rollup charge wall clock without double counting.
 from __future__ import annotations
 
 import functools
-import inspect
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext
 from contextvars import ContextVar
@@ -18,7 +17,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode
 
 from ._log import warn_once
-from .context import attached_context
+from .context import attached_context, wrap_in_context
 from .groups import (
     RL_ALGORITHM,
     RL_BUCKET_ATTR,
@@ -349,57 +348,8 @@ def _span_decorator(open_span: Callable[[], ContextManager[Any]], open_started: 
     """Wrap sync functions, coroutines and (async) generators so the span covers the body as it actually runs."""
 
     def decorate(fn: _F) -> _F:
-        if inspect.iscoroutinefunction(fn):
-
-            @functools.wraps(fn)
-            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-                with open_span():
-                    return await fn(*args, **kwargs)
-
-            return cast(_F, async_wrapper)
-        if inspect.isasyncgenfunction(fn):
-
-            @functools.wraps(fn)
-            async def async_gen_wrapper(*args: Any, **kwargs: Any) -> Any:
-                with open_started() as activate:
-                    stream = fn(*args, **kwargs)
-                    try:
-                        while True:
-                            with activate():
-                                try:
-                                    item = await stream.__anext__()
-                                except StopAsyncIteration:
-                                    return
-                            yield item
-                    finally:
-                        await stream.aclose()
-
-            return cast(_F, async_gen_wrapper)
-        if inspect.isgeneratorfunction(fn):
-
-            @functools.wraps(fn)
-            def gen_wrapper(*args: Any, **kwargs: Any) -> Any:
-                with open_started() as activate:
-                    stream = fn(*args, **kwargs)
-                    try:
-                        while True:
-                            with activate():
-                                try:
-                                    item = next(stream)
-                                except StopIteration:
-                                    return
-                            yield item
-                    finally:
-                        stream.close()
-
-            return cast(_F, gen_wrapper)
-
-        @functools.wraps(fn)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            with open_span():
-                return fn(*args, **kwargs)
-
-        return cast(_F, wrapper)
+        wrapper = wrap_in_context(fn, lambda kwargs: open_span(), lambda kwargs: open_started())
+        return cast(_F, functools.wraps(fn)(wrapper))
 
     return decorate
 

@@ -142,7 +142,7 @@ def processes_in_frames(connection, frames: Sequence[Frame]) -> dict[int, list[s
     connection.register("process_frames", table)
     try:
         rows = connection.execute(
-            f"""
+            """
             SELECT DISTINCT f.frame_id, s.process FROM process_frames f
             JOIN (SELECT start_ns, end_ns, process FROM spans_ex WHERE bucketed AND end_ns > start_ns) s
               ON s.start_ns < f.end_ns AND s.end_ns > f.start_ns
