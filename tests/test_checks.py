@@ -472,7 +472,7 @@ def test_iteration_mismatch_against_the_nearest_ancestor_with_an_iteration(tmp_p
     assert finding["severity"] == "warning"
     assert finding["span_id"] == span_id_of("gen")
     assert finding["iteration"] == 2  # the span's own
-    assert finding["related_span_id"] is None
+    assert finding["related_span_id"] == span_id_of("step1")  # the nearest ancestor carrying an iteration
     assert "rl.iteration=2" in finding["message"] and "1" in finding["message"]
 
 

@@ -172,7 +172,7 @@ def iteration_mismatch_findings(connection) -> list[Finding]:
     return _findings(
         connection,
         "iteration-mismatch",
-        "SELECT trace_id, span_id, name, iteration, NULL, iteration, ancestor_iteration FROM spans_ex "
+        "SELECT trace_id, span_id, name, iteration, ancestor_iteration_span, iteration, ancestor_iteration FROM spans_ex "
         "WHERE iteration IS NOT NULL AND ancestor_iteration IS NOT NULL AND iteration <> ancestor_iteration",
         lambda n, i, a: f"{n} says rl.iteration={i} but its nearest ancestor with one says {a}",
     )

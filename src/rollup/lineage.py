@@ -28,7 +28,7 @@ IS_UMBRELLA_SQL = (
     f"ELSE regexp_full_match(name, '{UMBRELLA_NAME_REGEX}') END)"
 )
 
-LINEAGE_VERSION = 1  # part of the cached table's name: bump it whenever `spans_ex` changes
+LINEAGE_VERSION = 2  # part of the cached table's name: bump it whenever `spans_ex` changes
 
 # Deeper than any real trace; it only stops a walk that a corrupt file could otherwise make endless.
 MAX_DEPTH = 10_000
@@ -39,7 +39,7 @@ def build_lineage(connection) -> None:
 
     Added columns: `eff_iteration` (own `rl.iteration`, else the nearest ancestor's), `ancestor_iteration` (the
     nearest ancestor's that carries one), `bucketed_chain` (ids of the ancestors with a valid bucket, root first),
-    `has_parent` (false when the parent id names no loaded span: an orphan), `bucketed`, `is_step`, `is_umbrella`.
+    `ancestor_iteration_span` (that ancestor's id), `has_parent` (false when the parent id names no loaded span: an orphan), `bucketed`, `is_step`, `is_umbrella`.
     Materialized once, narrow, with the ids also as integers (`tkey`, `skey`, `pkey`) so the walk and every check
     join on numbers rather than hex text. A span caught in a parent cycle is reached by no walk; it keeps its own
     iteration and no ancestors.
@@ -67,17 +67,23 @@ def build_lineage(connection) -> None:
             WHERE n.pkey IS NULL
                OR NOT EXISTS (SELECT 1 FROM lineage_nodes p WHERE p.tkey = n.tkey AND p.skey = n.pkey)
         ),
-        walk(tkey, skey, span_id, bucketed, eff_iteration, ancestor_iteration, bucketed_chain, has_parent, depth) AS (
-            SELECT tkey, skey, span_id, bucketed, iteration, NULL::BIGINT, []::VARCHAR[], false, 0 FROM roots
+        walk(tkey, skey, span_id, bucketed, eff_iteration, iteration_holder, ancestor_iteration,
+             ancestor_iteration_span, bucketed_chain, has_parent, depth) AS (
+            SELECT tkey, skey, span_id, bucketed, iteration, CASE WHEN iteration IS NOT NULL THEN span_id END,
+                   NULL::BIGINT, NULL::VARCHAR, []::VARCHAR[], false, 0
+            FROM roots
             UNION ALL
             SELECT c.tkey, c.skey, c.span_id, c.bucketed,
-                   coalesce(c.iteration, w.eff_iteration), w.eff_iteration,
+                   coalesce(c.iteration, w.eff_iteration),
+                   CASE WHEN c.iteration IS NOT NULL THEN c.span_id ELSE w.iteration_holder END,
+                   w.eff_iteration, w.iteration_holder,
                    CASE WHEN w.bucketed THEN list_append(w.bucketed_chain, w.span_id) ELSE w.bucketed_chain END,
                    true, w.depth + 1
             FROM walk w JOIN lineage_nodes c ON c.tkey = w.tkey AND c.pkey = w.skey
             WHERE w.depth < {MAX_DEPTH}
         )
-        SELECT tkey, skey, eff_iteration, ancestor_iteration, bucketed_chain, has_parent FROM walk
+        SELECT tkey, skey, eff_iteration, ancestor_iteration, ancestor_iteration_span, bucketed_chain, has_parent
+        FROM walk
         """
     )
     connection.execute(
@@ -86,6 +92,7 @@ def build_lineage(connection) -> None:
         SELECT n.*,
                coalesce(w.eff_iteration, n.iteration) AS eff_iteration,
                w.ancestor_iteration,
+               w.ancestor_iteration_span,
                coalesce(w.bucketed_chain, []::VARCHAR[]) AS bucketed_chain,
                coalesce(w.has_parent, n.pkey IS NOT NULL) AS has_parent
         FROM lineage_nodes n LEFT JOIN lineage_walk w USING (tkey, skey)
