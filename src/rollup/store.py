@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 
 from .convert import Chunk, ChunkResult, convert_chunk, plan_chunks
 from .errors import GoodputError, TraceFormatError
-from .lineage import LINEAGE_VERSION
+from .lineage import LINEAGE_VERSION, ensure_lineage
 from .schema import SCHEMA_VERSION, SPAN_SCHEMA
 from .sniff import sniff_format
 from .sources import expand_paths
@@ -361,10 +361,15 @@ def ingest(
     """Convert `paths` without querying them: into the cache, or into `to_dir` as a flat Parquet dataset.
 
     Every other command then reads the cache entries (same paths) or the dataset folder (`goodput report DIR`).
+    Into the cache, the lineage of this set of files (parent links across them) is built too, so the first report
+    on the same paths reads it instead of walking the traces.
     """
     if to_dir is None:
         work_dir = _work_dir(True, cache_dir)
-        return _convert(paths, use_cache=True, work_dir=work_dir, workers=workers, runner=runner, progress=progress)
+        entries = _convert(paths, use_cache=True, work_dir=work_dir, workers=workers, runner=runner, progress=progress)
+        with open_store(paths, cache_dir=cache_dir) as store:
+            ensure_lineage(store)
+        return entries
     to_dir = Path(to_dir)
     try:
         to_dir.mkdir(parents=True, exist_ok=True)
