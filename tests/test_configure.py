@@ -122,3 +122,13 @@ def test_a_relative_path_reaches_children_made_absolute(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     instrument.configure(span_groups="all", exporter="otlp-file", path="rel")
     assert os.environ["GOODPUT_TRACE_PATH"] == str(tmp_path / "rel")
+
+
+def test_the_standard_otel_traces_exporter_variable_is_honoured_when_nothing_else_chooses(monkeypatch, capsys):
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "console")
+    instrument.configure(span_groups="all", service_name="console-job")
+    with managed_span(RLSpanGroup.REWARD, "rl.grpo.reward"):
+        pass
+    instrument.shutdown()
+    assert "\"name\": \"rl.grpo.reward\"" in capsys.readouterr().out
+    assert os.environ["GOODPUT_EXPORTER"] == "console"

@@ -14,6 +14,7 @@ import pathlib
 import re
 import socket
 import struct
+import sys
 import threading
 import weakref
 from collections.abc import Sequence
@@ -273,5 +274,6 @@ def make_span_exporter(kind: str, path: str | os.PathLike[str] | None, service_n
     if kind == "console":
         from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 
-        return ConsoleSpanExporter(service_name=service_name)
+        # Today's stdout, not the one bound when the SDK module was imported (a redirect since then must count).
+        return ConsoleSpanExporter(service_name=service_name, out=sys.stdout)
     raise ValueError(f"goodput: unknown exporter {kind!r}; expected one of {', '.join(map(repr, EXPORTER_KINDS))}")

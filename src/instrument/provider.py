@@ -134,6 +134,10 @@ def _install_global_proxy() -> None:
 
 
 def _default_exporter_kind(path: Optional[str]) -> str:
+    """With neither argument nor GOODPUT_EXPORTER: what the path or the standard OTEL_* variables imply."""
+    standard = os.environ.get("OTEL_TRACES_EXPORTER", "").strip().lower()
+    if path is None and standard in ("otlp", "console"):
+        return standard
     if path is None and (
         os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
     ):

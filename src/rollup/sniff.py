@@ -14,7 +14,6 @@ reads. The format is then told from the first bytes of the plain content:
 from __future__ import annotations
 
 import gzip
-import os
 import re
 import struct
 import zlib
