@@ -345,8 +345,10 @@ def report(
 
     with _user_errors(), _opened_store(paths, no_cache) as store:
         payload = report_json(build_report(store, iterations=selected, precedence=precedence, by_process=by is not None))
-    if not payload["iterations"]:
+    if not payload["iterations"] and selected is None:
         _stderr().print("note: no iterations in these traces (no rl.iteration on any step or span)")
+    elif not payload["iterations"]:
+        _stderr().print("note: no iteration of these traces lies in the range asked for")
     if fmt is OutputFormat.json:
         _emit(json_text(payload), output)
     elif fmt is OutputFormat.table:
