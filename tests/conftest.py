@@ -15,6 +15,15 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 import instrument
 
+def invoke(args: list[str], width: int = 160):
+    """`goodput ARGS` in this process through typer's CliRunner, at a fixed terminal width."""
+    from typer.testing import CliRunner
+
+    from cli import app
+
+    return CliRunner().invoke(app, args, terminal_width=width)
+
+
 # --- fixtures -------------------------------------------------------------------------------------------------------
 
 

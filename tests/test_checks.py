@@ -11,12 +11,10 @@ import json
 import re
 
 import pytest
-from typer.testing import CliRunner
 
-from cli import app
-from tracebuild import S, span_id_of, write_trace
+from conftest import invoke
+from tracebuild import S, span_id_of, step, write_trace
 
-runner = CliRunner()
 
 FINDING_KEYS = {
     "rule", "severity", "trace_id", "span_id", "name", "iteration", "related_span_id", "message", "overlap_s",
@@ -24,7 +22,7 @@ FINDING_KEYS = {
 
 
 def run(args: list[str]):
-    return runner.invoke(app, args, terminal_width=160)
+    return invoke(args, width=160)
 
 
 def check(tmp_path, spans, *extra: str, expect_exit: int | None = None, shape: str = "framed") -> dict:
@@ -44,9 +42,6 @@ def only_finding(payload: dict, rule: str) -> dict:
     assert [f["rule"] for f in payload["findings"]] == [rule], payload["findings"]
     return payload["findings"][0]
 
-
-def step(label: str, iteration: int, start: float, end: float, **kw) -> S:
-    return S(label, "rl.grpo.step", start, end, iteration=iteration, group="step", **kw)
 
 
 def grpo_step(n: int, t0: float) -> list[S]:

@@ -7,16 +7,15 @@ import subprocess
 import sys
 
 import pytest
-from typer.testing import CliRunner
 
-from cli import _rewrite_ray_address, app
+from cli import _rewrite_ray_address
+from conftest import invoke
 from tracebuild import S, write_trace
 
-runner = CliRunner()
 
 
 def run(args: list[str]):
-    return runner.invoke(app, args, terminal_width=120)
+    return invoke(args, width=120)
 
 
 def two_steps(tmp_path):

@@ -5,16 +5,14 @@ from __future__ import annotations
 import json
 
 import pytest
-from typer.testing import CliRunner
 
-from cli import app
-from tracebuild import S, write_trace
+from conftest import invoke
+from tracebuild import S, step, write_trace
 
-runner = CliRunner()
 
 
 def run(args: list[str]):
-    return runner.invoke(app, args, terminal_width=160)
+    return invoke(args, width=160)
 
 
 def report(tmp_path, spans, *extra: str, shape: str = "framed") -> dict:
@@ -27,9 +25,6 @@ def report(tmp_path, spans, *extra: str, shape: str = "framed") -> dict:
 def buckets(item: dict) -> tuple[float, ...]:
     return tuple(item[k] for k in ("productive_s", "overhead_s", "idle_s", "wasted_s", "unaccounted_s"))
 
-
-def step(label: str, iteration: int, start: float, end: float, **kw) -> S:
-    return S(label, "rl.grpo.step", start, end, iteration=iteration, group="step", **kw)
 
 
 def test_nested_bucketed_spans_count_once_in_wall_clock_and_twice_in_span_seconds(tmp_path):

@@ -9,12 +9,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from typer.testing import CliRunner
 
-from cli import app
-from tracebuild import S, span_id_of, write_trace
+from conftest import invoke
+from tracebuild import S, span_id_of, step, write_trace
 
-runner = CliRunner()
 
 COLUMNS = [
     "start_offset_s", "duration_s", "process", "bucket", "span_group", "name", "iteration", "span_id",
@@ -24,11 +22,8 @@ WINDOW_START, WINDOW_END = 10.0, 20.0  # step 2 of `timeline`
 
 
 def run(args: list[str]):
-    return runner.invoke(app, args, terminal_width=160)
+    return invoke(args, width=160)
 
-
-def step(label: str, iteration: int, start: float, end: float, **kw) -> S:
-    return S(label, "rl.grpo.step", start, end, iteration=iteration, group="step", **kw)
 
 
 def timeline() -> list[S]:

@@ -69,6 +69,11 @@ class S:
         return out
 
 
+def step(label: str, iteration: int, start: float, end: float, **kw: Any) -> S:
+    """A step span (`rl.grpo.step`, group `step`) of `iteration`."""
+    return S(label, "rl.grpo.step", start, end, iteration=iteration, group="step", **kw)
+
+
 def span_id_of(label: str, trace: str = "t1") -> str:
     return hex_id(trace + "/" + label, 16)
 
