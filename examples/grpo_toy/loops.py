@@ -62,7 +62,7 @@ async def validate(workers: list[Any], plan: StepPlan) -> float:
     """Generate on held-out prompts and score them: the tokens are discarded, so this generation is overhead."""
     with evaluate_span("grpo"):
         refs = [
-            dispatch_with_trace_context(worker.generate, plan.step, VALIDATION_S, validation=True)
+            dispatch_with_trace_context(worker.generate, plan.step, VALIDATION_S)
             for worker in workers
         ]
         tokens = np.concatenate(await asyncio.gather(*refs))

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from contextlib import nullcontext
 from typing import Any, Optional
 
 import numpy as np
@@ -20,10 +19,8 @@ import ray
 
 import instrument
 from instrument import (
-    Bucket,
     RLSpanGroup,
     accepts_trace_context,
-    bucket_scope,
     efficiency_span,
     iteration_scope,
     managed_span,
@@ -78,28 +75,26 @@ class GenerationWorker:
         step: int,
         seconds: float,
         *,
-        validation: bool = False,
         fail_after_s: Optional[float] = None,
         plant_nested_reward: bool = False,
     ) -> Optional[np.ndarray]:
         """This worker's half of step `step`'s batch, or None when the trajectory hangs until `fail_after_s`.
 
-        `validation` re-enters the driver's `evaluate_span` bucket scope here: a ContextVar crosses neither the Ray
-        call nor the process, so without it validation tokens would be counted productive.
+        Called inside the driver's `evaluate_span`, its generation is overhead here too: the carrier brings the
+        bucket scope along (as W3C baggage) with the parent span.
         """
         with iteration_scope(step):
             if fail_after_s is not None:
                 with efficiency_span("wasted/failed_trajectory"):  # a wait: the engine hung, the rollout times out
                     time.sleep(fail_after_s)
                 return None
-            with bucket_scope(Bucket.OVERHEAD) if validation else nullcontext():
-                with managed_span(RLSpanGroup.GENERATION, "rl.grpo.generation"):
-                    started = time.perf_counter()
-                    tokens = _decode(self.rng, self.weights, TRAJECTORIES_PER_WORKER)
-                    if plant_nested_reward:
-                        time.sleep(seconds / 2)
-                        _score_inline(tokens, seconds / 4)
-                    time.sleep(max(0.0, seconds - (time.perf_counter() - started)))
+            with managed_span(RLSpanGroup.GENERATION, "rl.grpo.generation"):
+                started = time.perf_counter()
+                tokens = _decode(self.rng, self.weights, TRAJECTORIES_PER_WORKER)
+                if plant_nested_reward:
+                    time.sleep(seconds / 2)
+                    _score_inline(tokens, seconds / 4)
+                time.sleep(max(0.0, seconds - (time.perf_counter() - started)))
         return tokens
 
     @accepts_trace_context
