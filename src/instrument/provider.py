@@ -94,7 +94,6 @@ class _SwappableTracerProvider(trace.TracerProvider):
 
 class _SwappableTracer(trace.Tracer):
     def __init__(self, name: str, args: tuple, kwargs: dict) -> None:
-        self._key = (name, args, tuple(sorted(kwargs.items())))
         self._name, self._args, self._kwargs = name, args, kwargs
         self._provider: Optional[TracerProvider] = None
         self._tracer: trace.Tracer = trace.NoOpTracer()

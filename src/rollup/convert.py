@@ -58,15 +58,15 @@ class ChunkResult:
     notices: list[str] = field(default_factory=list)
 
 
-def plan_chunks(path: str, target_bytes: int = DEFAULT_CHUNK_BYTES) -> list[Chunk]:
+def plan_chunks(path: str, target_bytes: int = DEFAULT_CHUNK_BYTES, kind: Optional[str] = None) -> list[Chunk]:
     """Chunks of about `target_bytes` for a plain framed-protobuf or JSON Lines file; one chunk for anything else.
 
     Cuts fall on record boundaries: after a whole length-prefixed record, after a newline. Compressed files cannot
     be entered in the middle, so they are one chunk. Raises InputError for a missing or unreadable file and
-    TraceFormatError for a file that is not a trace.
+    TraceFormatError for a file that is not a trace. `kind` is `sniff.sniff_format`'s answer when the caller has it.
     """
     path = os.path.abspath(path)
-    kind = sniff_format(path)
+    kind = kind or sniff_format(path)
     whole = [Chunk(path, 0, -1, 0)]
     if kind not in ("framed-proto", "json-lines") or compression_of(path) is not None:
         return whole

@@ -114,7 +114,7 @@ def ensure_lineage(store) -> None:
     ).fetchall()[0]
     if exists:
         return
-    cached = getattr(store, "lineage_cache", None)
+    cached = store.lineage_cache
     if cached is not None and cached.exists():
         try:
             connection.execute("CREATE TABLE spans_ex AS SELECT * FROM read_parquet(?)", [str(cached)])

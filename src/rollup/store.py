@@ -148,7 +148,7 @@ def plan_load(
     entries = [_stat_entry(path) for path in files]
     jobs: list[ConvertJob] = []
     staging: dict[Path, Path] = {}
-    pending = []
+    pending: list[tuple[FileEntry, str]] = []  # with the format sniffed once, here
     for entry in entries:
         if use_cache:
             manifest = _read_manifest(work_dir / entry.cache_key)
@@ -156,17 +156,18 @@ def plan_load(
                 entry.parts, entry.spans, entry.notices = manifest["parts"], manifest["spans"], manifest["notices"]
                 entry.cached = True
                 continue
-        if entry.size and sniff_format(str(entry.path)) == "parquet":
+        kind = sniff_format(str(entry.path)) if entry.size else "empty"
+        if kind == "parquet":
             _check_parquet_spans(entry)
             continue
-        pending.append(entry)
-    total = sum(e.size for e in pending)
+        pending.append((entry, kind))
+    total = sum(e.size for e, _ in pending)
     target = max(MIN_CHUNK_BYTES, total // max(1, workers * 2))
-    for entry in pending:
+    for entry, kind in pending:
         folder = work_dir / f"{entry.cache_key}.staging-{uuid.uuid4().hex[:8]}"
         folder.mkdir(parents=True, exist_ok=True)
         staging[entry.path] = folder
-        for chunk in plan_chunks(str(entry.path), target_bytes=target):
+        for chunk in plan_chunks(str(entry.path), target_bytes=target, kind=kind):
             jobs.append((chunk, str(folder / f"part-{chunk.index:05d}.parquet")))
     return Plan(entries=entries, jobs=jobs, staging=staging, total_bytes=total)
 
