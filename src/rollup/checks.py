@@ -47,23 +47,35 @@ def _seconds(ns: Optional[int]) -> str:
     return f"{(ns or 0) / 1e9:.3f}s"
 
 
+def _findings(
+    connection, rule: str, sql: str, describe: Callable[..., str], *, counted_twice: bool = False
+) -> list[Finding]:
+    """Findings of `rule`, one per row of `sql`.
+
+    Rows start (trace_id, span_id, name, iteration, related_span_id); with `counted_twice`, the next column is the
+    nanoseconds counted twice (reported as `overlap_s`). `describe(name, *rest)` turns the rest of the row into the
+    message.
+    """
+    findings = []
+    for t, s, n, i, related, *rest in connection.execute(sql).fetchall():
+        overlap_s = rest[0] / 1e9 if counted_twice else None
+        findings.append(Finding(rule, RULES[rule], t, s, n, i, related, describe(n, *rest), overlap_s))
+    return findings
+
+
 def nested_bucket_findings(connection) -> list[Finding]:
-    rows = connection.execute(
+    return _findings(
+        connection,
+        "nested-bucket",
         """
-        SELECT c.trace_id, c.span_id, c.name, c.eff_iteration, a.span_id, a.name, c.bucket, a.bucket,
-               greatest(0, least(c.end_ns, a.end_ns) - greatest(c.start_ns, a.start_ns))
+        SELECT c.trace_id, c.span_id, c.name, c.eff_iteration, a.span_id,
+               greatest(0, least(c.end_ns, a.end_ns) - greatest(c.start_ns, a.start_ns)), c.bucket, a.name, a.bucket
         FROM spans_ex c JOIN spans_ex a ON a.trace_id = c.trace_id AND a.span_id = c.bucketed_chain[-1]
         WHERE c.bucketed AND len(c.bucketed_chain) > 0
-        """
-    ).fetchall()
-    return [
-        Finding(
-            "nested-bucket", ERROR, t, s, n, i, a,
-            f"{n} ({b}) runs inside {an} ({ab}): {_seconds(ns)} counted twice",
-            ns / 1e9,
-        )
-        for t, s, n, i, a, an, b, ab, ns in rows
-    ]
+        """,
+        lambda n, ns, b, an, ab: f"{n} ({b}) runs inside {an} ({ab}): {_seconds(ns)} counted twice",
+        counted_twice=True,
+    )
 
 
 def self_overlap_findings(connection) -> list[Finding]:
@@ -73,7 +85,9 @@ def self_overlap_findings(connection) -> list[Finding]:
     Spans are compared at the same depth of bucketed ancestry, so a same-name child is never compared with its own
     ancestor (that is `nested-bucket`'s finding) and concurrent siblings under one are still compared.
     """
-    rows = connection.execute(
+    return _findings(
+        connection,
+        "self-overlap",
         """
         WITH ordered AS (
             SELECT tkey, skey, trace_id, span_id, name, process, eff_iteration, start_ns, end_ns,
@@ -89,26 +103,11 @@ def self_overlap_findings(connection) -> list[Finding]:
           ON p.process = f.process AND p.name = f.name AND p.depth = f.depth AND p.end_ns = f.prior_end
          AND (p.start_ns < f.start_ns OR (p.start_ns = f.start_ns AND p.skey < f.skey))
         QUALIFY row_number() OVER (PARTITION BY f.tkey, f.skey ORDER BY p.start_ns DESC, p.skey DESC) = 1
-        """
-    ).fetchall()
-    return [
-        Finding(
-            "self-overlap", ERROR, t, s, n, i, p,
-            f"{n} overlaps another {n} in process {proc}: concurrent instances should be an umbrella with leaf "
-            f"spans inside; {_seconds(ns)} counted twice",
-            ns / 1e9,
-        )
-        for t, s, n, i, p, ns, proc in rows
-    ]
-
-
-def _findings(connection, rule: str, sql: str, describe: Callable[..., str]) -> list[Finding]:
-    """Findings of `rule`, one per row of `sql`; rows start (trace_id, span_id, name, iteration, related_span_id)
-    and the rest of each row is what `describe` turns into the message."""
-    return [
-        Finding(rule, RULES[rule], t, s, n, i, related, describe(n, *rest))
-        for t, s, n, i, related, *rest in connection.execute(sql).fetchall()
-    ]
+        """,
+        lambda n, ns, proc: f"{n} overlaps another {n} in process {proc}: concurrent instances should be an umbrella "
+        f"with leaf spans inside; {_seconds(ns)} counted twice",
+        counted_twice=True,
+    )
 
 
 def bucketed_umbrella_findings(connection) -> list[Finding]:
@@ -134,27 +133,23 @@ def unknown_bucket_findings(connection) -> list[Finding]:
 
 
 def overlapping_steps_findings(connection) -> list[Finding]:
-    rows = connection.execute(
+    return _findings(
+        connection,
+        "overlapping-steps",
         """
         WITH steps AS (
             SELECT trace_id, span_id, name, eff_iteration, start_ns, end_ns FROM spans_ex
             WHERE is_step AND eff_iteration IS NOT NULL
         )
         SELECT DISTINCT ON (b.trace_id, b.span_id) b.trace_id, b.span_id, b.name, b.eff_iteration, a.span_id,
-               a.eff_iteration, least(a.end_ns, b.end_ns) - b.start_ns
+               b.eff_iteration, a.eff_iteration, least(a.end_ns, b.end_ns) - b.start_ns
         FROM steps a JOIN steps b ON b.start_ns < a.end_ns AND b.start_ns >= a.start_ns
         WHERE a.eff_iteration <> b.eff_iteration AND (a.start_ns < b.start_ns OR a.span_id < b.span_id)
         ORDER BY b.trace_id, b.span_id, a.start_ns
-        """
-    ).fetchall()
-    return [
-        Finding(
-            "overlapping-steps", WARNING, t, s, n, i, a,
-            f"step {i} overlaps step {ai} for {_seconds(ns)}: both windows charge that stretch, so totals exceed "
-            "the run's wall clock",
-        )
-        for t, s, n, i, a, ai, ns in rows
-    ]
+        """,
+        lambda n, i, ai, ns: f"step {i} overlaps step {ai} for {_seconds(ns)}: both windows charge that stretch, so "
+        "totals exceed the run's wall clock",
+    )
 
 
 def orphan_span_findings(connection) -> list[Finding]:
