@@ -190,6 +190,7 @@ def execute_plan(
 ) -> None:
     """Run the plan's jobs, then publish each converted file (to the cache, or in place for an uncached load)."""
     by_path = {entry.path: entry for entry in plan.entries}
+    part_of = {(chunk.path, chunk.index): out_path for chunk, out_path in plan.jobs}
     done_bytes = 0
     results: dict[Path, list[ChunkResult]] = {path: [] for path in plan.staging}
     try:
@@ -207,9 +208,7 @@ def execute_plan(
         ordered = sorted(results[path], key=lambda r: r.chunk.index)
         entry.spans = sum(r.spans for r in ordered)
         entry.notices = [n for r in ordered for n in r.notices]
-        entry.parts = [
-            str(folder / f"part-{r.chunk.index:05d}.parquet") for r in ordered if r.spans
-        ]
+        entry.parts = [part_of[(r.chunk.path, r.chunk.index)] for r in ordered if r.spans]
         if use_cache:
             _publish(entry, folder, work_dir / entry.cache_key)
 
