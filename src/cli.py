@@ -107,12 +107,15 @@ class _LoadProgress:
 
 
 @contextmanager
-def _opened_store(paths: Sequence[str], no_cache: bool) -> Iterator[Any]:
+def _opened_store(paths: Sequence[str], no_cache: bool, *, accounting: bool = True) -> Iterator[Any]:
+    """The store for a command; `accounting`: the command reads only what the accounting reads (not `query`)."""
+    from rollup.schema import ACCOUNTING_SCHEMA, SPAN_SCHEMA
     from rollup.store import open_store
 
     progress = _LoadProgress()
     try:
-        store = open_store(paths, use_cache=not no_cache, progress=progress)
+        schema = ACCOUNTING_SCHEMA if accounting else SPAN_SCHEMA
+        store = open_store(paths, use_cache=not no_cache, progress=progress, schema=schema)
     finally:
         progress.close()
     _print_notices(store.notices)
@@ -242,7 +245,7 @@ def query(
     if len(paths_and_sql) < 2:
         raise typer.BadParameter("give at least one PATH and then the SQL", param_hint="PATH... SQL")
     *paths, sql = paths_and_sql
-    with _user_errors(), _opened_store(paths, no_cache) as store:
+    with _user_errors(), _opened_store(paths, no_cache, accounting=False) as store:
         columns, rows = _arrow_rows(store.sql(sql))
     _emit(render_rows(columns, rows, fmt), output)
 

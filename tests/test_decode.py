@@ -66,6 +66,10 @@ def _no_inherited_owner(monkeypatch):
 
 @pytest.fixture(scope="module")
 def sdk_spans():
+    return make_sdk_spans()
+
+
+def make_sdk_spans():
     """Real SDK spans: a root with three children, attributes of every type the SDK allows, an error status."""
     memory = InMemorySpanExporter()
     provider = TracerProvider(resource=Resource.create({"service.name": "trainer", "service.instance.id": "inst-1"}))

@@ -40,6 +40,11 @@ class Charge:
     unaccounted_ns: int
 
 
+def _frame_table(frames: Sequence[Frame]) -> pa.Table:
+    columns = zip(*((f.frame_id, f.start_ns, f.end_ns, f.process) for f in frames))
+    return pa.Table.from_arrays([pa.array(c, f.type) for c, f in zip(columns, FRAME_SCHEMA)], schema=FRAME_SCHEMA)
+
+
 def parse_precedence(text: Optional[str]) -> list[str]:
     """`idle,productive,overhead,wasted` -> that list; None -> the declared order. Each bucket exactly once."""
     if text is None:
@@ -58,8 +63,7 @@ def charge_wall_clock(connection, frames: Sequence[Frame], precedence: Sequence[
     """
     if not frames:
         return {}
-    table = pa.Table.from_pylist([f.__dict__ for f in frames], schema=FRAME_SCHEMA)
-    connection.register("charge_frames", table)
+    connection.register("charge_frames", _frame_table(frames))
     rank_sql = "CASE bucket " + " ".join(f"WHEN '{b}' THEN {i}" for i, b in enumerate(precedence)) + " END"
     # The four active counts travel packed in one 128-bit integer, 32 bits a bucket, so one running sum carries
     # the whole state; events at the same instant give zero-length segments, which charge nothing.
@@ -106,12 +110,12 @@ def charge_wall_clock(connection, frames: Sequence[Frame], precedence: Sequence[
         connection.execute("DROP TABLE IF EXISTS charge_clipped")
         connection.unregister("charge_frames")
     charged = {row[0]: [int(v or 0) for v in row[1:]] for row in rows}
+    nothing = [0] * len(BUCKETS)
     result = {}
     for frame in frames:
-        by_rank = charged.get(frame.frame_id, [0] * len(BUCKETS))
-        bucket_ns = {bucket: by_rank[rank] for rank, bucket in enumerate(precedence)}
+        by_rank = charged.get(frame.frame_id, nothing)
         wall = frame.end_ns - frame.start_ns
-        result[frame.frame_id] = Charge(wall, {b: bucket_ns[b] for b in BUCKETS}, wall - sum(by_rank))
+        result[frame.frame_id] = Charge(wall, dict(zip(precedence, by_rank)), wall - sum(by_rank))
     return result
 
 
@@ -138,8 +142,7 @@ def processes_in_frames(connection, frames: Sequence[Frame]) -> dict[int, list[s
     """For `--by process`: per frame, the processes that have a bucketed span overlapping it."""
     if not frames:
         return {}
-    table = pa.Table.from_pylist([f.__dict__ for f in frames], schema=FRAME_SCHEMA)
-    connection.register("process_frames", table)
+    connection.register("process_frames", _frame_table(frames))
     try:
         rows = connection.execute(
             """

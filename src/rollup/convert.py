@@ -121,8 +121,12 @@ def _line_cuts(file, size: int, target_bytes: int) -> list[int]:
     return cuts
 
 
-def convert_chunk(chunk: Chunk, out_path: str, batch_rows: int = DEFAULT_BATCH_ROWS) -> ChunkResult:
+def convert_chunk(
+    chunk: Chunk, out_path: str, batch_rows: int = DEFAULT_BATCH_ROWS, schema: pa.Schema = SPAN_SCHEMA
+) -> ChunkResult:
     """Decode `chunk` and write its spans to `out_path` as Parquet (zstd, row groups of `batch_rows`).
+
+    `schema` is SPAN_SCHEMA or a projection of it (`schema.ACCOUNTING_SCHEMA`): only its columns are built.
 
     No file is written when the chunk holds no span. A file from which no span at all can be read (and that is
     not empty, nor just one torn record) is not a trace: TraceFormatError, as is a corrupt record, named by byte
@@ -137,21 +141,21 @@ def convert_chunk(chunk: Chunk, out_path: str, batch_rows: int = DEFAULT_BATCH_R
     pending: list[pa.RecordBatch] = []
     pending_rows = written = 0
     try:
-        for batch in _guarded(_batches(chunk, kind, batch_rows, notices), path):
+        for batch in _guarded(_batches(chunk, kind, batch_rows, notices, schema), path):
             if not batch.num_rows:
                 continue
             pending.append(batch)
             pending_rows += batch.num_rows
             if pending_rows >= batch_rows:
-                writer = writer or _open_writer(out_path)
-                table = pa.Table.from_batches(pending, schema=SPAN_SCHEMA)
+                writer = writer or _open_writer(out_path, schema)
+                table = pa.Table.from_batches(pending, schema=schema)
                 full = pending_rows - pending_rows % batch_rows
                 written += _write(writer, table.slice(0, full), batch_rows, out_path)
                 rest = table.slice(full)
                 pending, pending_rows = rest.to_batches(), rest.num_rows
         if pending_rows:
-            writer = writer or _open_writer(out_path)
-            written += _write(writer, pa.Table.from_batches(pending, schema=SPAN_SCHEMA), batch_rows, out_path)
+            writer = writer or _open_writer(out_path, schema)
+            written += _write(writer, pa.Table.from_batches(pending, schema=schema), batch_rows, out_path)
         if writer is not None:
             writer.close()
     except BaseException:
@@ -167,10 +171,12 @@ def convert_chunk(chunk: Chunk, out_path: str, batch_rows: int = DEFAULT_BATCH_R
     return ChunkResult(chunk, written, notices)
 
 
-def _batches(chunk: Chunk, kind: str, batch_rows: int, notices: list[str]) -> Iterator[pa.RecordBatch]:
+def _batches(
+    chunk: Chunk, kind: str, batch_rows: int, notices: list[str], schema: pa.Schema
+) -> Iterator[pa.RecordBatch]:
     path = chunk.path
     if kind == "parquet":
-        yield from _parquet_batches(path, batch_rows)
+        yield from _parquet_batches(path, batch_rows, schema)
         return
     compressed = compression_of(path) is not None
     start = chunk.start
@@ -188,12 +194,14 @@ def _batches(chunk: Chunk, kind: str, batch_rows: int, notices: list[str]) -> It
                 records = framed_records(stream, path, where, start=start, limit=limit, notices=notices)
             else:
                 records = iter([(0, read_up_to(stream, limit if limit is not None else 1 << 62))])
-            yield from decode_records(records, path, where, batch_rows)
+            yield from decode_records(records, path, where, batch_rows, schema)
         else:
-            yield from _json_batches(stream, chunk, kind, compressed, notices)
+            yield from _json_batches(stream, chunk, kind, compressed, notices, schema)
 
 
-def _json_batches(stream, chunk: Chunk, kind: str, compressed: bool, notices: list[str]) -> Iterator[pa.RecordBatch]:
+def _json_batches(
+    stream, chunk: Chunk, kind: str, compressed: bool, notices: list[str], schema: pa.Schema
+) -> Iterator[pa.RecordBatch]:
     from .decode_json import JsonDecoder, json_line_batches
 
     path = chunk.path
@@ -207,7 +215,7 @@ def _json_batches(stream, chunk: Chunk, kind: str, compressed: bool, notices: li
     def where(relative_line: int, offset: int) -> str:
         return f"line {line_number(relative_line)}"
 
-    decoder = JsonDecoder(path, where)
+    decoder = JsonDecoder(path, where, schema)
 
     def on_torn_line(relative_line: int, offset: int, text: bytes) -> bool:
         if decoder.is_valid_json(text):
@@ -258,14 +266,15 @@ def _count_newlines(path: str, end: int) -> int:
     return count
 
 
-def _parquet_batches(path: str, batch_rows: int) -> Iterator[pa.RecordBatch]:
-    """The rows of a span-schema Parquet file (an `ingest` result) as they are, source_file included."""
+def _parquet_batches(path: str, batch_rows: int, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """The rows of a span-schema Parquet file (an `ingest` result) as they are, source_file included; `schema`'s
+    columns only."""
     try:
         parquet = pq.ParquetFile(path)
         if not set(SPAN_SCHEMA.names) <= set(parquet.schema_arrow.names):
             raise TraceFormatError(path, "", "a Parquet file that is not a goodput span table")
-        for batch in parquet.iter_batches(batch_size=batch_rows, columns=SPAN_SCHEMA.names):
-            yield batch.cast(SPAN_SCHEMA)
+        for batch in parquet.iter_batches(batch_size=batch_rows, columns=schema.names):
+            yield batch.cast(schema)
     except (pa.ArrowException, OSError) as error:
         raise TraceFormatError(path, "", f"unreadable Parquet file ({error})") from None
 
@@ -292,14 +301,14 @@ def _guarded(batches: Iterator[pa.RecordBatch], path: str) -> Iterator[pa.Record
         yield batch
 
 
-def _open_writer(out_path: str) -> pq.ParquetWriter:
+def _open_writer(out_path: str, schema: pa.Schema) -> pq.ParquetWriter:
     try:
         return pq.ParquetWriter(
             out_path,
-            SPAN_SCHEMA,
+            schema,
             compression="zstd",
-            use_dictionary=_DICTIONARY_COLUMNS,
-            write_statistics=_STATISTICS_COLUMNS,
+            use_dictionary=[name for name in _DICTIONARY_COLUMNS if name in schema.names],
+            write_statistics=[name for name in _STATISTICS_COLUMNS if name in schema.names],
         )
     except OSError as error:
         raise GoodputError(f"{out_path}: cannot write ({error})") from None

@@ -26,7 +26,7 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Status
 
 from .errors import TraceFormatError
-from .schema import ATTRIBUTE_MAP, ResourceInfo, first_invalid_span, render_value, span_record_batch
+from .schema import ATTRIBUTE_MAP, SPAN_SCHEMA, ResourceInfo, first_invalid_span, render_value, span_record_batch
 
 READ_PIECE = 16 << 20  # a record is read in pieces, so a corrupt length cannot make us allocate gigabytes up front
 _KV_CACHE_LIMIT = 200_000  # distinct attributes remembered across batches; cleared when full
@@ -98,9 +98,10 @@ class ProtoBatchBuilder:
     span without real ids, raises TraceFormatError there.
     """
 
-    def __init__(self, path: str, where: Callable[[int], str]) -> None:
+    def __init__(self, path: str, where: Callable[[int], str], schema: pa.Schema = SPAN_SCHEMA) -> None:
         self.path = path
         self.where = where
+        self.schema = schema
         self._kv_cache: dict[bytes, tuple[str, Optional[str]]] = {}
         self._status_cache: dict[bytes, tuple[int, str]] = {b"": (0, "")}
         self._reset()
@@ -206,6 +207,7 @@ class ProtoBatchBuilder:
             scope_name=pa.array(scope_names, pa.string()).take(context),
             scope_version=pa.array(scope_versions, pa.string()).take(context),
             source_file=self.path,
+            schema=self.schema,
         )
 
     def _attribute_maps(self) -> pa.MapArray:
@@ -334,10 +336,15 @@ def framed_records(
 
 
 def decode_records(
-    records: Iterator[tuple[int, bytes]], path: str, where: Callable[[int], str], batch_rows: int
+    records: Iterator[tuple[int, bytes]],
+    path: str,
+    where: Callable[[int], str],
+    batch_rows: int,
+    schema: pa.Schema = SPAN_SCHEMA,
 ) -> Iterator[pa.RecordBatch]:
-    """Span-schema batches of about `batch_rows` rows from (offset, message) records."""
-    builder = ProtoBatchBuilder(path, where)
+    """Batches of `schema` (the span schema or a projection of it), about `batch_rows` rows, from (offset, message)
+    records."""
+    builder = ProtoBatchBuilder(path, where, schema)
     for offset, data in records:
         builder.add_record(data, offset)
         if builder.pending >= batch_rows:

@@ -41,7 +41,8 @@ def build_lineage(connection) -> None:
     nearest ancestor's that carries one), `bucketed_chain` (ids of the ancestors with a valid bucket, root first),
     `ancestor_iteration_span` (that ancestor's id), `has_parent` (false when the parent id names no loaded span: an orphan), `bucketed`, `is_step`, `is_umbrella`.
     Materialized once, narrow, with the ids also as integers (`tkey`, `skey`, `pkey`) so the walk and every check
-    join on numbers rather than hex text. A span caught in a parent cycle is reached by no walk; it keeps its own
+    join on numbers rather than hex text; the walk carries each node's row id, so its result joins back on one
+    integer. A span caught in a parent cycle is reached by no walk; it keeps its own
     iteration and no ancestors.
     """
     connection.execute(
@@ -63,17 +64,17 @@ def build_lineage(connection) -> None:
         CREATE OR REPLACE TEMP TABLE lineage_walk AS
         WITH RECURSIVE
         roots AS (
-            SELECT n.tkey, n.skey, n.bucketed, n.iteration, n.span_id FROM lineage_nodes n
+            SELECT n.rowid AS node, n.tkey, n.skey, n.bucketed, n.iteration, n.span_id FROM lineage_nodes n
             WHERE n.pkey IS NULL
                OR NOT EXISTS (SELECT 1 FROM lineage_nodes p WHERE p.tkey = n.tkey AND p.skey = n.pkey)
         ),
-        walk(tkey, skey, span_id, bucketed, eff_iteration, iteration_holder, ancestor_iteration,
+        walk(node, tkey, skey, span_id, bucketed, eff_iteration, iteration_holder, ancestor_iteration,
              ancestor_iteration_span, bucketed_chain, has_parent, depth) AS (
-            SELECT tkey, skey, span_id, bucketed, iteration, CASE WHEN iteration IS NOT NULL THEN span_id END,
+            SELECT node, tkey, skey, span_id, bucketed, iteration, CASE WHEN iteration IS NOT NULL THEN span_id END,
                    NULL::BIGINT, NULL::VARCHAR, []::VARCHAR[], false, 0
             FROM roots
             UNION ALL
-            SELECT c.tkey, c.skey, c.span_id, c.bucketed,
+            SELECT c.rowid, c.tkey, c.skey, c.span_id, c.bucketed,
                    coalesce(c.iteration, w.eff_iteration),
                    CASE WHEN c.iteration IS NOT NULL THEN c.span_id ELSE w.iteration_holder END,
                    w.eff_iteration, w.iteration_holder,
@@ -82,7 +83,7 @@ def build_lineage(connection) -> None:
             FROM walk w JOIN lineage_nodes c ON c.tkey = w.tkey AND c.pkey = w.skey
             WHERE w.depth < {MAX_DEPTH}
         )
-        SELECT tkey, skey, eff_iteration, ancestor_iteration, ancestor_iteration_span, bucketed_chain, has_parent
+        SELECT node, eff_iteration, ancestor_iteration, ancestor_iteration_span, bucketed_chain, has_parent
         FROM walk
         """
     )
@@ -95,7 +96,7 @@ def build_lineage(connection) -> None:
                w.ancestor_iteration_span,
                coalesce(w.bucketed_chain, []::VARCHAR[]) AS bucketed_chain,
                coalesce(w.has_parent, n.pkey IS NOT NULL) AS has_parent
-        FROM lineage_nodes n LEFT JOIN lineage_walk w USING (tkey, skey)
+        FROM lineage_nodes n LEFT JOIN lineage_walk w ON w.node = n.rowid
         """
     )
     connection.execute("DROP TABLE lineage_walk")

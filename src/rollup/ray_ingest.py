@@ -57,7 +57,9 @@ def _run_on_ray(ray: Any, address: Optional[str], jobs: Sequence[ConvertJob]) ->
     started = _connect(ray, address)
     try:
         convert = ray.remote(num_cpus=1)(convert_chunk)
-        job_of = {convert.remote(chunk, out_path): (chunk, out_path) for chunk, out_path in jobs}
+        job_of = {
+            convert.remote(chunk, out_path, schema=schema): (chunk, out_path) for chunk, out_path, schema in jobs
+        }
         pending = list(job_of)
         try:
             while pending:

@@ -13,7 +13,7 @@ import base64
 import json
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -54,6 +54,24 @@ RL_BUCKET = "rl.bucket"
 RL_ITERATION = "rl.iteration"
 RL_SPAN_GROUP = "rl.span_group"
 RL_EFFICIENCY_CATEGORY = "rl.efficiency.category"
+PROMOTED_KEYS = frozenset({RL_BUCKET, RL_ITERATION, RL_SPAN_GROUP, RL_EFFICIENCY_CATEGORY})
+
+# What the accounting (lineage, report, check, spans) reads of a span. A load for those commands alone, with no cache
+# to fill, converts just these: the attribute maps, the bulk of a span, are never built.
+ACCOUNTING_SCHEMA = pa.schema(
+    [
+        SPAN_SCHEMA.field(name)
+        for name in (
+            "trace_id", "span_id", "parent_span_id", "name", "start_ns", "end_ns", "process", "bucket", "iteration",
+            "span_group",
+        )
+    ]
+)  # fmt: skip
+
+
+def accounting_only(schema: pa.Schema) -> bool:
+    """Whether `schema` asks for no more than the accounting reads (then readers may skip the rest)."""
+    return set(schema.names) <= set(ACCOUNTING_SCHEMA.names)
 
 
 def process_key(resource: dict[str, str]) -> str:
@@ -230,38 +248,38 @@ def span_record_batch(
     scope_name: Any,
     scope_version: Any,
     source_file: str,
+    schema: pa.Schema = SPAN_SCHEMA,
 ) -> pa.RecordBatch:
-    """One SPAN_SCHEMA batch from decoded columns (Python lists or Arrow arrays), deriving the computed columns.
+    """One batch of `schema` (SPAN_SCHEMA or a projection of it) from decoded columns (Python lists or Arrow arrays).
 
-    Resources come once each, with a per-span index into them, since every span of a process shares one.
+    Only the columns `schema` names are built, so a projection skips the rest (the maps above all). `attributes`
+    must hold at least the promoted keys. Resources come once each, with a per-span index into them, since every
+    span of a process shares one.
     """
     start = _as_array(start_ns, pa.int64())
     end = _as_array(end_ns, pa.int64())
     index = _as_array(resource_index, pa.int32())
-    resource_maps = map_array([resource.entries for resource in resources]).take(index)
-    services = pa.array([resource.service for resource in resources], pa.string()).take(index)
-    processes = pa.array([resource.process for resource in resources], pa.string()).take(index)
-    columns = {
-        "trace_id": _as_array(trace_id, pa.string()),
-        "span_id": _as_array(span_id, pa.string()),
-        "parent_span_id": _as_array(parent_span_id, pa.string()),
-        "name": _as_array(name, pa.string()),
-        "kind": _small_int(kind),
-        "start_ns": start,
-        "end_ns": end,
-        "duration_ns": pc.subtract(end, start),
-        "status_code": _small_int(status_code),
-        "status_message": _as_array(status_message, pa.string()),
-        "attributes": attributes,
-        "resource": resource_maps,
-        "scope_name": _as_array(scope_name, pa.string()),
-        "scope_version": _as_array(scope_version, pa.string()),
-        "service": services,
-        "process": processes,
-        "bucket": _promoted_text(attributes, RL_BUCKET),
-        "iteration": _iterations(_promoted_text(attributes, RL_ITERATION)),
-        "span_group": _promoted_text(attributes, RL_SPAN_GROUP),
-        "efficiency_category": _promoted_text(attributes, RL_EFFICIENCY_CATEGORY),
-        "source_file": pa.repeat(pa.scalar(source_file, pa.string()), len(start)),
+    columns: dict[str, Callable[[], pa.Array]] = {
+        "trace_id": lambda: _as_array(trace_id, pa.string()),
+        "span_id": lambda: _as_array(span_id, pa.string()),
+        "parent_span_id": lambda: _as_array(parent_span_id, pa.string()),
+        "name": lambda: _as_array(name, pa.string()),
+        "kind": lambda: _small_int(kind),
+        "start_ns": lambda: start,
+        "end_ns": lambda: end,
+        "duration_ns": lambda: pc.subtract(end, start),
+        "status_code": lambda: _small_int(status_code),
+        "status_message": lambda: _as_array(status_message, pa.string()),
+        "attributes": lambda: attributes,
+        "resource": lambda: map_array([resource.entries for resource in resources]).take(index),
+        "scope_name": lambda: _as_array(scope_name, pa.string()),
+        "scope_version": lambda: _as_array(scope_version, pa.string()),
+        "service": lambda: pa.array([resource.service for resource in resources], pa.string()).take(index),
+        "process": lambda: pa.array([resource.process for resource in resources], pa.string()).take(index),
+        "bucket": lambda: _promoted_text(attributes, RL_BUCKET),
+        "iteration": lambda: _iterations(_promoted_text(attributes, RL_ITERATION)),
+        "span_group": lambda: _promoted_text(attributes, RL_SPAN_GROUP),
+        "efficiency_category": lambda: _promoted_text(attributes, RL_EFFICIENCY_CATEGORY),
+        "source_file": lambda: pa.repeat(pa.scalar(source_file, pa.string()), len(start)),
     }
-    return pa.RecordBatch.from_arrays([columns[field.name] for field in SPAN_SCHEMA], schema=SPAN_SCHEMA)
+    return pa.RecordBatch.from_arrays([columns[field.name]() for field in schema], schema=schema)

@@ -22,13 +22,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .convert import Chunk, ChunkResult, convert_chunk, plan_chunks
 from .errors import GoodputError, TraceFormatError
 from .lineage import LINEAGE_VERSION, ensure_lineage
-from .schema import SCHEMA_VERSION, SPAN_SCHEMA
-from .sniff import sniff_format
+from .schema import SCHEMA_VERSION, SPAN_SCHEMA, accounting_only
+from .sniff import compression_of, sniff_format
 from .sources import expand_paths
 
 MANIFEST = "manifest.json"
@@ -36,7 +37,7 @@ MANIFEST = "manifest.json"
 IN_PROCESS_BYTES = 8 << 20
 MIN_CHUNK_BYTES = 4 << 20
 
-ConvertJob = tuple[Chunk, str]
+ConvertJob = tuple[Chunk, str, pa.Schema]  # a chunk, the Parquet part it becomes, the columns it keeps
 Runner = Callable[[Sequence[ConvertJob]], Iterator[ChunkResult]]
 Progress = Callable[[int, int], None]
 
@@ -61,6 +62,7 @@ class FileEntry:
     spans: int = 0
     notices: list[str] = field(default_factory=list)
     cached: bool = False
+    tables: list[str] = field(default_factory=list)  # DuckDB tables holding its spans, when `fast_json` read it
 
     @property
     def cache_key(self) -> str:
@@ -113,14 +115,14 @@ def run_in_processes(jobs: Sequence[ConvertJob], workers: Optional[int] = None) 
     """Convert chunks on all cores; small work stays in this process."""
     workers = workers or os.cpu_count() or 1
     if workers <= 1 or len(jobs) <= 1:
-        for chunk, out_path in jobs:
-            yield convert_chunk(chunk, out_path)
+        for chunk, out_path, schema in jobs:
+            yield convert_chunk(chunk, out_path, schema=schema)
         return
     # fork is cheap and safe while this process runs no other thread; otherwise a forkserver, which is safe anyway.
     method = "fork" if threading.active_count() == 1 and "fork" in multiprocessing.get_all_start_methods() else None
     context = multiprocessing.get_context(method or "forkserver")
     with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=context) as pool:
-        futures = [pool.submit(convert_chunk, chunk, out_path) for chunk, out_path in jobs]
+        futures = [pool.submit(convert_chunk, chunk, out_path, schema=schema) for chunk, out_path, schema in jobs]
         try:
             for future in as_completed(futures):
                 yield future.result()
@@ -138,12 +140,23 @@ class Plan:
     jobs: list[ConvertJob]
     staging: dict[Path, Path]  # entry path -> folder its parts are being written to
     total_bytes: int
+    direct: list[FileEntry] = field(default_factory=list)  # JSON Lines files DuckDB is to read itself first
+    done_bytes: int = 0  # of total_bytes, read before the jobs run
 
 
 def plan_load(
-    paths: Sequence[str | os.PathLike[str]], *, use_cache: bool, work_dir: Path, workers: int
+    paths: Sequence[str | os.PathLike[str]],
+    *,
+    use_cache: bool,
+    work_dir: Path,
+    workers: int,
+    schema: pa.Schema = SPAN_SCHEMA,
+    direct_json: bool = False,
 ) -> Plan:
-    """Expand the paths, reuse what the cache holds, and cut the rest into conversion jobs."""
+    """Expand the paths, reuse what the cache holds, and cut the rest into conversion jobs keeping `schema`'s
+    columns (always all of them when they go to the cache). With `direct_json`, JSON Lines files are set aside for
+    `load_direct` instead."""
+    schema = SPAN_SCHEMA if use_cache else schema
     files = expand_paths(paths)
     entries = [_stat_entry(path) for path in files]
     jobs: list[ConvertJob] = []
@@ -161,15 +174,49 @@ def plan_load(
             _check_parquet_spans(entry)
             continue
         pending.append((entry, kind))
-    total = sum(e.size for e, _ in pending)
-    target = max(MIN_CHUNK_BYTES, total // max(1, workers * 2))
+    direct = [entry for entry, kind in pending if direct_json and kind == "json-lines"]
+    pending = [(entry, kind) for entry, kind in pending if entry not in direct]
+    converted = sum(e.size for e, _ in pending)
+    plan = Plan(entries, jobs, staging, total_bytes=converted + sum(e.size for e in direct), direct=direct)
+    target = max(MIN_CHUNK_BYTES, converted // max(1, workers * 2))
     for entry, kind in pending:
-        folder = work_dir / f"{entry.cache_key}.staging-{uuid.uuid4().hex[:8]}"
-        folder.mkdir(parents=True, exist_ok=True)
-        staging[entry.path] = folder
-        for chunk in plan_chunks(str(entry.path), target_bytes=target, kind=kind):
-            jobs.append((chunk, str(folder / f"part-{chunk.index:05d}.parquet")))
-    return Plan(entries=entries, jobs=jobs, staging=staging, total_bytes=total)
+        _add_jobs(plan, entry, kind, target, work_dir, schema)
+    return plan
+
+
+def _add_jobs(plan: Plan, entry: FileEntry, kind: str, target: int, work_dir: Path, schema: pa.Schema) -> None:
+    folder = work_dir / f"{entry.cache_key}.staging-{uuid.uuid4().hex[:8]}"
+    folder.mkdir(parents=True, exist_ok=True)
+    plan.staging[entry.path] = folder
+    for chunk in plan_chunks(str(entry.path), target_bytes=target, kind=kind):
+        plan.jobs.append((chunk, str(folder / f"part-{chunk.index:05d}.parquet"), schema))
+
+
+def load_direct(
+    plan: Plan, connection, *, work_dir: Path, workers: int, schema: pa.Schema, progress: Optional[Progress]
+) -> None:
+    """Let DuckDB read each of the plan's JSON Lines files itself (`fast_json`), into tables of `connection`; a file
+    it gives back becomes conversion jobs for the careful reader."""
+    from . import fast_json
+
+    for index, entry in enumerate(plan.direct):
+        path = str(entry.path)
+
+        def on_progress(fraction: float, before: int = plan.done_bytes, size: int = entry.size) -> None:
+            if progress is not None:
+                progress(before + int(fraction * size), plan.total_bytes)
+
+        table = f"direct_spans_{index}"
+        spans = fast_json.load_json_lines(connection, path, compression_of(path), table, on_progress)
+        plan.done_bytes += entry.size
+        if spans is None:
+            plan.total_bytes += entry.size
+            target = max(MIN_CHUNK_BYTES, entry.size // max(1, workers * 2))
+            _add_jobs(plan, entry, "json-lines", target, work_dir, schema)
+        else:
+            entry.tables, entry.spans = [table], spans
+        if progress is not None:
+            progress(plan.done_bytes, plan.total_bytes)
 
 
 def _check_parquet_spans(entry: FileEntry) -> None:
@@ -190,8 +237,8 @@ def execute_plan(
 ) -> None:
     """Run the plan's jobs, then publish each converted file (to the cache, or in place for an uncached load)."""
     by_path = {entry.path: entry for entry in plan.entries}
-    part_of = {(chunk.path, chunk.index): out_path for chunk, out_path in plan.jobs}
-    done_bytes = 0
+    part_of = {(chunk.path, chunk.index): out_path for chunk, out_path, _ in plan.jobs}
+    done_bytes = plan.done_bytes
     results: dict[Path, list[ChunkResult]] = {path: [] for path in plan.staging}
     try:
         for result in runner(plan.jobs):
@@ -263,20 +310,22 @@ def _sql_text(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
-def _create_spans_view(connection, parts: list[str]) -> None:
-    """`spans`: every span of the parts, each once. A view over the Parquet parts, read column by column as queries
-    need them, so memory stays far below the spans' size; materialized only when duplicates must be dropped (the
-    same span exported twice, same trace and span id, counts once)."""
-    import pyarrow as pa
-
-    if not parts:
-        connection.register("empty_spans", pa.Table.from_batches([], schema=SPAN_SCHEMA))
+def _create_spans_view(connection, parts: list[str], schema: pa.Schema, tables: Sequence[str] = ()) -> None:
+    """`spans`: every span of the parts (and of the tables `fast_json` filled), each once, with `schema`'s columns.
+    A view over the Parquet parts, read column by column as queries need them, so memory stays far below the
+    spans' size; materialized only when duplicates must be dropped (the same span exported twice, same trace and
+    span id, counts once)."""
+    if not parts and not tables:
+        connection.register("empty_spans", pa.Table.from_batches([], schema=schema))
         connection.execute("CREATE TABLE spans AS SELECT * FROM empty_spans")
         connection.unregister("empty_spans")
         return
-    columns = ", ".join(SPAN_SCHEMA.names)
-    files = "[" + ", ".join(_sql_text(p) for p in parts) + "]"
-    connection.execute(f"CREATE VIEW all_spans AS SELECT {columns} FROM read_parquet({files})")
+    columns = ", ".join(schema.names)
+    sources = [f"SELECT {columns} FROM {table}" for table in tables]
+    if parts:
+        files = "[" + ", ".join(_sql_text(p) for p in parts) + "]"
+        sources.append(f"SELECT {columns} FROM read_parquet({files})")
+    connection.execute(f"CREATE VIEW all_spans AS {' UNION ALL '.join(sources)}")
     (duplicates,) = connection.execute(
         "SELECT count(*) - count(DISTINCT (trace_id, span_id)) FROM all_spans"
     ).fetchall()[0]
@@ -305,11 +354,20 @@ def _convert(
     workers: Optional[int],
     runner: Optional[Runner],
     progress: Optional[Progress],
+    schema: pa.Schema = SPAN_SCHEMA,
+    connection=None,
 ) -> list[FileEntry]:
+    """Convert what the cache lacks. Given a `connection`, an uncached load of the accounting columns alone on this
+    machine lets DuckDB read JSON Lines files straight into it (`fast_json`), the fastest way there is."""
     workers = workers or os.cpu_count() or 1
-    plan = plan_load(paths, use_cache=use_cache, work_dir=work_dir, workers=workers)
+    direct = connection is not None and runner is None and not use_cache and accounting_only(schema)
+    plan = plan_load(
+        paths, use_cache=use_cache, work_dir=work_dir, workers=workers, schema=schema, direct_json=direct
+    )
+    if plan.direct:
+        load_direct(plan, connection, work_dir=work_dir, workers=workers, schema=schema, progress=progress)
     if runner is None:
-        in_process = plan.total_bytes < IN_PROCESS_BYTES
+        in_process = plan.total_bytes - plan.done_bytes < IN_PROCESS_BYTES
         runner = lambda jobs: run_in_processes(jobs, 1 if in_process else workers)  # noqa: E731
     execute_plan(plan, use_cache=use_cache, work_dir=work_dir, runner=runner, progress=progress)
     return plan.entries
@@ -323,8 +381,13 @@ def open_store(
     workers: Optional[int] = None,
     runner: Optional[Runner] = None,
     progress: Optional[Progress] = None,
+    schema: pa.Schema = SPAN_SCHEMA,
 ) -> SpanStore:
     """Load the spans of `paths` into a fresh in-memory DuckDB and return the store around it.
+
+    `spans` has `schema`'s columns: SPAN_SCHEMA, or `schema.ACCOUNTING_SCHEMA` for a caller that only runs the
+    accounting. Without the cache, only those columns are converted (the attribute maps, most of the work, are
+    skipped); with it, files are converted whole, since the cache serves every command.
 
     Raises InputError for paths that name nothing readable and TraceFormatError for files that are not traces;
     truncated tails and empty files become `notices`, not errors.
@@ -332,13 +395,22 @@ def open_store(
     import duckdb
 
     work_dir = _work_dir(use_cache, cache_dir)
+    connection = duckdb.connect(":memory:", config={"preserve_insertion_order": False})
     try:
         entries = _convert(
-            paths, use_cache=use_cache, work_dir=work_dir, workers=workers, runner=runner, progress=progress
+            paths,
+            use_cache=use_cache,
+            work_dir=work_dir,
+            workers=workers,
+            runner=runner,
+            progress=progress,
+            schema=schema,
+            connection=connection,
         )
-        connection = duckdb.connect(":memory:", config={"preserve_insertion_order": False})
-        _create_spans_view(connection, [p for entry in entries for p in entry.parts])
+        parts = [p for entry in entries for p in entry.parts]
+        _create_spans_view(connection, parts, schema, [t for entry in entries for t in entry.tables])
     except BaseException:
+        connection.close()
         if not use_cache:
             shutil.rmtree(work_dir, ignore_errors=True)
         raise

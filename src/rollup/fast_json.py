@@ -1,0 +1,205 @@
+"""OTLP JSON Lines read by DuckDB alone, in one parallel pass, for commands that need only the accounting columns.
+
+The careful reader (`decode_json`, run chunk by chunk in worker processes) knows every shape and words every error.
+This path knows the common shape: camelCase OTLP JSON Lines whose goodput attributes and process attributes are
+strings or integers. For that it is much faster, because nothing leaves DuckDB: `read_json` splits the file across
+threads and types the few fields the accounting reads as it parses, `unnest` flattens them, and the rows land in a DuckDB table, with no Arrow round trip, no Parquet and no worker process.
+
+It claims a file only when it is sure to give the careful reader's rows exactly. Any doubt (DuckDB refuses the file,
+a record without `resourceSpans`, an id that is not lowercase-able hex of its length, a time that is not an integer
+in range, a goodput or process attribute of another kind, no span at all) and it gives the file back: the careful
+reader then reads it, or words its error, as always. The tests hold the two to the same rows.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Optional
+
+from .schema import ACCOUNTING_SCHEMA, RL_BUCKET, RL_ITERATION, RL_SPAN_GROUP
+
+# DuckDB's own default, well above an export batch; a longer line makes DuckDB refuse the file, and the careful
+# reader takes it. DuckDB sizes its read buffers by it: 256 MB made the read of a 600 MB file twice as slow.
+MAX_RECORD_BYTES = 16 << 20
+
+_STRING_OR_INT = "STRUCT(stringValue VARCHAR, intValue VARCHAR)"
+_KEY_VALUES = f"STRUCT(key VARCHAR, value {_STRING_OR_INT})[]"
+_SPAN = (
+    "STRUCT(traceId VARCHAR, spanId VARCHAR, parentSpanId VARCHAR, name VARCHAR, startTimeUnixNano VARCHAR, "
+    f"endTimeUnixNano VARCHAR, attributes {_KEY_VALUES})"
+)
+# `read_json` with the type given and `records = true` parses each line once, straight into these vectors
+# (measured: 0.25 s less per 1M spans than `read_ndjson_objects` + `json_transform`, which parse twice).
+_RESOURCE_SPANS = f"STRUCT(resource STRUCT(attributes {_KEY_VALUES}), scopeSpans STRUCT(spans {_SPAN}[])[])[]"
+
+
+def _canonical_int(text: str) -> str:
+    """`text` when it is an int64 in its canonical digits (the careful reader renders those to themselves)."""
+    return f"CASE WHEN TRY_CAST({text} AS BIGINT)::VARCHAR = {text} THEN {text} END"
+
+
+def _rendered(entry: str) -> str:
+    """An attribute's text as the careful reader renders a string or int value; NULL for any other kind (and for
+    an int not written canonically, which the careful reader then takes)."""
+    return (
+        f"CASE WHEN {entry}.value.stringValue IS NOT NULL THEN {entry}.value.stringValue "
+        f"ELSE {_canonical_int(f'{entry}.value.intValue')} END"
+    )
+
+
+def _time(text: str) -> str:
+    """A span time: missing is 0 (as protobuf omits it), else its int64 value."""
+    return f"CASE WHEN {text} IS NULL THEN 0 ELSE TRY_CAST({text} AS BIGINT) END"
+
+
+def _time_sure(text: str, value: str) -> str:
+    return f"({text} IS NULL OR {value}::VARCHAR = {text})"
+
+
+_PROCESS_KEYS = ("service.instance.id", "host.name", "process.pid", "service.name")
+
+
+def _resource_value(key: str) -> str:
+    """The last non-empty rendering of a resource attribute (a later duplicate wins, as in a dict)."""
+    return f"list_filter(resource_texts, lambda e: e.k = '{key}' AND e.v IS NOT NULL)[-1].v"
+
+
+def _first(key: str) -> str:
+    """A span's first attribute entry with `key` (the one the careful reader promotes), or NULL."""
+    return f"s.attributes[list_position(attribute_keys, '{key}')]"
+
+
+_QUERY = f"""
+CREATE TEMP TABLE {{table}} AS
+WITH resource_spans AS (
+    -- A record without resourceSpans is no trace record: the error hands the file to the careful reader.
+    SELECT unnest(resourceSpans) AS rs
+    FROM read_json($path, format = 'newline_delimited', records = true, compression = $compression,
+                   maximum_object_size = {MAX_RECORD_BYTES}, columns = {{resourceSpans: '{_RESOURCE_SPANS}'}})
+    WHERE resourceSpans IS NOT NULL OR error('a record without resourceSpans')
+),
+resources AS (
+    SELECT rs.scopeSpans AS scope_spans,
+           list_transform(rs.resource.attributes, lambda a: {{'k': a.key, 'v': {_rendered('a')}}}) AS resource_texts,
+           len(list_filter(rs.resource.attributes,
+                           lambda a: a.key IN ({", ".join(f"'{k}'" for k in _PROCESS_KEYS)}) AND ({_rendered('a')}) IS NULL))
+               = 0 AS resource_ok_or_null
+    FROM resource_spans
+),
+processes AS (
+    SELECT scope_spans, coalesce(resource_ok_or_null, true) AS resource_ok,
+           CASE WHEN coalesce({_resource_value('service.instance.id')}, '') <> ''
+                     THEN {_resource_value('service.instance.id')}
+                WHEN coalesce({_resource_value('host.name')}, '') <> ''
+                     AND coalesce({_resource_value('process.pid')}, '') <> ''
+                     THEN {_resource_value('host.name')} || ':' || {_resource_value('process.pid')}
+                ELSE coalesce(nullif({_resource_value('service.name')}, ''), 'unknown_service')
+           END AS process
+    FROM resources
+),
+scope_spans AS (
+    SELECT resource_ok, process, unnest(scope_spans) AS ss FROM processes
+),
+spans AS (
+    SELECT resource_ok, process, unnest(ss.spans) AS s FROM scope_spans
+),
+promoted AS (
+    SELECT resource_ok, process, s,
+           {_first(RL_BUCKET)} AS bucket_entry,
+           {_first(RL_ITERATION)} AS iteration_entry,
+           {_first(RL_SPAN_GROUP)} AS span_group_entry
+    FROM (SELECT *, list_transform(s.attributes, lambda a: a.key) AS attribute_keys FROM spans)
+),
+rows AS (
+    SELECT resource_ok,
+           lower(s.traceId) AS trace_id,
+           lower(s.spanId) AS span_id,
+           nullif(lower(s.parentSpanId), '') AS parent_span_id,
+           coalesce(s.name, '') AS name,
+           s.startTimeUnixNano AS start_text, {_time('s.startTimeUnixNano')} AS start_ns,
+           s.endTimeUnixNano AS end_text, {_time('s.endTimeUnixNano')} AS end_ns,
+           process,
+           bucket_entry, {_rendered('bucket_entry')} AS bucket,
+           iteration_entry, {_rendered('iteration_entry')} AS iteration_text,
+           span_group_entry, {_rendered('span_group_entry')} AS span_group
+    FROM promoted
+)
+SELECT trace_id, span_id, parent_span_id, name, start_ns, end_ns, process, bucket,
+       TRY_CAST({_canonical_int('iteration_text')} AS BIGINT) AS iteration,
+       span_group,
+       coalesce(
+           resource_ok
+           AND regexp_full_match(trace_id, '[0-9a-f]{{32}}')
+           AND regexp_full_match(span_id, '[0-9a-f]{{16}}')
+           AND (parent_span_id IS NULL OR regexp_full_match(parent_span_id, '[0-9a-f]{{16}}'))
+           AND {_time_sure('start_text', 'start_ns')} AND {_time_sure('end_text', 'end_ns')}
+           AND (bucket_entry IS NULL OR bucket IS NOT NULL)
+           AND (span_group_entry IS NULL OR span_group IS NOT NULL)
+           AND (iteration_entry IS NULL OR {_canonical_int('iteration_text')} IS NOT NULL),
+           false
+       ) AS sure
+FROM rows
+"""
+
+
+def load_json_lines(
+    connection,
+    path: str,
+    compression: Optional[str],
+    table: str,
+    on_progress: Optional[Callable[[float], None]] = None,
+) -> Optional[int]:
+    """Read the JSON Lines file `path` into the new temp table `table` (ACCOUNTING_SCHEMA's columns).
+
+    Returns the number of spans, or None when the careful reader must take the file (then no table is left).
+    `compression` is `sniff.compression_of`'s answer. `on_progress(fraction)` is called from a helper thread
+    while DuckDB reads.
+    """
+    import duckdb
+
+    params = {"path": path, "compression": compression or "none"}
+    try:
+        with _progress_polling(connection, on_progress):
+            connection.execute(_QUERY.replace("{table}", table), params)
+        (spans, unsure) = connection.execute(f"SELECT count(*), count(*) FILTER (NOT sure) FROM {table}").fetchall()[0]
+    except duckdb.Error:
+        connection.execute(f"DROP TABLE IF EXISTS {table}")
+        return None
+    if unsure or not spans:
+        connection.execute(f"DROP TABLE {table}")
+        return None
+    connection.execute(f"ALTER TABLE {table} DROP COLUMN sure")
+    return spans
+
+
+COLUMNS = tuple(ACCOUNTING_SCHEMA.names)
+
+
+class _progress_polling:
+    """While the block runs, report DuckDB's own estimate of the running query's progress every 0.2 s."""
+
+    def __init__(self, connection, on_progress: Optional[Callable[[float], None]]) -> None:
+        self.connection = connection
+        self.on_progress = on_progress
+        self.stop = threading.Event()
+        self.thread: Optional[threading.Thread] = None
+
+    def __enter__(self) -> None:
+        if self.on_progress is not None:
+            self.thread = threading.Thread(target=self._poll, daemon=True)
+            self.thread.start()
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop.set()
+        if self.thread is not None:
+            self.thread.join()
+
+    def _poll(self) -> None:
+        while not self.stop.wait(0.2):
+            try:
+                percent = self.connection.query_progress()
+            except Exception:  # noqa: BLE001 - progress is a courtesy; it never fails a load
+                return
+            if percent is not None and percent >= 0:
+                self.on_progress(min(percent, 100.0) / 100.0)
