@@ -307,3 +307,14 @@ def test_plain_files_of_the_usual_shape_are_claimed(tmp_path):
     assert fast_rows(path) == careful_rows(path, tmp_path / "c")
     rows, tables = store_rows(path)
     assert tables == [["direct_spans_0"]] and len(rows) == len(spans)
+
+
+def test_loading_reports_progress_up_to_the_whole_file(tmp_path):
+    spans = [step(f"s{i}", i, i * 10, i * 10 + 9) for i in range(1, 200)]
+    path = write_trace(tmp_path / "p.jsonl", spans, "jsonl", batches=20)
+    calls = []
+    with open_store([path], use_cache=False, schema=ACCOUNTING_SCHEMA, progress=lambda *a: calls.append(a)) as store:
+        assert store.entries[0].tables == ["direct_spans_0"]
+    size = path.stat().st_size
+    assert calls and calls[-1] == (size, size)
+    assert all(done <= total for done, total in calls)

@@ -187,6 +187,9 @@ class _progress_polling:
 
     def __enter__(self) -> None:
         if self.on_progress is not None:
+            # DuckDB tracks a query's progress only with its progress bar on; it must not draw it, though.
+            self.connection.execute("SET enable_progress_bar = true")
+            self.connection.execute("SET enable_progress_bar_print = false")
             self.thread = threading.Thread(target=self._poll, daemon=True)
             self.thread.start()
 
