@@ -318,3 +318,36 @@ def test_loading_reports_progress_up_to_the_whole_file(tmp_path):
     size = path.stat().st_size
     assert calls and calls[-1] == (size, size)
     assert all(done <= total for done, total in calls)
+
+
+def _span_of(line: dict) -> dict:
+    return line["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
+
+
+ODD_TYPES = {
+    "name-number": lambda line: _span_of(line).update(name=5),
+    "name-object": lambda line: _span_of(line).update(name={"a": 1}),
+    "spans-string": lambda line: line["resourceSpans"][0]["scopeSpans"][0].update(spans="x"),
+    "scope-spans-object": lambda line: line["resourceSpans"][0].update(scopeSpans={"spans": []}),
+    "attributes-object": lambda line: _span_of(line).update(attributes={"a": 1}),
+    "value-string": lambda line: _span_of(line)["attributes"][0].update(value="productive"),
+    "string-value-number": lambda line: _span_of(line)["attributes"][0].update(value={"stringValue": 5}),
+    "string-value-object": lambda line: _span_of(line)["attributes"][0].update(value={"stringValue": {"x": 1}}),
+    "key-number": lambda line: _span_of(line)["attributes"][0].update(key=5),
+    "resource-spans-object": lambda line: line.update(resourceSpans={"a": 1}),
+    "resource-list": lambda line: line["resourceSpans"][0].update(resource=[1]),
+    "time-bool": lambda line: _span_of(line).update(startTimeUnixNano=True),
+    "time-negative": lambda line: _span_of(line).update(startTimeUnixNano="-5"),
+    "null-span": lambda line: line["resourceSpans"][0]["scopeSpans"][0].update(spans=[None]),
+}
+
+
+@pytest.mark.parametrize("name", ODD_TYPES)
+def test_json_of_odd_types_is_read_as_the_careful_reader_reads_it_or_handed_over(tmp_path, name):
+    line = one_span_line()
+    ODD_TYPES[name](line)
+    path = tmp_path / f"{name}.jsonl"
+    path.write_text(json.dumps(line) + "\n")
+    fast = fast_rows(path)
+    if fast is not None:
+        assert fast == careful_rows(path, tmp_path / "c")
