@@ -306,7 +306,7 @@ def test_plain_files_of_the_usual_shape_are_claimed(tmp_path):
     path = write_trace(tmp_path / "usual.jsonl", spans, "jsonl", batches=3)
     assert fast_rows(path) == careful_rows(path, tmp_path / "c")
     rows, tables = store_rows(path)
-    assert tables == [["direct_spans_0"]] and len(rows) == len(spans)
+    assert tables == [["direct_spans"]] and len(rows) == len(spans)
 
 
 def test_loading_reports_progress_up_to_the_whole_file(tmp_path):
@@ -314,7 +314,7 @@ def test_loading_reports_progress_up_to_the_whole_file(tmp_path):
     path = write_trace(tmp_path / "p.jsonl", spans, "jsonl", batches=20)
     calls = []
     with open_store([path], use_cache=False, schema=ACCOUNTING_SCHEMA, progress=lambda *a: calls.append(a)) as store:
-        assert store.entries[0].tables == ["direct_spans_0"]
+        assert store.entries[0].tables == ["direct_spans"]
     size = path.stat().st_size
     assert calls and calls[-1] == (size, size)
     assert all(done <= total for done, total in calls)
@@ -351,3 +351,21 @@ def test_json_of_odd_types_is_read_as_the_careful_reader_reads_it_or_handed_over
     fast = fast_rows(path)
     if fast is not None:
         assert fast == careful_rows(path, tmp_path / "c")
+
+
+def test_several_files_share_one_table_that_the_lineage_walks_as_it_is(tmp_path):
+    from rollup.lineage import NODE_TABLE_COLUMNS
+    from rollup.report import build_report, report_json
+
+    folder = REPO / "sample_traces" / "grpo_async"
+    assert len(list(folder.glob("*.jsonl"))) > 1
+    with open_store([folder], use_cache=False, schema=ACCOUNTING_SCHEMA) as store:
+        assert store.nodes_table == "direct_spans"
+        assert all(entry.tables == ["direct_spans"] for entry in store.entries)
+        columns = [row[0] for row in store.connection.execute("DESCRIBE direct_spans").fetchall()]
+        assert tuple(columns) == NODE_TABLE_COLUMNS
+        direct = report_json(build_report(store))
+    with open_store([folder], cache_dir=tmp_path / "cache") as store:  # the careful reader, through the cache
+        assert store.nodes_table is None
+        careful = report_json(build_report(store))
+    assert direct == careful

@@ -17,7 +17,8 @@ import threading
 from collections.abc import Callable
 from typing import Optional
 
-from .schema import ACCOUNTING_SCHEMA, RL_BUCKET, RL_ITERATION, RL_SPAN_GROUP
+from .lineage import NODE_COLUMNS_SQL
+from .schema import RL_BUCKET, RL_ITERATION, RL_SPAN_GROUP
 
 # DuckDB's own default, well above an export batch; a longer line makes DuckDB refuse the file, and the careful
 # reader takes it. DuckDB sizes its read buffers by it: 256 MB made the read of a 600 MB file twice as slow.
@@ -128,6 +129,7 @@ rows AS (
 SELECT trace_id, span_id, parent_span_id, name, start_ns, end_ns, process, bucket,
        TRY_CAST({_canonical_int('iteration_text')} AS BIGINT) AS iteration,
        span_group,
+       {NODE_COLUMNS_SQL},
        coalesce(
            resource_ok
            AND regexp_full_match(trace_id, '[0-9a-f]{{32}}')
@@ -150,7 +152,8 @@ def load_json_lines(
     table: str,
     on_progress: Optional[Callable[[float], None]] = None,
 ) -> Optional[int]:
-    """Read the JSON Lines file `path` into the new temp table `table` (ACCOUNTING_SCHEMA's columns).
+    """Read the JSON Lines file `path` into the new temp table `table`: ACCOUNTING_SCHEMA's columns and the
+    lineage's node keys after them (`lineage.NODE_TABLE_COLUMNS`), so the walk can start from it.
 
     Returns the number of spans, or None when the careful reader must take the file (then no table is left).
     `compression` is `sniff.compression_of`'s answer. `on_progress(fraction)` is called from a helper thread
@@ -171,9 +174,6 @@ def load_json_lines(
         return None
     connection.execute(f"ALTER TABLE {table} DROP COLUMN sure")
     return spans
-
-
-COLUMNS = tuple(ACCOUNTING_SCHEMA.names)
 
 
 class _progress_polling:

@@ -8,8 +8,11 @@ records the chain of bucketed ancestors, which is what the nesting checks need.
 from __future__ import annotations
 
 import os
+from typing import Optional
 
 from instrument.groups import UMBRELLA_GROUPS, Bucket
+
+from .schema import ACCOUNTING_SCHEMA
 
 BUCKETS: tuple[str, ...] = tuple(b.value for b in Bucket)
 BUCKET_LIST_SQL = ", ".join(f"'{b}'" for b in BUCKETS)
@@ -33,8 +36,21 @@ LINEAGE_VERSION = 2  # part of the cached table's name: bump it whenever `spans_
 # Deeper than any real trace; it only stops a walk that a corrupt file could otherwise make endless.
 MAX_DEPTH = 10_000
 
+# The integer keys and flags of a span row, from its accounting columns: what the walk and the checks join and filter
+# on. A table that already holds them after the accounting columns can stand in for `lineage_nodes`.
+NODE_COLUMNS_SQL = f"""
+    hash(trace_id) AS tkey,
+    coalesce(try_cast('0x' || span_id AS UBIGINT), hash(span_id)) AS skey,
+    CASE WHEN parent_span_id IS NOT NULL
+         THEN coalesce(try_cast('0x' || parent_span_id AS UBIGINT), hash(parent_span_id)) END AS pkey,
+    coalesce(bucket IN ({BUCKET_LIST_SQL}), false) AS bucketed,
+    coalesce({IS_STEP_SQL}, false) AS is_step,
+    coalesce({IS_UMBRELLA_SQL}, false) AS is_umbrella
+"""
+NODE_TABLE_COLUMNS = (*ACCOUNTING_SCHEMA.names, "tkey", "skey", "pkey", "bucketed", "is_step", "is_umbrella")
 
-def build_lineage(connection) -> None:
+
+def build_lineage(connection, nodes: Optional[str] = None) -> None:
     """Create table `spans_ex`: the columns the accounting reads, plus what each span inherits.
 
     Added columns: `eff_iteration` (own `rl.iteration`, else the nearest ancestor's), `ancestor_iteration` (the
@@ -44,29 +60,26 @@ def build_lineage(connection) -> None:
     join on numbers rather than hex text; the walk carries each node's row id, so its result joins back on one
     integer. A span caught in a parent cycle is reached by no walk; it keeps its own
     iteration and no ancestors.
+
+    `nodes` names a table holding every span once with NODE_TABLE_COLUMNS (as `fast_json` fills), used as it is
+    instead of being derived from `spans`.
     """
-    connection.execute(
-        f"""
-        CREATE OR REPLACE TEMP TABLE lineage_nodes AS
-        SELECT trace_id, span_id, parent_span_id, name, start_ns, end_ns, process, bucket, iteration, span_group,
-               hash(trace_id) AS tkey,
-               coalesce(try_cast('0x' || span_id AS UBIGINT), hash(span_id)) AS skey,
-               CASE WHEN parent_span_id IS NOT NULL
-                    THEN coalesce(try_cast('0x' || parent_span_id AS UBIGINT), hash(parent_span_id)) END AS pkey,
-               coalesce(bucket IN ({BUCKET_LIST_SQL}), false) AS bucketed,
-               coalesce({IS_STEP_SQL}, false) AS is_step,
-               coalesce({IS_UMBRELLA_SQL}, false) AS is_umbrella
-        FROM spans
-        """
-    )
+    if nodes is None:
+        connection.execute(
+            f"""
+            CREATE OR REPLACE TEMP TABLE lineage_nodes AS
+            SELECT {", ".join(ACCOUNTING_SCHEMA.names)}, {NODE_COLUMNS_SQL} FROM spans
+            """
+        )
+    table = nodes or "lineage_nodes"
     connection.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE lineage_walk AS
         WITH RECURSIVE
         roots AS (
-            SELECT n.rowid AS node, n.tkey, n.skey, n.bucketed, n.iteration, n.span_id FROM lineage_nodes n
+            SELECT n.rowid AS node, n.tkey, n.skey, n.bucketed, n.iteration, n.span_id FROM {table} n
             WHERE n.pkey IS NULL
-               OR NOT EXISTS (SELECT 1 FROM lineage_nodes p WHERE p.tkey = n.tkey AND p.skey = n.pkey)
+               OR NOT EXISTS (SELECT 1 FROM {table} p WHERE p.tkey = n.tkey AND p.skey = n.pkey)
         ),
         walk(node, tkey, skey, span_id, bucketed, eff_iteration, iteration_holder, ancestor_iteration,
              ancestor_iteration_span, bucketed_chain, has_parent, depth) AS (
@@ -80,7 +93,7 @@ def build_lineage(connection) -> None:
                    w.eff_iteration, w.iteration_holder,
                    CASE WHEN w.bucketed THEN list_append(w.bucketed_chain, w.span_id) ELSE w.bucketed_chain END,
                    true, w.depth + 1
-            FROM walk w JOIN lineage_nodes c ON c.tkey = w.tkey AND c.pkey = w.skey
+            FROM walk w JOIN {table} c ON c.tkey = w.tkey AND c.pkey = w.skey
             WHERE w.depth < {MAX_DEPTH}
         )
         SELECT node, eff_iteration, ancestor_iteration, ancestor_iteration_span, bucketed_chain, has_parent
@@ -88,19 +101,20 @@ def build_lineage(connection) -> None:
         """
     )
     connection.execute(
-        """
+        f"""
         CREATE OR REPLACE TABLE spans_ex AS
-        SELECT n.*,
+        SELECT {", ".join(f"n.{c}" for c in NODE_TABLE_COLUMNS)},
                coalesce(w.eff_iteration, n.iteration) AS eff_iteration,
                w.ancestor_iteration,
                w.ancestor_iteration_span,
                coalesce(w.bucketed_chain, []::VARCHAR[]) AS bucketed_chain,
                coalesce(w.has_parent, n.pkey IS NOT NULL) AS has_parent
-        FROM lineage_nodes n LEFT JOIN lineage_walk w ON w.node = n.rowid
+        FROM {table} n LEFT JOIN lineage_walk w ON w.node = n.rowid
         """
     )
     connection.execute("DROP TABLE lineage_walk")
-    connection.execute("DROP TABLE lineage_nodes")
+    if nodes is None:
+        connection.execute("DROP TABLE lineage_nodes")
 
 
 def ensure_lineage(store) -> None:
@@ -122,7 +136,7 @@ def ensure_lineage(store) -> None:
             return
         except Exception:  # an unreadable cache entry is rebuilt, never an error
             connection.execute("DROP TABLE IF EXISTS spans_ex")
-    build_lineage(connection)
+    build_lineage(connection, store.nodes_table)
     if cached is not None:
         staging = cached.with_name(f"{cached.name}.{os.getpid()}.tmp")
         try:

@@ -36,6 +36,7 @@ MANIFEST = "manifest.json"
 # Below this many bytes in all, converting in this process beats starting workers.
 IN_PROCESS_BYTES = 8 << 20
 MIN_CHUNK_BYTES = 4 << 20
+DIRECT_TABLE = "direct_spans"  # where `fast_json` puts the spans of the JSON Lines files DuckDB reads itself
 
 ConvertJob = tuple[Chunk, str, pa.Schema]  # a chunk, the Parquet part it becomes, the columns it keeps
 Runner = Callable[[Sequence[ConvertJob]], Iterator[ChunkResult]]
@@ -195,18 +196,19 @@ def _add_jobs(plan: Plan, entry: FileEntry, kind: str, target: int, work_dir: Pa
 def load_direct(
     plan: Plan, connection, *, work_dir: Path, workers: int, schema: pa.Schema, progress: Optional[Progress]
 ) -> None:
-    """Let DuckDB read each of the plan's JSON Lines files itself (`fast_json`), into tables of `connection`; a file
-    it gives back becomes conversion jobs for the careful reader."""
+    """Let DuckDB read each of the plan's JSON Lines files itself (`fast_json`), all into one table of `connection`
+    (DIRECT_TABLE); a file it gives back becomes conversion jobs for the careful reader."""
     from . import fast_json
 
-    for index, entry in enumerate(plan.direct):
+    for entry in plan.direct:
         path = str(entry.path)
 
         def on_progress(fraction: float, before: int = plan.done_bytes, size: int = entry.size) -> None:
             if progress is not None:
                 progress(before + int(fraction * size), plan.total_bytes)
 
-        table = f"direct_spans_{index}"
+        first = not any(e.tables for e in plan.direct)
+        table = DIRECT_TABLE if first else f"{DIRECT_TABLE}_next"
         spans = fast_json.load_json_lines(connection, path, compression_of(path), table, on_progress)
         plan.done_bytes += entry.size
         if spans is None:
@@ -214,7 +216,10 @@ def load_direct(
             target = max(MIN_CHUNK_BYTES, entry.size // max(1, workers * 2))
             _add_jobs(plan, entry, "json-lines", target, work_dir, schema)
         else:
-            entry.tables, entry.spans = [table], spans
+            if not first:  # one table for all, so the lineage can walk it as it is
+                connection.execute(f"INSERT INTO {DIRECT_TABLE} SELECT * FROM {table}")
+                connection.execute(f"DROP TABLE {table}")
+            entry.tables, entry.spans = [DIRECT_TABLE], spans
         if progress is not None:
             progress(plan.done_bytes, plan.total_bytes)
 
@@ -273,11 +278,13 @@ class SpanStore:
         entries: list[FileEntry],
         temp_dir: Optional[Path] = None,
         lineage_cache: Optional[Path] = None,
+        nodes_table: Optional[str] = None,
     ) -> None:
         self.connection = connection
         self.entries = entries
         self._temp_dir = temp_dir  # an uncached load's parts, which the view reads until close()
         self.lineage_cache = lineage_cache  # where `lineage.ensure_lineage` keeps its table for this set of files
+        self.nodes_table = nodes_table  # a table `lineage.build_lineage` may walk as it is (see there)
 
     @property
     def notices(self) -> list[str]:
@@ -310,16 +317,16 @@ def _sql_text(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
-def _create_spans_view(connection, parts: list[str], schema: pa.Schema, tables: Sequence[str] = ()) -> None:
+def _create_spans_view(connection, parts: list[str], schema: pa.Schema, tables: Sequence[str] = ()) -> bool:
     """`spans`: every span of the parts (and of the tables `fast_json` filled), each once, with `schema`'s columns.
     A view over the Parquet parts, read column by column as queries need them, so memory stays far below the
     spans' size; materialized only when duplicates must be dropped (the same span exported twice, same trace and
-    span id, counts once)."""
+    span id, counts once). Returns whether it had to (then `spans` is a table of its own)."""
     if not parts and not tables:
         connection.register("empty_spans", pa.Table.from_batches([], schema=schema))
         connection.execute("CREATE TABLE spans AS SELECT * FROM empty_spans")
         connection.unregister("empty_spans")
-        return
+        return False
     columns = ", ".join(schema.names)
     sources = [f"SELECT {columns} FROM {table}" for table in tables]
     if parts:
@@ -333,6 +340,7 @@ def _create_spans_view(connection, parts: list[str], schema: pa.Schema, tables: 
         connection.execute("CREATE TABLE spans AS SELECT DISTINCT ON (trace_id, span_id) * FROM all_spans")
     else:
         connection.execute("CREATE VIEW spans AS SELECT * FROM all_spans")
+    return bool(duplicates)
 
 
 def _work_dir(use_cache: bool, cache_dir: Optional[Path]) -> Path:
@@ -408,14 +416,17 @@ def open_store(
             connection=connection,
         )
         parts = [p for entry in entries for p in entry.parts]
-        _create_spans_view(connection, parts, schema, [t for entry in entries for t in entry.tables])
+        tables = list(dict.fromkeys(t for entry in entries for t in entry.tables))
+        deduplicated = _create_spans_view(connection, parts, schema, tables)
     except BaseException:
         connection.close()
         if not use_cache:
             shutil.rmtree(work_dir, ignore_errors=True)
         raise
     if not use_cache:
-        return SpanStore(connection, entries, temp_dir=work_dir)
+        # Spans that all sit in one `fast_json` table, each once, are already the lineage's nodes.
+        nodes = tables[0] if len(tables) == 1 and not parts and not deduplicated else None
+        return SpanStore(connection, entries, temp_dir=work_dir, nodes_table=nodes)
     file_set = "|".join(sorted(entry.cache_key for entry in entries))
     set_key = hashlib.sha256(file_set.encode()).hexdigest()[:32]
     return SpanStore(connection, entries, lineage_cache=work_dir / "sets" / f"{set_key}.lineage-v{LINEAGE_VERSION}.parquet")
