@@ -17,7 +17,7 @@ first, so no run pays for the disk. The sums printed by the baselines (and by th
 the ones the generator recorded, so a fast wrong answer shows.
 
 Figures, 1M spans (251 MB protobuf, 603 MB JSON Lines, 10,823 iterations; generated in 20 s), 2 shared cores:
-baseline A 12.1 s and 1.39 GB; baseline B 1.8 s and 0.55 GB.
+baseline A 9.7-12.1 s and 1.39 GB; baseline B 1.8-1.9 s and 0.59 GB; baseline B' 1.5 s and 0.41 GB.
 
 Usage: python bench/ingest.py [--spans N] [--repeats R] [--command query|report] [--goodput EXE] [--harness-check]
 """

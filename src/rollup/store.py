@@ -4,6 +4,10 @@ Every command reads through here. Each input file is converted once into Parquet
 (`schema.SPAN_SCHEMA`), keyed by the file's path, size and modification time; the next command on the same files
 reads the parts and skips parsing. Conversion runs chunk by chunk on all cores (or on a Ray cluster, see
 `ray_ingest`), so memory is bounded by a chunk's batch, not by the file.
+
+An uncached load for the accounting alone (`report`, `check`, `spans` with `--no-cache`) converts only the columns
+the accounting reads, and lets DuckDB read plain JSON Lines files itself, straight into one table (`fast_json`),
+handing any file it is not sure of back to the conversion above.
 """
 
 from __future__ import annotations
