@@ -30,9 +30,9 @@ from .schema import (
     PROMOTED_KEYS,
     SPAN_SCHEMA,
     ResourceInfo,
+    accounting_only,
     first_invalid_span,
     render_value,
-    accounting_only,
     span_record_batch,
 )
 
@@ -313,7 +313,7 @@ class JsonDecoder:
     """Decodes batches of OTLP JSON records with one DuckDB connection, into span-schema record batches.
 
     `where(line, offset)` words a record's position for messages ("line 17"). `schema` is SPAN_SCHEMA or a
-    projection of it; without the `attributes` column only the promoted attributes are rendered.
+    projection of it; for the accounting columns alone, records go through the lean `_LEAN_RECORD` transform.
     """
 
     def __init__(self, path: str, where: Callable[[int, int], str], schema: pa.Schema = SPAN_SCHEMA) -> None:

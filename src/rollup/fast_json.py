@@ -3,7 +3,8 @@
 The careful reader (`decode_json`, run chunk by chunk in worker processes) knows every shape and words every error.
 This path knows the common shape: camelCase OTLP JSON Lines whose goodput attributes and process attributes are
 strings or integers. For that it is much faster, because nothing leaves DuckDB: `read_json` splits the file across
-threads and types the few fields the accounting reads as it parses, `unnest` flattens them, and the rows land in a DuckDB table, with no Arrow round trip, no Parquet and no worker process.
+threads and types the few fields the accounting reads as it parses, `unnest` flattens them, and the rows land in a
+DuckDB table, with no Arrow round trip, no Parquet and no worker process.
 
 It claims a file only when it is sure to give the careful reader's rows exactly. Any doubt (DuckDB refuses the file,
 a record without `resourceSpans`, an id that is not lowercase-able hex of its length, a time that is not an integer
@@ -59,6 +60,7 @@ def _time_sure(text: str, value: str) -> str:
 
 
 _PROCESS_KEYS = ("service.instance.id", "host.name", "process.pid", "service.name")
+_PROCESS_KEY_LIST = ", ".join(f"'{key}'" for key in _PROCESS_KEYS)  # `schema.process_key` reads these
 
 
 def _resource_value(key: str) -> str:
@@ -84,7 +86,7 @@ resources AS (
     SELECT rs.scopeSpans AS scope_spans,
            list_transform(rs.resource.attributes, lambda a: {{'k': a.key, 'v': {_rendered('a')}}}) AS resource_texts,
            len(list_filter(rs.resource.attributes,
-                           lambda a: a.key IN ({", ".join(f"'{k}'" for k in _PROCESS_KEYS)}) AND ({_rendered('a')}) IS NULL))
+                           lambda a: a.key IN ({_PROCESS_KEY_LIST}) AND ({_rendered('a')}) IS NULL))
                = 0 AS resource_ok_or_null
     FROM resource_spans
 ),
