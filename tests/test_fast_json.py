@@ -34,12 +34,12 @@ def fast_rows(path: Path):
     """The rows `fast_json` reads from `path`, sorted; None when it hands the file to the careful reader."""
     connection = duckdb.connect()
     try:
-        spans = fast_json.load_json_lines(connection, str(path), compression_of(str(path)), "direct")
-        if spans is None:
-            assert not connection.execute("SELECT * FROM duckdb_tables() WHERE table_name = 'direct'").fetchall()
+        claimed = fast_json.load_json_lines(connection, [str(path)], compression_of(str(path)), "direct")
+        if not claimed:
+            assert not connection.execute("SELECT * FROM duckdb_tables()").fetchall()  # nor any staging table
             return None
         rows = connection.execute(f"SELECT {', '.join(COLUMNS)} FROM direct ORDER BY span_id, trace_id").fetchall()
-        assert len(rows) == spans
+        assert claimed == {str(path): len(rows)}
         return rows
     finally:
         connection.close()
@@ -369,3 +369,26 @@ def test_several_files_share_one_table_that_the_lineage_walks_as_it_is(tmp_path)
         assert store.nodes_table is None
         careful = report_json(build_report(store))
     assert direct == careful
+
+
+def test_many_files_go_in_one_query_and_only_the_doubtful_ones_go_to_the_careful_reader(tmp_path):
+    folder = tmp_path / "run"
+    for index in range(40):
+        spans = [step(f"s{index}", index, index * 10, index * 10 + 9, trace=f"t{index}")]
+        spans += [S(f"g{index}", "rl.x", index * 10, index * 10 + 5, parent=f"s{index}", bucket="idle", trace=f"t{index}")]
+        write_trace(folder / f"p{index:02d}.jsonl", spans, "jsonl")
+    (folder / "p05.jsonl").write_bytes(HANDED_OVER["bool-bucket"])  # read by DuckDB, but not sure
+    torn = json.dumps(one_span_line(spanId="ee" * 8)).encode() + b'\n{"resourceSpans": [{"scop'
+    (folder / "p06.jsonl").write_bytes(torn)  # refused by DuckDB: then one by one
+    gzip_path = write_trace(folder / "p07.jsonl", [step("z", 99, 0, 1, trace="tz")], "jsonl+gz")
+
+    with open_store([folder], use_cache=False, schema=ACCOUNTING_SCHEMA) as store:
+        tables = {entry.path.name: entry.tables for entry in store.entries}
+        assert tables.pop("p05.jsonl") == tables.pop("p06.jsonl") == []
+        assert set(map(tuple, tables.values())) == {("direct_spans",)} and gzip_path.name in tables
+        assert store.nodes_table is None  # some spans came from Parquet parts
+        rows = store.sql(f"SELECT {', '.join(COLUMNS)} FROM spans ORDER BY span_id, trace_id").to_pylist()
+    careful = []
+    for path in sorted(folder.iterdir()):
+        careful += careful_rows(path, tmp_path / "c" / path.name)
+    assert [tuple(row.values()) for row in rows] == sorted(careful, key=lambda row: (row[1], row[0]))

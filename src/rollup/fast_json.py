@@ -15,10 +15,10 @@ reader then reads it, or words its error, as always. The tests hold the two to t
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Optional
 
-from .lineage import NODE_COLUMNS_SQL
+from .lineage import NODE_COLUMNS_SQL, NODE_TABLE_COLUMNS
 from .schema import RL_BUCKET, RL_ITERATION, RL_SPAN_GROUP
 
 # DuckDB's own default, well above an export batch; a longer line makes DuckDB refuse the file, and the careful
@@ -77,13 +77,14 @@ _QUERY = f"""
 CREATE TEMP TABLE {{table}} AS
 WITH resource_spans AS (
     -- A record without resourceSpans is no trace record: the error hands the file to the careful reader.
-    SELECT unnest(resourceSpans) AS rs
-    FROM read_json($path, format = 'newline_delimited', records = true, compression = $compression,
-                   maximum_object_size = {MAX_RECORD_BYTES}, columns = {{resourceSpans: '{_RESOURCE_SPANS}'}})
+    SELECT filename, unnest(resourceSpans) AS rs
+    FROM read_json($paths, format = 'newline_delimited', records = true, compression = $compression,
+                   maximum_object_size = {MAX_RECORD_BYTES}, filename = true,
+                   columns = {{resourceSpans: '{_RESOURCE_SPANS}'}})
     WHERE resourceSpans IS NOT NULL OR error('a record without resourceSpans')
 ),
 resources AS (
-    SELECT rs.scopeSpans AS scope_spans,
+    SELECT filename, rs.scopeSpans AS scope_spans,
            list_transform(rs.resource.attributes, lambda a: {{'k': a.key, 'v': {_rendered('a')}}}) AS resource_texts,
            len(list_filter(rs.resource.attributes,
                            lambda a: a.key IN ({_PROCESS_KEY_LIST}) AND ({_rendered('a')}) IS NULL))
@@ -91,7 +92,7 @@ resources AS (
     FROM resource_spans
 ),
 processes AS (
-    SELECT scope_spans, coalesce(resource_ok_or_null, true) AS resource_ok,
+    SELECT filename, scope_spans, coalesce(resource_ok_or_null, true) AS resource_ok,
            CASE WHEN coalesce({_resource_value('service.instance.id')}, '') <> ''
                      THEN {_resource_value('service.instance.id')}
                 WHEN coalesce({_resource_value('host.name')}, '') <> ''
@@ -102,20 +103,20 @@ processes AS (
     FROM resources
 ),
 scope_spans AS (
-    SELECT resource_ok, process, unnest(scope_spans) AS ss FROM processes
+    SELECT filename, resource_ok, process, unnest(scope_spans) AS ss FROM processes
 ),
 spans AS (
-    SELECT resource_ok, process, unnest(ss.spans) AS s FROM scope_spans
+    SELECT filename, resource_ok, process, unnest(ss.spans) AS s FROM scope_spans
 ),
 promoted AS (
-    SELECT resource_ok, process, s,
+    SELECT filename, resource_ok, process, s,
            {_first(RL_BUCKET)} AS bucket_entry,
            {_first(RL_ITERATION)} AS iteration_entry,
            {_first(RL_SPAN_GROUP)} AS span_group_entry
     FROM (SELECT *, list_transform(s.attributes, lambda a: a.key) AS attribute_keys FROM spans)
 ),
 rows AS (
-    SELECT resource_ok,
+    SELECT filename, resource_ok,
            lower(s.traceId) AS trace_id,
            lower(s.spanId) AS span_id,
            nullif(lower(s.parentSpanId), '') AS parent_span_id,
@@ -124,12 +125,12 @@ rows AS (
            s.endTimeUnixNano AS end_text, {_time('s.endTimeUnixNano')} AS end_ns,
            process,
            bucket_entry, {_rendered('bucket_entry')} AS bucket,
-           iteration_entry, {_rendered('iteration_entry')} AS iteration_text,
+           iteration_entry, {_canonical_int(_rendered('iteration_entry'))} AS iteration_text,
            span_group_entry, {_rendered('span_group_entry')} AS span_group
     FROM promoted
 )
 SELECT trace_id, span_id, parent_span_id, name, start_ns, end_ns, process, bucket,
-       TRY_CAST({_canonical_int('iteration_text')} AS BIGINT) AS iteration,
+       TRY_CAST(iteration_text AS BIGINT) AS iteration,
        span_group,
        {NODE_COLUMNS_SQL},
        coalesce(
@@ -140,42 +141,70 @@ SELECT trace_id, span_id, parent_span_id, name, start_ns, end_ns, process, bucke
            AND {_time_sure('start_text', 'start_ns')} AND {_time_sure('end_text', 'end_ns')}
            AND (bucket_entry IS NULL OR bucket IS NOT NULL)
            AND (span_group_entry IS NULL OR span_group IS NOT NULL)
-           AND (iteration_entry IS NULL OR {_canonical_int('iteration_text')} IS NOT NULL),
+           AND (iteration_entry IS NULL OR iteration_text IS NOT NULL),
            false
-       ) AS sure
+       ) AS sure,
+       filename
 FROM rows
 """
 
 
 def load_json_lines(
     connection,
-    path: str,
+    paths: Sequence[str],
     compression: Optional[str],
     table: str,
     on_progress: Optional[Callable[[float], None]] = None,
-) -> Optional[int]:
-    """Read the JSON Lines file `path` into the new temp table `table`: ACCOUNTING_SCHEMA's columns and the
-    lineage's node keys after them (`lineage.NODE_TABLE_COLUMNS`), so the walk can start from it.
+) -> dict[str, int]:
+    """Read the JSON Lines files `paths` (all of one `compression`, `sniff.compression_of`'s answer) into `table`:
+    ACCOUNTING_SCHEMA's columns and the lineage's node keys after them (`lineage.NODE_TABLE_COLUMNS`), so the walk
+    can start from it. The table is created, or appended to when it exists.
 
-    Returns the number of spans, or None when the careful reader must take the file (then no table is left).
-    `compression` is `sniff.compression_of`'s answer. `on_progress(fraction)` is called from a helper thread
-    while DuckDB reads.
+    Returns the spans read from each file it claims; every other file is left out, for the careful reader. All files
+    go through one query; when DuckDB refuses one, which spoils that query, they are read one by one.
+    `on_progress(fraction)` is called from a helper thread while DuckDB reads.
     """
+    claimed = _load(connection, list(paths), compression, table, on_progress)
+    if claimed is not None:
+        return claimed
+    claimed = {}
+    for path in paths if len(paths) > 1 else ():
+        claimed.update(_load(connection, [path], compression, table, None) or {})
+    return claimed
+
+
+def _load(
+    connection, paths: list[str], compression: Optional[str], table: str, on_progress: Optional[Callable[[float], None]]
+) -> Optional[dict[str, int]]:
+    """One query over `paths` into `table`; the files it claims, or None when DuckDB refused the query."""
     import duckdb
 
-    params = {"path": path, "compression": compression or "none"}
+    staging = f"{table}_staging"
+    params = {"paths": paths, "compression": compression or "none"}
     try:
         with _progress_polling(connection, on_progress):
-            connection.execute(_QUERY.replace("{table}", table), params)
-        (spans, unsure) = connection.execute(f"SELECT count(*), count(*) FILTER (NOT sure) FROM {table}").fetchall()[0]
+            connection.execute(_QUERY.replace("{table}", staging), params)
+        per_file = connection.execute(
+            f"SELECT filename, count(*), count(*) FILTER (NOT sure) FROM {staging} GROUP BY filename"
+        ).fetchall()
     except duckdb.Error:
-        connection.execute(f"DROP TABLE IF EXISTS {table}")
+        connection.execute(f"DROP TABLE IF EXISTS {staging}")
         return None
-    if unsure or not spans:
-        connection.execute(f"DROP TABLE {table}")
-        return None
-    connection.execute(f"ALTER TABLE {table} DROP COLUMN sure")
-    return spans
+    claimed = {name: spans for name, spans, unsure in per_file if not unsure}
+    if not claimed:
+        connection.execute(f"DROP TABLE {staging}")
+        return claimed
+    if len(claimed) < len(per_file):
+        connection.execute(f"DELETE FROM {staging} WHERE filename NOT IN (SELECT unnest($kept))", {"kept": list(claimed)})
+    (exists,) = connection.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [table]).fetchall()[0]
+    if exists:
+        connection.execute(f"INSERT INTO {table} SELECT {', '.join(NODE_TABLE_COLUMNS)} FROM {staging}")
+        connection.execute(f"DROP TABLE {staging}")
+    else:  # the first (usually the only) load: no copy
+        connection.execute(f"ALTER TABLE {staging} DROP COLUMN sure")
+        connection.execute(f"ALTER TABLE {staging} DROP COLUMN filename")
+        connection.execute(f"ALTER TABLE {staging} RENAME TO {table}")
+    return claimed
 
 
 class _progress_polling:

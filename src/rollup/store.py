@@ -183,10 +183,15 @@ def plan_load(
     pending = [(entry, kind) for entry, kind in pending if entry not in direct]
     converted = sum(e.size for e, _ in pending)
     plan = Plan(entries, jobs, staging, total_bytes=converted + sum(e.size for e in direct), direct=direct)
-    target = max(MIN_CHUNK_BYTES, converted // max(1, workers * 2))
+    target = _chunk_target(converted, workers)
     for entry, kind in pending:
         _add_jobs(plan, entry, kind, target, work_dir, schema)
     return plan
+
+
+def _chunk_target(total_bytes: int, workers: int) -> int:
+    """Chunks of about this size give every worker two, so a slow one does not hold up the end."""
+    return max(MIN_CHUNK_BYTES, total_bytes // max(1, workers * 2))
 
 
 def _add_jobs(plan: Plan, entry: FileEntry, kind: str, target: int, work_dir: Path, schema: pa.Schema) -> None:
@@ -200,30 +205,30 @@ def _add_jobs(plan: Plan, entry: FileEntry, kind: str, target: int, work_dir: Pa
 def load_direct(
     plan: Plan, connection, *, work_dir: Path, workers: int, schema: pa.Schema, progress: Optional[Progress]
 ) -> None:
-    """Let DuckDB read each of the plan's JSON Lines files itself (`fast_json`), all into one table of `connection`
-    (DIRECT_TABLE); a file it gives back becomes conversion jobs for the careful reader."""
+    """Let DuckDB read the plan's JSON Lines files itself (`fast_json`), all into one table of `connection`
+    (DIRECT_TABLE), in one query per kind of compression; a file it gives back becomes conversion jobs for the
+    careful reader."""
     from . import fast_json
 
+    by_compression: dict[Optional[str], list[FileEntry]] = {}
     for entry in plan.direct:
-        path = str(entry.path)
+        by_compression.setdefault(compression_of(str(entry.path)), []).append(entry)
+    for compression, entries in by_compression.items():
+        size = sum(entry.size for entry in entries)
 
-        def on_progress(fraction: float, before: int = plan.done_bytes, size: int = entry.size) -> None:
+        def on_progress(fraction: float, before: int = plan.done_bytes, size: int = size) -> None:
             if progress is not None:
                 progress(before + int(fraction * size), plan.total_bytes)
 
-        first = not any(e.tables for e in plan.direct)
-        table = DIRECT_TABLE if first else f"{DIRECT_TABLE}_next"
-        spans = fast_json.load_json_lines(connection, path, compression_of(path), table, on_progress)
-        plan.done_bytes += entry.size
-        if spans is None:
-            plan.total_bytes += entry.size
-            target = max(MIN_CHUNK_BYTES, entry.size // max(1, workers * 2))
-            _add_jobs(plan, entry, "json-lines", target, work_dir, schema)
-        else:
-            if not first:  # one table for all, so the lineage can walk it as it is
-                connection.execute(f"INSERT INTO {DIRECT_TABLE} SELECT * FROM {table}")
-                connection.execute(f"DROP TABLE {table}")
-            entry.tables, entry.spans = [DIRECT_TABLE], spans
+        paths = [str(entry.path) for entry in entries]
+        claimed = fast_json.load_json_lines(connection, paths, compression, DIRECT_TABLE, on_progress)
+        plan.done_bytes += size
+        for entry in entries:
+            if str(entry.path) in claimed:
+                entry.tables, entry.spans = [DIRECT_TABLE], claimed[str(entry.path)]
+            else:
+                plan.total_bytes += entry.size
+                _add_jobs(plan, entry, "json-lines", _chunk_target(entry.size, workers), work_dir, schema)
         if progress is not None:
             progress(plan.done_bytes, plan.total_bytes)
 
