@@ -9,6 +9,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 import instrument
 from instrument import RLSpanGroup, managed_span, umbrella_span
 
@@ -132,3 +134,23 @@ def test_the_standard_otel_traces_exporter_variable_is_honoured_when_nothing_els
     instrument.shutdown()
     assert "\"name\": \"rl.grpo.reward\"" in capsys.readouterr().out
     assert os.environ["GOODPUT_EXPORTER"] == "console"
+
+
+def test_an_unusable_exporter_named_by_the_environment_falls_back_to_files(tmp_path, monkeypatch, caplog):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("GOODPUT_EXPORTER", "zipkin")
+    monkeypatch.delenv("GOODPUT_TRACE_PATH", raising=False)
+    with caplog.at_level("WARNING", logger="instrument"):
+        instrument.configure(span_groups="all", service_name="fallback")
+    with managed_span(RLSpanGroup.REWARD, "rl.grpo.reward"):
+        pass
+    instrument.shutdown()
+    assert "unknown exporter 'zipkin'" in caplog.text and "writing otlp-file files instead" in caplog.text
+    (written,) = (tmp_path / "goodput_traces").iterdir()
+    assert [span.name for span in read_framed_spans(written)] == ["rl.grpo.reward"]
+    assert os.environ["GOODPUT_EXPORTER"] == "otlp-file"  # workers inherit what works
+
+
+def test_an_unusable_exporter_the_job_asks_for_is_an_error_at_once(tmp_path):
+    with pytest.raises(ValueError, match="unknown exporter 'zipkin'"):
+        instrument.configure(span_groups="all", exporter="zipkin", path=tmp_path / "t.otlp")

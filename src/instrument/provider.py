@@ -141,6 +141,10 @@ def _default_exporter_kind(path: Optional[str]) -> str:
         os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
     ):
         return "otlp"
+    return _file_exporter_kind(path)
+
+
+def _file_exporter_kind(path: Optional[str]) -> str:
     if path is not None and str(path).endswith((".jsonl", ".json", ".ndjson")):
         return "json-file"
     return "otlp-file"
@@ -189,7 +193,8 @@ def configure(
     defaults (`span_groups="default"`; a file exporter when a path is given, the OTLP exporter when an
     `OTEL_EXPORTER_OTLP_*ENDPOINT` is set, else framed protobuf files in `./goodput_traces/`). The choice is written
     back to the environment so Ray workers that call `configure()` bare follow the driver. Calling it again
-    replaces the earlier set-up, flushing what that one held.
+    replaces the earlier set-up, flushing what that one held. An unknown or uninstallable `exporter` argument raises;
+    the same named only by the environment gets a warning and the file exporter, since the job did not ask for it.
     """
     from .exporters import make_span_exporter
 
@@ -199,13 +204,23 @@ def configure(
     enabled = resolve_span_groups(groups_spec)
     trace_path = os.fspath(path) if path is not None else os.environ.get(ENV_TRACE_PATH) or None
     exporter_kind: Optional[str] = None
+    from_environment = exporter is None
     if exporter is None:
         exporter = exporter_kind = os.environ.get(ENV_EXPORTER) or _default_exporter_kind(trace_path)
     elif isinstance(exporter, str):
         exporter_kind = exporter
     resource = _resource(service_name, resource_attributes)
+    service = str(resource.attributes.get("service.name"))
     if isinstance(exporter, str):
-        span_exporter = make_span_exporter(exporter, trace_path, str(resource.attributes.get("service.name")))
+        try:
+            span_exporter = make_span_exporter(exporter, trace_path, service)
+        except (ValueError, ImportError) as error:
+            if not from_environment:
+                raise  # a mistake in the job's own code: say so at once
+            # A variable the job did not set must not stop it: keep the spans in files instead.
+            exporter_kind = _file_exporter_kind(trace_path)
+            logger.warning("goodput: %s (from the environment); writing %s files instead", error, exporter_kind)
+            span_exporter = make_span_exporter(exporter_kind, trace_path, service)
     else:
         span_exporter = exporter
 
