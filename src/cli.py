@@ -440,14 +440,14 @@ def ingest(
     from rollup.store import ingest as ingest_files
 
     with _user_errors():
-        runner = None
+        runner, max_chunk_bytes = None, None
         if ray or ray_address:
-            from rollup.ray_ingest import ray_runner
+            from rollup.ray_ingest import RAY_CHUNK_BYTES, ray_runner
 
-            runner = ray_runner(ray_address)
+            runner, max_chunk_bytes = ray_runner(ray_address), RAY_CHUNK_BYTES
         progress = _LoadProgress()
         try:
-            entries = ingest_files(paths, to_dir=to, runner=runner, progress=progress)
+            entries = ingest_files(paths, to_dir=to, runner=runner, progress=progress, max_chunk_bytes=max_chunk_bytes)
         finally:
             progress.close()
     _print_notices([n for entry in entries for n in entry.notices])

@@ -109,6 +109,24 @@ def test_ingest_on_ray_fills_the_cache_that_later_loads_read(ray_cluster, traces
         assert rows.equals(fresh.sql(ALL_ROWS))
 
 
+def test_a_large_file_spreads_over_ray_tasks_whatever_the_driver_cores(ray_cluster, tmp_path, cache_dir):
+    path = write_trace(tmp_path / "big.otlp", "otlp-file", 200)  # one framed record a step
+    runner = ray_runner(None)
+    job_counts: list[int] = []
+
+    def counted(jobs):
+        job_counts.append(len(jobs))
+        return runner(jobs)
+
+    cap = path.stat().st_size // 5
+    (entry,) = ingest([path], runner=counted, cache_dir=cache_dir, workers=64, max_chunk_bytes=cap)
+    # 64 cores would make one chunk of a file this small; the cap cuts it up for the cluster.
+    assert job_counts[0] >= 5 and len(entry.parts) == job_counts[0]
+    assert entry.spans == SPANS_PER_STEP * 200
+    with open_store([path], cache_dir=cache_dir) as cached, open_store([path], use_cache=False) as fresh:
+        assert cached.sql(ALL_ROWS).equals(fresh.sql(ALL_ROWS))
+
+
 def test_nothing_to_convert_does_not_touch_ray(traces, cache_dir):
     ingest(traces, cache_dir=cache_dir)  # cached locally first
 

@@ -17,10 +17,13 @@ import socket
 from collections.abc import Iterator, Sequence
 from typing import Any, Optional
 
-from .convert import Chunk, ChunkResult, convert_chunk
+from .convert import DEFAULT_CHUNK_BYTES, Chunk, ChunkResult, convert_chunk
 from .errors import GoodputError
 from .store import ConvertJob, Runner
 
+# Ray's CPUs are not known before connecting, which happens only when there is work: `ingest --ray` caps chunks at
+# this size instead, so a large file spreads over a whole cluster, not over as many tasks as the driver has cores.
+RAY_CHUNK_BYTES = DEFAULT_CHUNK_BYTES
 # How long a failed load waits for the tasks it cancelled, so none is still writing when the store removes the parts.
 _CANCEL_GRACE_S = 10.0
 # Ray retries an unreachable head for many minutes; a plain TCP connect says "nothing listens there" in seconds.

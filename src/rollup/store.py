@@ -12,6 +12,7 @@ handing any file it is not sure of back to the conversion above.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import multiprocessing
@@ -157,10 +158,11 @@ def plan_load(
     workers: int,
     schema: pa.Schema = SPAN_SCHEMA,
     direct_json: bool = False,
+    max_chunk_bytes: Optional[int] = None,
 ) -> Plan:
     """Expand the paths, reuse what the cache holds, and cut the rest into conversion jobs keeping `schema`'s
     columns (always all of them when they go to the cache). With `direct_json`, JSON Lines files are set aside for
-    `load_direct` instead."""
+    `load_direct` instead. Chunks are sized for `workers`, and at most `max_chunk_bytes` when given."""
     schema = SPAN_SCHEMA if use_cache else schema
     files = expand_paths(paths)
     entries = [_stat_entry(path) for path in files]
@@ -183,15 +185,16 @@ def plan_load(
     pending = [(entry, kind) for entry, kind in pending if entry not in direct]
     converted = sum(e.size for e, _ in pending)
     plan = Plan(entries, jobs, staging, total_bytes=converted + sum(e.size for e in direct), direct=direct)
-    target = _chunk_target(converted, workers)
+    target = _chunk_target(converted, workers, max_chunk_bytes)
     for entry, kind in pending:
         _add_jobs(plan, entry, kind, target, work_dir, schema)
     return plan
 
 
-def _chunk_target(total_bytes: int, workers: int) -> int:
+def _chunk_target(total_bytes: int, workers: int, max_chunk_bytes: Optional[int] = None) -> int:
     """Chunks of about this size give every worker two, so a slow one does not hold up the end."""
-    return max(MIN_CHUNK_BYTES, total_bytes // max(1, workers * 2))
+    target = max(MIN_CHUNK_BYTES, total_bytes // max(1, workers * 2))
+    return min(target, max_chunk_bytes) if max_chunk_bytes else target
 
 
 def _add_jobs(plan: Plan, entry: FileEntry, kind: str, target: int, work_dir: Path, schema: pa.Schema) -> None:
@@ -373,13 +376,20 @@ def _convert(
     progress: Optional[Progress],
     schema: pa.Schema = SPAN_SCHEMA,
     connection=None,
+    max_chunk_bytes: Optional[int] = None,
 ) -> list[FileEntry]:
     """Convert what the cache lacks. Given a `connection`, an uncached load of the accounting columns alone on this
     machine lets DuckDB read JSON Lines files straight into it (`fast_json`), the fastest way there is."""
     workers = workers or os.cpu_count() or 1
     direct = connection is not None and runner is None and not use_cache and accounting_only(schema)
     plan = plan_load(
-        paths, use_cache=use_cache, work_dir=work_dir, workers=workers, schema=schema, direct_json=direct
+        paths,
+        use_cache=use_cache,
+        work_dir=work_dir,
+        workers=workers,
+        schema=schema,
+        direct_json=direct,
+        max_chunk_bytes=max_chunk_bytes,
     )
     if plan.direct:
         load_direct(plan, connection, work_dir=work_dir, workers=workers, schema=schema, progress=progress)
@@ -449,16 +459,21 @@ def ingest(
     workers: Optional[int] = None,
     runner: Optional[Runner] = None,
     progress: Optional[Progress] = None,
+    max_chunk_bytes: Optional[int] = None,
 ) -> list[FileEntry]:
     """Convert `paths` without querying them: into the cache, or into `to_dir` as a flat Parquet dataset.
 
     Every other command then reads the cache entries (same paths) or the dataset folder (`goodput report DIR`).
     Into the cache, the lineage of this set of files (parent links across them) is built too, so the first report
-    on the same paths reads it instead of walking the traces.
+    on the same paths reads it instead of walking the traces. `max_chunk_bytes` caps the chunks a large file is cut
+    into (chunks are otherwise sized for this machine's cores: see `ray_ingest.RAY_CHUNK_BYTES`).
     """
+    convert = functools.partial(
+        _convert, workers=workers, runner=runner, progress=progress, max_chunk_bytes=max_chunk_bytes
+    )
     if to_dir is None:
         work_dir = _work_dir(True, cache_dir)
-        entries = _convert(paths, use_cache=True, work_dir=work_dir, workers=workers, runner=runner, progress=progress)
+        entries = convert(paths, use_cache=True, work_dir=work_dir)
         with open_store(paths, cache_dir=cache_dir) as store:
             ensure_lineage(store)
         return entries
@@ -469,7 +484,7 @@ def ingest(
     except OSError as exc:
         raise GoodputError(f"{to_dir}: cannot write the dataset: {exc.strerror or exc}") from None
     try:
-        entries = _convert(paths, use_cache=False, work_dir=staging, workers=workers, runner=runner, progress=progress)
+        entries = convert(paths, use_cache=False, work_dir=staging)
         for entry in entries:
             moved = []
             for part in entry.parts:
