@@ -161,16 +161,21 @@ def load_json_lines(
     can start from it. The table is created, or appended to when it exists.
 
     Returns the spans read from each file it claims; every other file is left out, for the careful reader. All files
-    go through one query; when DuckDB refuses one, which spoils that query, they are read one by one.
-    `on_progress(fraction)` is called from a helper thread while DuckDB reads.
+    go through one query; when DuckDB refuses one, which spoils that query, each half is tried again, so a few bad
+    files among thousands cost a few queries more, not thousands. `on_progress(fraction)` is called from a helper
+    thread while DuckDB reads.
     """
-    claimed = _load(connection, list(paths), compression, table, on_progress)
+    paths = list(paths)
+    claimed = _load(connection, paths, compression, table, on_progress)
     if claimed is not None:
         return claimed
-    claimed = {}
-    for path in paths if len(paths) > 1 else ():
-        claimed.update(_load(connection, [path], compression, table, None) or {})
-    return claimed
+    if len(paths) == 1:
+        return {}
+    half = len(paths) // 2
+    return {
+        **load_json_lines(connection, paths[:half], compression, table),
+        **load_json_lines(connection, paths[half:], compression, table),
+    }
 
 
 def _load(

@@ -181,8 +181,9 @@ def plan_load(
             _check_parquet_spans(entry)
             continue
         pending.append((entry, kind))
-    direct = [entry for entry, kind in pending if direct_json and kind == "json-lines"]
-    pending = [(entry, kind) for entry, kind in pending if entry not in direct]
+    to_duckdb = [direct_json and kind == "json-lines" for _, kind in pending]
+    direct = [entry for (entry, _), chosen in zip(pending, to_duckdb) if chosen]
+    pending = [item for item, chosen in zip(pending, to_duckdb) if not chosen]
     converted = sum(e.size for e, _ in pending)
     plan = Plan(entries, jobs, staging, total_bytes=converted + sum(e.size for e in direct), direct=direct)
     target = _chunk_target(converted, workers, max_chunk_bytes)
