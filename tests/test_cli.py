@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from cli import _rewrite_ray_address
+from cli import _rewrite_ray_address, _rich_table_text, table_text
 from conftest import invoke
 from tracebuild import S, write_trace
 
@@ -120,3 +120,28 @@ def test_ray_takes_an_optional_address_without_eating_a_path(tmp_path):
     assert _rewrite_ray_address(["ingest", "--ray=ray://head:10001", "x"])[1:4] == ["--ray", "--ray-address", "ray://head:10001"]
     assert _rewrite_ray_address(["ingest", "--ray", "10.0.0.1:6379"])[2:] == ["--ray-address", "10.0.0.1:6379"]
     assert _rewrite_ray_address(["ingest", "--ray", existing]) == ["ingest", "--ray", existing]
+
+
+TABLES = {
+    "plain": (["a", "bb"], [["1", "2"], ["333", "x"]], {}),
+    "empty": (["a", "bb"], [], {"title": "T"}),
+    "centered-title": (["a", "bb"], [["1", "2"]], {"title": "A title much longer than"}),
+    "title-wider-than-table": (["a", "b"], [["1", "2"]], {"title": "A title much longer than the table"}),
+    "wide-characters": (["num", "name"], [["1", "héllo"], ["22", "日本語"], ["3", ""]], {"right": [True], "section_at": 2}),
+    "report-like": (["iter", "x"], [["1", "2"], ["total", "3"]], {"right": [True, True], "section_at": 1, "title": "Left", "title_justify": "left"}),
+    "markup-in-cells": (["a"], [["[bold]x[/]"]], {}),
+    "must-fold": (["a", "b"], [["x" * 50, "y" * 60]], {"width": 80}),
+}
+
+
+@pytest.mark.parametrize("name", TABLES)
+def test_tables_are_drawn_exactly_as_rich_draws_them(name):
+    headers, rows, options = TABLES[name]
+    options = dict(options)
+    width = options.pop("width", 200)
+    right = list(options.get("right", ())) + [False] * len(headers)
+    expected = _rich_table_text(
+        headers, rows, options.get("title"), options.get("title_justify", "center"), right[: len(headers)],
+        options.get("section_at"), width,
+    )  # fmt: skip
+    assert table_text(headers, rows, width=width, **options) == expected
