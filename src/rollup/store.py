@@ -38,8 +38,10 @@ from .sniff import compression_of, sniff_format
 from .sources import expand_paths
 
 MANIFEST = "manifest.json"
-# Below this many bytes in all, converting in this process beats starting workers.
+# Below this many bytes in all and this many files or chunks, converting in this process beats starting workers;
+# past it, the per-file cost (~10-20 ms) of many small files is worth spreading over the cores.
 IN_PROCESS_BYTES = 8 << 20
+IN_PROCESS_JOBS = 16
 MIN_CHUNK_BYTES = 4 << 20
 DIRECT_TABLE = "direct_spans"  # where `fast_json` puts the spans of the JSON Lines files DuckDB reads itself
 
@@ -395,7 +397,7 @@ def _convert(
     if plan.direct:
         load_direct(plan, connection, work_dir=work_dir, workers=workers, schema=schema, progress=progress)
     if runner is None:
-        in_process = plan.total_bytes - plan.done_bytes < IN_PROCESS_BYTES
+        in_process = plan.total_bytes - plan.done_bytes < IN_PROCESS_BYTES and len(plan.jobs) < IN_PROCESS_JOBS
         runner = lambda jobs: run_in_processes(jobs, 1 if in_process else workers)  # noqa: E731
     execute_plan(plan, use_cache=use_cache, work_dir=work_dir, runner=runner, progress=progress)
     return plan.entries
