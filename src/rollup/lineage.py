@@ -143,5 +143,6 @@ def ensure_lineage(store) -> None:
             cached.parent.mkdir(parents=True, exist_ok=True)
             connection.execute(f"COPY spans_ex TO '{staging}' (FORMAT parquet, COMPRESSION zstd)")
             os.replace(staging, cached)
+            store.lineage_cached()
         except Exception:  # a read-only or full cache folder costs the next command a walk, nothing more
             staging.unlink(missing_ok=True)

@@ -17,6 +17,7 @@ import hashlib
 import json
 import multiprocessing
 import os
+import re
 import shutil
 import tempfile
 import threading
@@ -30,6 +31,7 @@ from typing import Optional
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from . import cache_versions
 from .convert import Chunk, ChunkResult, convert_chunk, plan_chunks
 from .errors import GoodputError, TraceFormatError
 from .lineage import LINEAGE_VERSION, ensure_lineage
@@ -38,6 +40,8 @@ from .sniff import compression_of, sniff_format
 from .sources import expand_paths
 
 MANIFEST = "manifest.json"
+_CACHE_KEY = re.compile(r"[0-9a-f]{32}")
+_LINEAGE_FILE = re.compile(r"[0-9a-f]{32}\.lineage-v[0-9]+\.parquet")
 # Below this many bytes in all and this many files or chunks, converting in this process beats starting workers;
 # past it, the per-file cost (~10-20 ms) of many small files is worth spreading over the cores.
 IN_PROCESS_BYTES = 8 << 20
@@ -114,9 +118,27 @@ def _publish(entry: FileEntry, staging: Path, final: Path) -> None:
     (staging / MANIFEST).write_text(json.dumps(manifest), encoding="utf-8")
     try:
         os.replace(staging, final)
-    except OSError:  # another command published the same entry first: theirs is as good as ours
-        shutil.rmtree(staging, ignore_errors=True)
-    entry.parts = [str(final / os.path.basename(p)) for p in entry.parts]
+    except OSError:
+        if _read_manifest(final) is None:  # a damaged entry (a part or the manifest lost) is replaced ...
+            shutil.rmtree(final, ignore_errors=True)
+            try:
+                os.replace(staging, final)
+            except OSError:
+                pass
+        shutil.rmtree(staging, ignore_errors=True)  # ... a whole one, another command's, is as good as ours
+        published = _read_manifest(final)
+        if published is None:
+            raise GoodputError(f"{final}: cannot write the cache entry (GOODPUT_CACHE_DIR, or --no-cache)") from None
+        entry.parts = published["parts"]  # theirs may be cut into other chunks than ours
+    else:
+        entry.parts = [str(final / os.path.basename(p)) for p in entry.parts]
+    work_dir = final.parent
+
+    def remove(key: str) -> None:
+        if _CACHE_KEY.fullmatch(key):  # never anything but an entry folder, whatever the index says
+            shutil.rmtree(work_dir / key, ignore_errors=True)
+
+    cache_versions.publish(cache_versions.index_path(work_dir, str(entry.path)), entry.cache_key, remove)
 
 
 def run_in_processes(jobs: Sequence[ConvertJob], workers: Optional[int] = None) -> Iterator[ChunkResult]:
@@ -300,6 +322,19 @@ class SpanStore:
         self._temp_dir = temp_dir  # an uncached load's parts, which the view reads until close()
         self.lineage_cache = lineage_cache  # where `lineage.ensure_lineage` keeps its table for this set of files
         self.nodes_table = nodes_table  # a table `lineage.build_lineage` may walk as it is (see there)
+
+    def lineage_cached(self) -> None:
+        """`lineage.ensure_lineage` wrote `lineage_cache`: the same files' older lineage tables can retire."""
+        cached = self.lineage_cache
+        if cached is None:
+            return
+        family = "lineage:" + "\n".join(sorted(str(entry.path) for entry in self.entries))
+
+        def remove(name: str) -> None:
+            if _LINEAGE_FILE.fullmatch(name):
+                (cached.parent / name).unlink(missing_ok=True)
+
+        cache_versions.publish(cache_versions.index_path(cached.parent.parent, family), cached.name, remove)
 
     @property
     def notices(self) -> list[str]:
