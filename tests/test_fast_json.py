@@ -283,7 +283,11 @@ def _json_lines(draw) -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],  # a shared CI machine
+)
 @given(data=_json_lines())
 def test_whenever_it_reads_a_file_it_reads_what_the_careful_reader_reads(tmp_path, data):
     path = tmp_path / "generated.jsonl"
