@@ -9,11 +9,19 @@ import struct
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1 import trace_pb2
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import instrument
+
+# What every property test shares: no deadline and no too-slow check (a shared CI machine is slow at times), and
+# function-scoped fixtures such as tmp_path are fine (each example writes its own files in it).
+PROPERTY_TESTS = settings(
+    deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
+
 
 def invoke(args: list[str], width: int = 160):
     """`goodput ARGS` in this process through typer's CliRunner, at a fixed terminal width."""

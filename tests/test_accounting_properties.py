@@ -12,11 +12,12 @@ import itertools
 import json
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from cli import app
+from conftest import PROPERTY_TESTS
 from rollup.report import build_report, report_json
 from rollup.store import open_store
 from tracebuild import ORIGIN_NS, S, write_trace
@@ -97,11 +98,7 @@ def assert_adds_up(item: dict) -> None:
 # --- the invariants -----------------------------------------------------------------------------------------------
 
 
-@settings(
-    max_examples=40,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],  # a shared CI machine
-)
+@settings(PROPERTY_TESTS, max_examples=40)
 @given(spans=traces())
 def test_buckets_and_unaccounted_add_up_to_wall_clock(tmp_path_factory, spans):
     path = write_trace(tmp_path_factory.mktemp("sum") / "run.otlp", spans)
@@ -118,11 +115,7 @@ def test_buckets_and_unaccounted_add_up_to_wall_clock(tmp_path_factory, spans):
     assert out["outside"]["wall_s"] == pytest.approx((extent[1] - extent[0]) - union_length(windows), abs=1e-9)
 
 
-@settings(
-    max_examples=40,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],  # a shared CI machine
-)
+@settings(PROPERTY_TESTS, max_examples=40)
 @given(spans=traces(), order=st.permutations(BUCKETS))
 def test_exclusive_figures_never_exceed_union_figures(tmp_path_factory, spans, order):
     path = write_trace(tmp_path_factory.mktemp("union") / "run.otlp", spans)
@@ -159,11 +152,7 @@ def test_exclusive_figures_never_exceed_union_figures(tmp_path_factory, spans, o
 SHAPES = ("bare", "jsonl", "json-document", "jsonl+gz", "framed+zst")
 
 
-@settings(
-    max_examples=10,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],  # a shared CI machine
-)
+@settings(PROPERTY_TESTS, max_examples=10)
 @given(
     spans=traces(),
     split_shapes=st.lists(st.sampled_from(("framed", *SHAPES)), min_size=2, max_size=3),

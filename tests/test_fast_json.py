@@ -8,10 +8,10 @@ from pathlib import Path
 import duckdb
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import invoke
+from conftest import PROPERTY_TESTS, invoke
 from rollup import fast_json
 from rollup.convert import convert_chunk, plan_chunks
 from rollup.schema import ACCOUNTING_SCHEMA, SPAN_SCHEMA
@@ -283,11 +283,7 @@ def _json_lines(draw) -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
-@settings(
-    max_examples=60,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],  # a shared CI machine
-)
+@settings(PROPERTY_TESTS, max_examples=60)
 @given(data=_json_lines())
 def test_whenever_it_reads_a_file_it_reads_what_the_careful_reader_reads(tmp_path, data):
     path = tmp_path / "generated.jsonl"
