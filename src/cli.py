@@ -1,30 +1,30 @@
 """The `goodput` command: parse arguments, call `rollup`, render tables/JSON/CSV/Markdown, set the exit code.
 
-The only module that knows typer and rich. The library raises `GoodputError` with a message a user can act on;
+The only module that knows typer (and the terminal); what it prints comes from `rollup.views`. The library raises `GoodputError` with a message a user can act on;
 this module prints it as one line on stderr and exits 2, never with a traceback. DuckDB, pyarrow and Ray are
 imported inside the commands, so `goodput --help` stays instant.
 """
 
 from __future__ import annotations
 
-import csv
-import io
-import json
-import math
 import re
 import sys
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from enum import Enum
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 from rich.console import Console
-from rich.cells import cell_len
 from rich.markup import escape
-from rich.table import Table
+
+from rollup.views import OutputFormat, json_text, render_rows, report_rows, report_table
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from rollup import SpanStore
 
 app = typer.Typer(
     name="goodput",
@@ -37,13 +37,6 @@ app = typer.Typer(
 
 EXIT_FINDINGS = 1
 EXIT_BAD_INPUT = 2
-
-
-class OutputFormat(str, Enum):
-    table = "table"
-    json = "json"
-    csv = "csv"
-    markdown = "markdown"
 
 
 # --- shared options -----------------------------------------------------------------------------------------------
@@ -65,7 +58,7 @@ def _fail(message: str, code: int = EXIT_BAD_INPUT) -> typer.Exit:
 @contextmanager
 def _user_errors() -> Iterator[None]:
     """Turn the library's GoodputError into `Error: ...` on stderr and exit 2: the one place that does."""
-    from rollup.errors import GoodputError
+    from rollup import GoodputError
 
     try:
         yield
@@ -108,10 +101,9 @@ class _LoadProgress:
 
 
 @contextmanager
-def _opened_store(paths: Sequence[str], no_cache: bool, *, accounting: bool = True) -> Iterator[Any]:
+def _opened_store(paths: Sequence[str], no_cache: bool, *, accounting: bool = True) -> Iterator[SpanStore]:
     """The store for a command; `accounting`: the command reads only what the accounting reads (not `query`)."""
-    from rollup.schema import ACCOUNTING_SCHEMA, SPAN_SCHEMA
-    from rollup.store import open_store
+    from rollup import ACCOUNTING_SCHEMA, SPAN_SCHEMA, open_store
 
     progress = _LoadProgress()
     try:
@@ -126,142 +118,7 @@ def _opened_store(paths: Sequence[str], no_cache: bool, *, accounting: bool = Tr
         store.close()
 
 
-# --- rendering ----------------------------------------------------------------------------------------------------
-
-
-def _cell_text(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        if math.isnan(value):
-            return ""
-        return f"{value:.6f}".rstrip("0").rstrip(".") if abs(value) < 1e15 else f"{value:.6g}"
-    if isinstance(value, (list, dict)):
-        return json.dumps(_jsonable(value), separators=(",", ":"))
-    return str(value)
-
-
-def _jsonable(value: Any) -> Any:
-    """Arrow's Python values made JSON-ready: maps (lists of pairs) become objects, NaN becomes null."""
-    if isinstance(value, list):
-        if value and all(isinstance(v, tuple) and len(v) == 2 for v in value):
-            return {str(k): _jsonable(v) for k, v in value}
-        return [_jsonable(v) for v in value]
-    if isinstance(value, tuple):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, (bytes, bytearray)):
-        return value.hex()
-    if hasattr(value, "isoformat"):
-        return value.isoformat()
-    return value
-
-
-def json_text(payload: Any) -> str:
-    """JSON with one array item a line: readable, and written by the C encoder (indent= falls back to pure Python,
-    seconds for a report of ten thousand iterations)."""
-    if isinstance(payload, list):
-        if not payload:
-            return "[]\n"
-        return "[\n" + ",\n".join("  " + json.dumps(item) for item in payload) + "\n]\n"
-    parts = []
-    for key, value in payload.items():
-        if isinstance(value, list) and value:
-            items = ",\n".join("    " + json.dumps(item) for item in value)
-            parts.append(f"  {json.dumps(key)}: [\n{items}\n  ]")
-        else:
-            parts.append(f"  {json.dumps(key)}: {json.dumps(value)}")
-    return "{\n" + ",\n".join(parts) + "\n}\n"
-
-
-def render_rows(columns: list[str], rows: list[list[Any]], fmt: OutputFormat, title: Optional[str] = None) -> str:
-    """Rows of plain Python values as text in `fmt` (JSON: a list of objects, one per row)."""
-    if fmt is OutputFormat.json:
-        return json_text([{c: _jsonable(v) for c, v in zip(columns, row)} for row in rows])
-    if fmt is OutputFormat.csv:
-        buffer = io.StringIO()
-        writer = csv.writer(buffer, lineterminator="\n")
-        writer.writerow(columns)
-        writer.writerows([_cell_text(v) for v in row] for row in rows)
-        return buffer.getvalue()
-    if fmt is OutputFormat.markdown:
-        lines = ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
-        lines += ["| " + " | ".join(_cell_text(v).replace("|", "\\|") for v in row) + " |" for row in rows]
-        return "\n".join(lines) + "\n"
-    return table_text(columns, [[_cell_text(v) for v in row] for row in rows], title=title)
-
-
-def table_text(
-    headers: Sequence[str],
-    rows: Sequence[Sequence[str]],
-    *,
-    title: Optional[str] = None,
-    title_justify: str = "center",
-    right: Sequence[bool] = (),
-    section_at: Optional[int] = None,
-    width: Optional[int] = None,
-) -> str:
-    """A boxed text table as rich draws one (heavy head, a rule before row `section_at`), at `width` columns.
-
-    rich measures and lays out every cell, about 1.3 ms a row (14 s for a 10,000-iteration report), so a table that
-    fits the width as it is gets drawn here, line by line, to the same characters; one that must fold goes to rich.
-    `right` says which columns are right-justified.
-    """
-    width = width or _terminal_width()
-    right = list(right) + [False] * (len(headers) - len(right))
-    widths = [cell_len(header) for header in headers]
-    for row in rows:
-        for index, cell in enumerate(row):
-            widths[index] = max(widths[index], cell_len(cell))
-    table_width = sum(widths) + 3 * len(widths) + 1
-    if table_width > width or (title is not None and cell_len(title) > table_width):
-        return _rich_table_text(headers, rows, title, title_justify, right, section_at, width)
-
-    def line(cells: Sequence[str], edge: str, middle: str) -> str:
-        padded = (
-            " " + (cell.rjust if flush else cell.ljust)(size - cell_len(cell) + len(cell)) + " "
-            for cell, size, flush in zip(cells, widths, right)
-        )
-        return (edge + middle.join(padded) + edge).rstrip()
-
-    def rule(left: str, fill: str, middle: str, end: str) -> str:
-        return left + middle.join(fill * (size + 2) for size in widths) + end
-
-    out = []
-    if title is not None:
-        pad = 0 if title_justify == "left" else (table_width - cell_len(title)) // 2
-        out.append(" " * pad + title)
-    out += [rule("┏", "━", "┳", "┓"), line(headers, "┃", "┃"), rule("┡", "━", "╇", "┩")]
-    for index, row in enumerate(rows):
-        if index == section_at:
-            out.append(rule("├", "─", "┼", "┤"))
-        out.append(line(row, "│", "│"))
-    out.append(rule("└", "─", "┴", "┘"))
-    return "\n".join(out) + "\n"
-
-
-def _rich_table_text(
-    headers: Sequence[str],
-    rows: Sequence[Sequence[str]],
-    title: Optional[str],
-    title_justify: str,
-    right: Sequence[bool],
-    section_at: Optional[int],
-    width: int,
-) -> str:
-    table = Table(title=title, title_justify=title_justify)  # type: ignore[arg-type]
-    for header, flush in zip(headers, right):  # numbers are never folded; text folds to fit
-        table.add_column(header, justify="right" if flush else "left", overflow="fold", no_wrap=flush)
-    for index, row in enumerate(rows):
-        if index == section_at:
-            table.add_section()
-        table.add_row(*(escape(cell) for cell in row))
-    console = Console(file=io.StringIO(), width=width, force_terminal=False, color_system=None)
-    console.print(table)
-    return "".join(line.rstrip() + "\n" for line in console.file.getvalue().splitlines())
+# --- output ---------------------------------------------------------------------------------------------------
 
 
 def _terminal_width() -> int:
@@ -279,7 +136,7 @@ def _emit(text: str, output: Optional[Path]) -> None:
         raise _fail(f"{output}: cannot write: {exc.strerror or exc}") from None
 
 
-def _arrow_rows(table: Any) -> tuple[list[str], list[list[Any]]]:
+def _arrow_rows(table: pa.Table) -> tuple[list[str], list[list[Any]]]:
     columns = table.column_names
     data = table.to_pydict()
     return columns, [[data[c][i] for c in columns] for i in range(table.num_rows)]
@@ -307,7 +164,7 @@ def query(
     *paths, sql = paths_and_sql
     with _user_errors(), _opened_store(paths, no_cache, accounting=False) as store:
         columns, rows = _arrow_rows(store.sql(sql))
-    _emit(render_rows(columns, rows, fmt), output)
+    _emit(render_rows(columns, rows, fmt, width=_terminal_width()), output)
 
 
 def _iteration_range(iteration: Optional[int], iterations: Optional[str]) -> Optional[tuple[int, int]]:
@@ -329,58 +186,6 @@ def _iteration_range(iteration: Optional[int], iterations: Optional[str]) -> Opt
 
 IterationOption = typer.Option(None, "--iteration", "-i", help="Only iteration N.")
 IterationsOption = typer.Option(None, "--iterations", help="Only iterations A to B inclusive (A:B, A:, :B).")
-
-
-def _percent(value: float) -> str:
-    return f"{100 * value:.1f}%"
-
-
-def _report_table_rows(payload: dict[str, Any], by_process: bool) -> tuple[list[str], list[list[Any]]]:
-    from rollup.lineage import BUCKETS
-
-    head = ["iteration"] + (["process"] if by_process else []) + ["wall_s"] + [f"{b}_s" for b in BUCKETS]
-    head += ["unaccounted_s", "goodput"] + [f"span_{b}_s" for b in BUCKETS]
-
-    def row(label: Any, process: Any, item: dict[str, Any]) -> list[Any]:
-        values = [label] + ([process] if by_process else []) + [item["wall_s"]]
-        values += [item[f"{b}_s"] for b in BUCKETS] + [item["unaccounted_s"], item.get("goodput")]
-        spans = item.get("span_seconds") or {}
-        return values + [spans.get(b) for b in BUCKETS]
-
-    rows = [row(it["iteration"], it.get("process"), it) for it in payload["iterations"]]
-    rows.append(row("total", None, payload["total"]))
-    rows.append(row("outside", None, payload["outside"]))
-    return head, rows
-
-
-def _report_table(payload: dict[str, Any], by_process: bool) -> str:
-    from rollup.lineage import BUCKETS
-
-    short = {"productive": "prod", "overhead": "ovhd", "idle": "idle", "wasted": "waste"}
-    headers = ["iter"] + (["process"] if by_process else []) + ["wall s", *[f"{short[b]} s" for b in BUCKETS]]
-    headers += ["unacct s", "goodput", "span s", "span/wall"]
-
-    def cells(label: str, process: Optional[str], item: dict[str, Any]) -> list[str]:
-        span_total = sum((item.get("span_seconds") or {}).values())
-        wall = item["wall_s"]
-        out = [label] + ([process or ""] if by_process else []) + [f"{wall:.3f}"]
-        out += [f"{item[f'{b}_s']:.3f}" for b in BUCKETS] + [f"{item['unaccounted_s']:.3f}"]
-        out.append(_percent(item["goodput"]) if "goodput" in item else "")
-        out.append(f"{span_total:.3f}" if "span_seconds" in item else "")
-        out.append(f"{span_total / wall:.2f}x" if "span_seconds" in item and wall > 0 else "")
-        return out
-
-    rows = [cells(str(item["iteration"]), item.get("process"), item) for item in payload["iterations"]]
-    rows += [cells("total", None, payload["total"]), cells("outside", None, payload["outside"])]
-    right = [header != "process" for header in headers]
-    return table_text(
-        headers,
-        rows,
-        title="Wall clock by iteration (each instant charged once)",
-        title_justify="left",
-        right=right,
-        section_at=len(payload["iterations"]),
-    )
 
 
 @app.command()
@@ -405,7 +210,7 @@ def report(
     if by not in (None, "process"):
         raise typer.BadParameter("the only grouping is 'process'", param_hint="--by")
     selected = _iteration_range(iteration, iterations)
-    from rollup.report import build_report, report_json
+    from rollup import build_report, report_json
 
     with _user_errors(), _opened_store(paths, no_cache) as store:
         payload = report_json(build_report(store, iterations=selected, precedence=precedence, by_process=by is not None))
@@ -416,9 +221,9 @@ def report(
     if fmt is OutputFormat.json:
         _emit(json_text(payload), output)
     elif fmt is OutputFormat.table:
-        _emit(_report_table(payload, by is not None), output)
+        _emit(report_table(payload, by is not None, width=_terminal_width()), output)
     else:
-        _emit(render_rows(*_report_table_rows(payload, by is not None), fmt), output)
+        _emit(render_rows(*report_rows(payload, by is not None), fmt, width=_terminal_width()), output)
 
 
 @app.command()
@@ -436,7 +241,7 @@ def check(
     orphan-span, iteration-mismatch.
     """
     selected = _iteration_range(iteration, iterations)
-    from rollup.checks import check_findings, check_summary
+    from rollup import check_findings, check_summary
 
     with _user_errors(), _opened_store(paths, no_cache) as store:
         findings = check_findings(store)
@@ -449,7 +254,7 @@ def check(
     else:
         columns = ["severity", "rule", "iteration", "name", "span_id", "related_span_id", "message"]
         rows = [[getattr(f, c) for c in columns] for f in findings]
-        text = render_rows(columns, rows, fmt) if rows else ""
+        text = render_rows(columns, rows, fmt, width=_terminal_width()) if rows else ""
         if fmt is OutputFormat.table:
             text += f"{summary['errors']} errors, {summary['warnings']} warnings\n"
         _emit(text, output)
@@ -471,7 +276,7 @@ def spans(
 
     Whatever the span's own iteration or process; sorted by start, offsets from the window's start.
     """
-    from rollup.activity import spans_in_window
+    from rollup import spans_in_window
 
     with _user_errors(), _opened_store(paths, no_cache) as store:
         window, table = spans_in_window(store, iteration, bucket=bucket, process=process)
@@ -479,7 +284,7 @@ def spans(
         table = table.drop_columns(["parent_span_id", "trace_id"])
     columns, rows = _arrow_rows(table)
     title = f"iteration {iteration}: {(window.end_ns - window.start_ns) / 1e9:.3f}s window, {len(rows)} spans"
-    _emit(render_rows(columns, rows, fmt, title=title), output)
+    _emit(render_rows(columns, rows, fmt, title=title, width=_terminal_width()), output)
 
 
 _RAY_ADDRESS = re.compile(r"^(auto|local|ray://\S+|[\w.\-]+:\d+)$")
@@ -498,12 +303,12 @@ def ingest(
     Every later command on the same files then reads Parquet only. Without --to the result is the cache the
     other commands look in; with --to DIR it is a Parquet dataset that they read as a PATH.
     """
-    from rollup.store import ingest as ingest_files
+    from rollup import ingest as ingest_files
 
     with _user_errors():
         runner, max_chunk_bytes = None, None
         if ray or ray_address:
-            from rollup.ray_ingest import RAY_CHUNK_BYTES, ray_runner
+            from rollup import RAY_CHUNK_BYTES, ray_runner
 
             runner, max_chunk_bytes = ray_runner(ray_address), RAY_CHUNK_BYTES
         progress = _LoadProgress()
@@ -513,7 +318,7 @@ def ingest(
             progress.close()
     _print_notices([n for entry in entries for n in entry.notices])
     rows = [[str(e.path), e.spans, len(e.parts), "cached" if e.cached else "converted"] for e in entries]
-    _emit(render_rows(["file", "spans", "parts", "state"], rows, fmt), output)
+    _emit(render_rows(["file", "spans", "parts", "state"], rows, fmt, width=_terminal_width()), output)
 
 
 # Registered here so `goodput --help` lists them in the order a user needs them.

@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from cli import _rewrite_ray_address, _rich_table_text, table_text
+from cli import _rewrite_ray_address
+from rollup.views import rich_table_text, table_text
 from conftest import invoke
 from tracebuild import S, write_trace
 
@@ -140,7 +141,7 @@ def test_tables_are_drawn_exactly_as_rich_draws_them(name):
     options = dict(options)
     width = options.pop("width", 200)
     right = list(options.get("right", ())) + [False] * len(headers)
-    expected = _rich_table_text(
+    expected = rich_table_text(
         headers, rows, options.get("title"), options.get("title_justify", "center"), right[: len(headers)],
         options.get("section_at"), width,
     )  # fmt: skip

@@ -26,10 +26,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from instrument.exporters import FramedProtobufFileExporter, JsonLinesFileExporter
-from rollup.convert import Chunk, convert_chunk, plan_chunks
+from rollup.read.chunks import Chunk, convert_chunk, plan_chunks
 from rollup.errors import GoodputError, InputError, TraceFormatError
 from rollup.schema import SPAN_SCHEMA
-from rollup.sniff import sniff_format
+from rollup.read.sniff import sniff_format
 
 # --- spans and writers ----------------------------------------------------------------------------------------------
 

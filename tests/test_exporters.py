@@ -24,12 +24,12 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from instrument.exporters import (
     DEFAULT_TRACE_DIR,
-    OWNER_PID_ENV,
     FramedProtobufFileExporter,
     JsonLinesFileExporter,
     make_span_exporter,
     trace_file_path,
 )
+from instrument.wire import ENV_TRACE_OWNER_PID
 
 from conftest import read_framed_records, read_framed_spans, read_json_lines_records, read_json_lines_spans
 
@@ -39,7 +39,7 @@ HOST = socket.gethostname()  # the test host's name is already [A-Za-z0-9._-] on
 @pytest.fixture(autouse=True)
 def _no_inherited_owner(monkeypatch):
     """A test run launched under an instrumented driver must not see that driver's owner pid."""
-    monkeypatch.delenv(OWNER_PID_ENV, raising=False)
+    monkeypatch.delenv(ENV_TRACE_OWNER_PID, raising=False)
 
 
 def provider_for(exporter, processor=SimpleSpanProcessor, service="trainer") -> TracerProvider:
@@ -170,7 +170,7 @@ def test_directory_path_gets_one_file_named_for_service_host_and_pid(tmp_path, s
 
 def test_trace_file_path_keeps_a_file_path_for_its_owner(tmp_path, monkeypatch):
     assert trace_file_path(tmp_path / "run.otlp", ".otlp", "svc") == tmp_path / "run.otlp"
-    monkeypatch.setenv(OWNER_PID_ENV, str(os.getpid()))
+    monkeypatch.setenv(ENV_TRACE_OWNER_PID, str(os.getpid()))
     assert trace_file_path(tmp_path / "run.otlp", ".otlp", "svc") == tmp_path / "run.otlp"
     assert trace_file_path(None, ".jsonl", "svc") == Path(DEFAULT_TRACE_DIR) / f"svc-{HOST}-{os.getpid()}.jsonl"
 
@@ -179,7 +179,7 @@ def test_trace_file_path_keeps_a_file_path_for_its_owner(tmp_path, monkeypatch):
     ("exporter_class", "name"), [(FramedProtobufFileExporter, "run.otlp"), (JsonLinesFileExporter, "run.jsonl")]
 )
 def test_worker_that_inherited_a_single_file_writes_a_sibling(tmp_path, monkeypatch, exporter_class, name):
-    monkeypatch.setenv(OWNER_PID_ENV, str(os.getpid() + 1))  # the driver that chose the path is another process
+    monkeypatch.setenv(ENV_TRACE_OWNER_PID, str(os.getpid() + 1))  # the driver that chose the path is another process
     exporter = exporter_class(tmp_path / name)
     provider = provider_for(exporter)
     emit_job(provider)

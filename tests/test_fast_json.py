@@ -1,4 +1,4 @@
-"""DuckDB's direct read of JSON Lines (`fast_json`) against the careful reader: the same rows, or it hands over."""
+"""DuckDB's direct read of JSON Lines (`read.duckdb_json`) against the careful reader: the same rows, or it hands over."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import PROPERTY_TESTS, invoke
-from rollup import fast_json
-from rollup.convert import convert_chunk, plan_chunks
+from rollup.read import duckdb_json
+from rollup.read.chunks import convert_chunk, plan_chunks
 from rollup.schema import ACCOUNTING_SCHEMA, SPAN_SCHEMA
-from rollup.sniff import compression_of
+from rollup.read.sniff import compression_of
 from rollup.store import open_store
 from test_decode import (
     COMPRESSIONS,
@@ -31,10 +31,10 @@ COLUMNS = ACCOUNTING_SCHEMA.names
 
 
 def fast_rows(path: Path):
-    """The rows `fast_json` reads from `path`, sorted; None when it hands the file to the careful reader."""
+    """The rows `duckdb_json` reads from `path`, sorted; None when it hands the file to the careful reader."""
     connection = duckdb.connect()
     try:
-        claimed = fast_json.load_json_lines(connection, [str(path)], compression_of(str(path)), "direct")
+        claimed = duckdb_json.load_json_lines(connection, [str(path)], compression_of(str(path)), "direct")
         if not claimed:
             assert not connection.execute("SELECT * FROM duckdb_tables()").fetchall()  # nor any staging table
             return None
@@ -354,7 +354,7 @@ def test_json_of_odd_types_is_read_as_the_careful_reader_reads_it_or_handed_over
 
 
 def test_several_files_share_one_table_that_the_lineage_walks_as_it_is(tmp_path):
-    from rollup.lineage import NODE_TABLE_COLUMNS
+    from rollup.schema import NODE_TABLE_COLUMNS
     from rollup.report import build_report, report_json
 
     folder = REPO / "sample_traces" / "grpo_async"

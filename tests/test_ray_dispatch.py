@@ -16,7 +16,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 import instrument
 from instrument import RLSpanGroup, accepts_trace_context, dispatch_with_trace_context, managed_span, umbrella_span
 from instrument.context import TRACE_CARRIER_KWARG, current_trace_carrier
-from instrument.ray_dispatch import _CARRIER_REFUSED, _dispatch_method_name
+from instrument.provider import STATE
+from instrument.ray_dispatch import _dispatch_method_name
 
 from conftest import read_framed_spans, read_json_lines_spans
 
@@ -318,7 +319,7 @@ def test_undecorated_actor_method_still_runs_and_warns_once(ray_cluster, memory,
             assert ray.get(dispatch_with_trace_context(actor.plain, 9)) == 9
     finally:
         ray.kill(actor)
-    assert "UntracedWorker.plain" in _CARRIER_REFUSED
+    assert "UntracedWorker.plain" in STATE.carrier_refused
     [record] = refusals(caplog, "UntracedWorker.plain")
     assert "test_ray_dispatch.py" in record.stack_info  # points at the dispatching call site
 
@@ -329,21 +330,21 @@ def test_undecorated_remote_function_still_runs_and_warns_once(ray_cluster, memo
         assert ray.get(dispatch_with_trace_context(untraced_task.options(num_cpus=1), 7)) == 7
         assert ray.get(dispatch_with_trace_context(untraced_task, 8)) == 8
     assert _dispatch_method_name(untraced_task.options(num_cpus=1)) == _dispatch_method_name(untraced_task) == name
-    assert name in _CARRIER_REFUSED
+    assert name in STATE.carrier_refused
     assert len(refusals(caplog, name)) == 1
 
 
 def test_decorated_remote_function_is_parented(ray_cluster, memory):
     with umbrella_span(RLSpanGroup.U_STEP, "driver") as span:
         assert ray.get(dispatch_with_trace_context(traced_task, 1)) == span.get_span_context().trace_id + 1
-    assert f"{__name__}.traced_task" not in _CARRIER_REFUSED
+    assert f"{__name__}.traced_task" not in STATE.carrier_refused
 
 
 def test_a_type_error_not_about_the_carrier_propagates(ray_cluster, memory):
     with umbrella_span(RLSpanGroup.U_STEP, "driver"):
         with pytest.raises(TypeError, match="too many positional arguments"):
             dispatch_with_trace_context(traced_task, 1, 2)
-    assert f"{__name__}.traced_task" not in _CARRIER_REFUSED
+    assert f"{__name__}.traced_task" not in STATE.carrier_refused
 
 
 @ray.remote
@@ -371,4 +372,4 @@ def test_ray_method_options_survive_either_decorator_order(ray_cluster, memory):
         assert ray.get(inside) == ["b", trace_id]
     finally:
         ray.kill(worker)
-    assert not _CARRIER_REFUSED & {"PairWorker.options_outside", "PairWorker.options_inside"}
+    assert not STATE.carrier_refused & {"PairWorker.options_outside", "PairWorker.options_inside"}

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from rollup import cache_versions
+import rollup.cache as cache_module
 from rollup.lineage import ensure_lineage
-from rollup.store import MANIFEST, default_cache_dir, open_store
+from rollup.cache import MANIFEST, default_cache_dir
+from rollup.store import open_store
 from tracebuild import S, step, write_trace
 
 ROWS = "SELECT trace_id, span_id, start_ns, end_ns, bucket, iteration FROM spans ORDER BY span_id"
@@ -89,7 +90,7 @@ def test_superseded_versions_retire_once_they_have_been_superseded_long_enough(t
         write_trace(path, steps(count), "jsonl")
     assert len(entry_folders(cache)) == 2 and len(list((cache / "v1" / "sets").glob("*.parquet"))) == 2
 
-    monkeypatch.setattr(cache_versions, "RETIRE_AFTER_S", 0.0)
+    monkeypatch.setattr(cache_module, "RETIRE_AFTER_S", 0.0)
     with open_store([path], cache_dir=cache) as store:  # the third version: both older ones go
         ensure_lineage(store)
         current = store.entries[0]
@@ -105,9 +106,9 @@ def test_a_damaged_version_index_costs_nothing_and_removes_nothing_outside(tmp_p
     cache = tmp_path / "cache"
     path = write_trace(tmp_path / "run.otlp", steps(2))
     load(path, cache)
-    (index,) = (cache / "v1" / cache_versions.INDEX_DIR).iterdir()
+    (index,) = (cache / "v1" / cache_module.INDEX_DIR).iterdir()
     index.write_text(damage)
-    monkeypatch.setattr(cache_versions, "RETIRE_AFTER_S", 0.0)
+    monkeypatch.setattr(cache_module, "RETIRE_AFTER_S", 0.0)
     write_trace(path, steps(3))
     grown, rows = load(path, cache)
     assert not grown.cached and len(rows) == 6

@@ -1,103 +1,112 @@
 """goodput's instrumentation: bucket-tagged OpenTelemetry spans for RL training jobs.
 
 The public names are those of `nemo_rl.telemetry.instrumentation`, with the same meaning, plus `configure` and
-`shutdown`. Importing this package imports neither Ray nor any exporter; `configure()` wires the SDK.
+`shutdown`. Importing this package imports neither Ray nor any exporter, nor even the OpenTelemetry SDK: each name
+is loaded from its module on first use, so `rollup`, which reads only the vocabulary (`instrument.groups`,
+`instrument.wire`), never pays for the SDK. `configure()` wires the SDK.
 """
 
-from ._log import logger
-from .context import (
-    TRACE_CARRIER_KWARG,
-    attached_context,
-    current_trace_carrier,
-    remote_trace_context,
-    remote_trace_parent,
-    trace_context_kwargs,
-)
-from .groups import (
-    COLLECTOR_LOOP_CATEGORIES,
-    EFFICIENCY_CATEGORY_BUCKET,
-    RL_ALGORITHM,
-    RL_BUCKET_ATTR,
-    RL_EFFICIENCY_CATEGORY_ATTR,
-    RL_IDLE_POLLS_ATTR,
-    RL_ITERATION_ATTR,
-    RL_SPAN_GROUP_ATTR,
-    SPAN_GROUP_PRESETS,
-    UMBRELLA_GROUPS,
-    UNBUCKETED_SPAN_CATEGORIES,
-    Bucket,
-    RLSpanGroup,
-    bucket_for_efficiency_category,
-    bucket_for_span_group,
-)
-from .provider import configure, dropped_spans, force_flush, shutdown
-from .ray_dispatch import accepts_trace_context, dispatch_with_trace_context
-from .spans import (
-    NO_SPAN,
-    bucket_scope,
-    checkpoint_finalize_span,
-    efficiency_span,
-    evaluate_span,
-    goodput_span_attributes,
-    in_per_prompt_scope,
-    iteration_scope,
-    managed_span,
-    per_prompt_scope,
-    safe_set_span_attributes,
-    setup_span,
-    start_efficiency_span,
-    startup_span,
-    streaming_umbrella_span,
-    trace_fn,
-    umbrella_span,
-    umbrella_trace_fn,
-)
+from __future__ import annotations
 
-__all__ = [
-    "NO_SPAN",
-    "managed_span",
-    "umbrella_span",
-    "streaming_umbrella_span",
-    "trace_fn",
-    "umbrella_trace_fn",
-    "efficiency_span",
-    "start_efficiency_span",
-    "startup_span",
-    "setup_span",
-    "evaluate_span",
-    "checkpoint_finalize_span",
-    "bucket_scope",
-    "iteration_scope",
-    "per_prompt_scope",
-    "in_per_prompt_scope",
-    "goodput_span_attributes",
-    "safe_set_span_attributes",
-    "current_trace_carrier",
-    "remote_trace_context",
-    "remote_trace_parent",
-    "attached_context",
-    "trace_context_kwargs",
-    "dispatch_with_trace_context",
-    "accepts_trace_context",
-    "Bucket",
-    "RLSpanGroup",
-    "UMBRELLA_GROUPS",
-    "EFFICIENCY_CATEGORY_BUCKET",
-    "COLLECTOR_LOOP_CATEGORIES",
-    "UNBUCKETED_SPAN_CATEGORIES",
-    "SPAN_GROUP_PRESETS",
-    "TRACE_CARRIER_KWARG",
-    "RL_ALGORITHM",
-    "RL_BUCKET_ATTR",
-    "RL_EFFICIENCY_CATEGORY_ATTR",
-    "RL_ITERATION_ATTR",
-    "RL_IDLE_POLLS_ATTR",
-    "RL_SPAN_GROUP_ATTR",
-    "bucket_for_span_group",
-    "bucket_for_efficiency_category",
-    "configure",
-    "shutdown",
-    "force_flush",
-    "dropped_spans",
-    "logger",
-]
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Public name -> the module (under this package) that defines it.
+_HOMES: dict[str, str] = {
+    **dict.fromkeys(
+        [
+            "NO_SPAN", "managed_span", "umbrella_span", "streaming_umbrella_span", "trace_fn", "umbrella_trace_fn",
+            "efficiency_span", "start_efficiency_span", "startup_span", "setup_span", "evaluate_span",
+            "checkpoint_finalize_span", "bucket_scope", "iteration_scope", "per_prompt_scope", "in_per_prompt_scope",
+            "goodput_span_attributes", "safe_set_span_attributes",
+        ],
+        "spans",
+    ),
+    **dict.fromkeys(
+        ["current_trace_carrier", "remote_trace_context", "remote_trace_parent", "attached_context",
+         "trace_context_kwargs", "TRACE_CARRIER_KWARG"],
+        "context",
+    ),
+    **dict.fromkeys(["dispatch_with_trace_context", "accepts_trace_context"], "ray_dispatch"),
+    **dict.fromkeys(
+        ["Bucket", "RLSpanGroup", "UMBRELLA_GROUPS", "EFFICIENCY_CATEGORY_BUCKET", "COLLECTOR_LOOP_CATEGORIES",
+         "UNBUCKETED_SPAN_CATEGORIES", "SPAN_GROUP_PRESETS", "bucket_for_span_group",
+         "bucket_for_efficiency_category"],
+        "groups",
+    ),
+    **dict.fromkeys(
+        ["RL_ALGORITHM", "RL_BUCKET_ATTR", "RL_EFFICIENCY_CATEGORY_ATTR", "RL_ITERATION_ATTR", "RL_IDLE_POLLS_ATTR",
+         "RL_SPAN_GROUP_ATTR"],
+        "wire",
+    ),
+    **dict.fromkeys(["configure", "shutdown", "force_flush", "dropped_spans"], "provider"),
+    "logger": "_log",
+}  # fmt: skip
+
+__all__ = list(_HOMES)
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'instrument' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{home}", __name__), name)
+    globals()[name] = value  # later lookups are plain attribute reads
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+if TYPE_CHECKING:  # what type checkers and editors see: the same names, imported eagerly
+    from ._log import logger
+    from .context import (
+        TRACE_CARRIER_KWARG,
+        attached_context,
+        current_trace_carrier,
+        remote_trace_context,
+        remote_trace_parent,
+        trace_context_kwargs,
+    )
+    from .groups import (
+        COLLECTOR_LOOP_CATEGORIES,
+        EFFICIENCY_CATEGORY_BUCKET,
+        SPAN_GROUP_PRESETS,
+        UMBRELLA_GROUPS,
+        UNBUCKETED_SPAN_CATEGORIES,
+        Bucket,
+        RLSpanGroup,
+        bucket_for_efficiency_category,
+        bucket_for_span_group,
+    )
+    from .provider import configure, dropped_spans, force_flush, shutdown
+    from .ray_dispatch import accepts_trace_context, dispatch_with_trace_context
+    from .spans import (
+        NO_SPAN,
+        bucket_scope,
+        checkpoint_finalize_span,
+        efficiency_span,
+        evaluate_span,
+        goodput_span_attributes,
+        in_per_prompt_scope,
+        iteration_scope,
+        managed_span,
+        per_prompt_scope,
+        safe_set_span_attributes,
+        setup_span,
+        start_efficiency_span,
+        startup_span,
+        streaming_umbrella_span,
+        trace_fn,
+        umbrella_span,
+        umbrella_trace_fn,
+    )
+    from .wire import (
+        RL_ALGORITHM,
+        RL_BUCKET_ATTR,
+        RL_EFFICIENCY_CATEGORY_ATTR,
+        RL_IDLE_POLLS_ATTR,
+        RL_ITERATION_ATTR,
+        RL_SPAN_GROUP_ATTR,
+    )

@@ -16,13 +16,12 @@ from opentelemetry import baggage, propagate, trace
 from opentelemetry import context as otel_context
 
 from ._log import warn_once
+from .wire import BAGGAGE_BUCKET_SCOPE, BAGGAGE_ITERATION
 
 TRACE_CARRIER_KWARG = "_otel_carrier"
 
 # The goodput scopes travel with the parent as W3C baggage, so a Ray worker's spans are filed and bucketed as the
 # caller's would be: a validation pass's remote generation is overhead there too, not productive.
-BAGGAGE_ITERATION = "goodput.iteration"
-BAGGAGE_BUCKET_SCOPE = "goodput.bucket_scope"
 
 
 def _with_carried_scopes(context: Any) -> Any:

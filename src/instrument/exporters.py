@@ -24,9 +24,9 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from ._log import logger
+from .wire import ENV_TRACE_OWNER_PID, OTEL_EXPORTER_OTLP_PROTOCOL, OTEL_EXPORTER_OTLP_TRACES_PROTOCOL
 
 DEFAULT_TRACE_DIR = "goodput_traces"
-OWNER_PID_ENV = "GOODPUT_TRACE_OWNER_PID"
 EXPORTER_KINDS = ("otlp-file", "json-file", "otlp", "console")
 
 _UNSAFE_NAME_CHARS = re.compile(r"[^A-Za-z0-9._-]")
@@ -55,7 +55,7 @@ def trace_file_path(
     if target.is_dir() or raw.endswith(separators) or not target.suffix:
         return target / f"{_safe_name_part(service_name, 'unknown_service')}-{host}-{pid}{suffix}"
     if owner_pid is None:
-        owner_env = os.environ.get(OWNER_PID_ENV, "").strip()
+        owner_env = os.environ.get(ENV_TRACE_OWNER_PID, "").strip()
         owner_differs = bool(owner_env) and owner_env != str(pid)
     else:
         owner_differs = owner_pid != pid
@@ -243,7 +243,7 @@ class JsonLinesFileExporter(_LazyFileExporter):
 def _otlp_collector_exporter() -> SpanExporter:
     """The official OTLP exporter for a Collector; gRPC unless the standard OTEL_* protocol variables ask for HTTP."""
     protocol = (
-        os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "grpc"
+        os.environ.get(OTEL_EXPORTER_OTLP_TRACES_PROTOCOL) or os.environ.get(OTEL_EXPORTER_OTLP_PROTOCOL) or "grpc"
     ).strip()
     try:
         if protocol == "grpc":

@@ -11,12 +11,14 @@ from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Optional
 
-RL_ALGORITHM = "rl.algorithm"
-RL_BUCKET_ATTR = "rl.bucket"
-RL_EFFICIENCY_CATEGORY_ATTR = "rl.efficiency.category"
-RL_ITERATION_ATTR = "rl.iteration"
-RL_IDLE_POLLS_ATTR = "rl.idle.polls"
-RL_SPAN_GROUP_ATTR = "rl.span_group"
+from .wire import (  # noqa: F401 - re-exported: the reference module defines them beside the groups
+    RL_ALGORITHM,
+    RL_BUCKET_ATTR,
+    RL_EFFICIENCY_CATEGORY_ATTR,
+    RL_IDLE_POLLS_ATTR,
+    RL_ITERATION_ATTR,
+    RL_SPAN_GROUP_ATTR,
+)
 
 
 class Bucket(str, enum.Enum):
@@ -26,6 +28,10 @@ class Bucket(str, enum.Enum):
     OVERHEAD = "overhead"
     IDLE = "idle"
     WASTED = "wasted"
+
+
+BUCKETS: tuple[str, ...] = tuple(bucket.value for bucket in Bucket)
+"""The bucket tokens in their default precedence order, as they stand in `rl.bucket`."""
 
 
 class RLSpanGroup:

@@ -20,14 +20,24 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerPro
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
 from ._log import logger, warn_once
-from .groups import RL_ITERATION_ATTR, resolve_span_groups
+from .groups import resolve_span_groups
+from .wire import (
+    ENV_EXPORTER,
+    ENV_SPAN_GROUPS,
+    ENV_TRACE_OWNER_PID,
+    ENV_TRACE_PATH,
+    OTEL_BSP_MAX_EXPORT_BATCH_SIZE,
+    OTEL_BSP_MAX_QUEUE_SIZE,
+    OTEL_EXPORTER_OTLP_ENDPOINT,
+    OTEL_EXPORTER_OTLP_TRACES_ENDPOINT,
+    OTEL_RESOURCE_ATTRIBUTES,
+    OTEL_SERVICE_NAME,
+    OTEL_TRACES_EXPORTER,
+    RL_ITERATION_ATTR,
+)
 
 INSTRUMENTATION_SCOPE = "goodput.instrument"
 
-ENV_SPAN_GROUPS = "GOODPUT_SPAN_GROUPS"
-ENV_EXPORTER = "GOODPUT_EXPORTER"
-ENV_TRACE_PATH = "GOODPUT_TRACE_PATH"
-ENV_TRACE_OWNER_PID = "GOODPUT_TRACE_OWNER_PID"
 FILE_EXPORTERS = ("otlp-file", "json-file")
 
 # A burst of short spans (per-prompt work, a fast data plane) must not overflow the queue between two exports.
@@ -40,13 +50,16 @@ _ITERATION: ContextVar[Optional[int]] = ContextVar("goodput_iteration", default=
 class _Telemetry:
     """What the span helpers read on every call: the enabled groups and the tracer to open spans on."""
 
-    __slots__ = ("enabled", "tracer", "provider", "processor")
+    __slots__ = ("enabled", "tracer", "provider", "processor", "carrier_refused")
 
     def __init__(self) -> None:
         self.enabled: frozenset[str] = frozenset()
         self.tracer: Optional[trace.Tracer] = None
         self.provider: Optional[TracerProvider] = None
         self.processor: Optional[_CountingBatchSpanProcessor] = None
+        # Ray methods whose signature rejected the trace carrier once (see `ray_dispatch`); a new set-up may come
+        # with redefined actors, so it starts empty again.
+        self.carrier_refused: set[str] = set()
 
 
 STATE = _Telemetry()
@@ -134,11 +147,11 @@ def _install_global_proxy() -> None:
 
 def _default_exporter_kind(path: Optional[str]) -> str:
     """With neither argument nor GOODPUT_EXPORTER: what the path or the standard OTEL_* variables imply."""
-    standard = os.environ.get("OTEL_TRACES_EXPORTER", "").strip().lower()
+    standard = os.environ.get(OTEL_TRACES_EXPORTER, "").strip().lower()
     if path is None and standard in ("otlp", "console"):
         return standard
     if path is None and (
-        os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+        os.environ.get(OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) or os.environ.get(OTEL_EXPORTER_OTLP_ENDPOINT)
     ):
         return "otlp"
     return _file_exporter_kind(path)
@@ -155,12 +168,12 @@ def _resource(service_name: Optional[str], resource_attributes: Optional[Mapping
     attributes: dict[str, Any] = {"host.name": host, "process.pid": pid}
     if service_name:
         attributes["service.name"] = service_name
-    elif not os.environ.get("OTEL_SERVICE_NAME"):
+    elif not os.environ.get(OTEL_SERVICE_NAME):
         attributes["service.name"] = "goodput"
     attributes.update(resource_attributes or {})
     resource = Resource.create(attributes)
     if "service.instance.id" not in (resource_attributes or {}) and "service.instance.id=" not in os.environ.get(
-        "OTEL_RESOURCE_ATTRIBUTES", ""
+        OTEL_RESOURCE_ATTRIBUTES, ""
     ):
         # The SDK's default is a random UUID; a reader of `goodput report --by process` wants to see which process.
         instance = f"{resource.attributes.get('service.name')}@{host}:{pid}"
@@ -228,8 +241,8 @@ def configure(
     provider.add_span_processor(_IterationStampProcessor())
     processor = _CountingBatchSpanProcessor(
         span_exporter,
-        max_queue_size=int(os.environ.get("OTEL_BSP_MAX_QUEUE_SIZE", DEFAULT_MAX_QUEUE_SIZE)),
-        max_export_batch_size=int(os.environ.get("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", DEFAULT_MAX_EXPORT_BATCH_SIZE)),
+        max_queue_size=int(os.environ.get(OTEL_BSP_MAX_QUEUE_SIZE, DEFAULT_MAX_QUEUE_SIZE)),
+        max_export_batch_size=int(os.environ.get(OTEL_BSP_MAX_EXPORT_BATCH_SIZE, DEFAULT_MAX_EXPORT_BATCH_SIZE)),
     )
     provider.add_span_processor(processor)
 
@@ -239,6 +252,7 @@ def configure(
         STATE.processor = processor
         STATE.tracer = provider.get_tracer(INSTRUMENTATION_SCOPE)
         STATE.enabled = enabled
+        STATE.carrier_refused = set()
     _install_global_proxy()
     groups_text = groups_spec if isinstance(groups_spec, str) else ",".join(str(name) for name in groups_spec)
     _export_choice_to_environment(groups_text, exporter_kind, trace_path)

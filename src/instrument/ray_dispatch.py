@@ -25,6 +25,7 @@ from .context import (
     trace_context_kwargs,
     wrap_in_context,
 )
+from .provider import STATE
 
 __all__ = [
     "TRACE_CARRIER_KWARG",
@@ -34,9 +35,6 @@ __all__ = [
 ]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
-
-#: Methods whose signature rejected the carrier once; later dispatches to them skip it instead of failing again.
-_CARRIER_REFUSED: set[str] = set()
 
 #: Where :func:`accepts_trace_context` keeps the decorated original. Not `__wrapped__`: see the decorator.
 _ORIGINAL_ATTR = "__trace_context_original__"
@@ -58,14 +56,14 @@ def dispatch_with_trace_context(remote_method: Any, /, *args: Any, **kwargs: Any
     if not carrier or TRACE_CARRIER_KWARG in kwargs:
         return remote_method.remote(*args, **kwargs)
     name = _dispatch_method_name(remote_method)
-    if name in _CARRIER_REFUSED:
+    if name in STATE.carrier_refused:  # refused once: later dispatches skip the carrier instead of failing again
         return remote_method.remote(*args, **kwargs)
     try:
         return remote_method.remote(*args, **kwargs, **{TRACE_CARRIER_KWARG: carrier})
     except TypeError as exc:
         if f"'{TRACE_CARRIER_KWARG}'" not in str(exc):
             raise  # the caller's own arguments are wrong: that is their bug, not ours to hide
-    _CARRIER_REFUSED.add(name)
+    STATE.carrier_refused.add(name)
     warn_once(
         f"carrier-refused:{name}",
         "goodput: %s does not accept %r (decorate it with accepts_trace_context); its spans will start a new trace",
@@ -77,7 +75,7 @@ def dispatch_with_trace_context(remote_method: Any, /, *args: Any, **kwargs: Any
 
 
 def _dispatch_method_name(remote_method: Any) -> str:
-    """Name of the method behind a dispatch handle, for the warning key and `_CARRIER_REFUSED`.
+    """Name of the method behind a dispatch handle, for the warning key and `STATE.carrier_refused`.
 
     `.options(...)` on an actor method hands back `_ActorMethodOptionsWrapper`, which keeps the real ActorMethod in
     `_actor_method`; on a remote function it hands back a `FuncWrapper` holding the RemoteFunction only in the

@@ -19,11 +19,6 @@ from opentelemetry.trace import Status, StatusCode
 from ._log import warn_once
 from .context import attached_context, wrap_in_context
 from .groups import (
-    RL_ALGORITHM,
-    RL_BUCKET_ATTR,
-    RL_EFFICIENCY_CATEGORY_ATTR,
-    RL_ITERATION_ATTR,
-    RL_SPAN_GROUP_ATTR,
     UMBRELLA_GROUPS,
     UNBUCKETED_SPAN_CATEGORIES,
     Bucket,
@@ -32,6 +27,18 @@ from .groups import (
     bucket_for_efficiency_category,
 )
 from .provider import _ITERATION, STATE
+from .wire import (
+    CHECKPOINT_FINALIZE_SPAN_NAME,
+    EVALUATE_SPAN_NAME,
+    RL_ALGORITHM,
+    RL_BUCKET_ATTR,
+    RL_EFFICIENCY_CATEGORY_ATTR,
+    RL_ITERATION_ATTR,
+    RL_SPAN_GROUP_ATTR,
+    SETUP_SPAN_NAME,
+    STARTUP_SPAN_NAME,
+    efficiency_span_name,
+)
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -40,7 +47,6 @@ NO_SPAN: Final[ContextManager[None]] = nullcontext()
 
 _BUCKET_OVERRIDE: ContextVar[Optional[str]] = ContextVar("goodput_bucket_override", default=None)  # a Bucket value
 _PER_PROMPT_SCOPE: ContextVar[bool] = ContextVar("goodput_per_prompt_scope", default=False)
-_LEAF_GROUP_AT_UMBRELLA_CALL: set[str] = set()
 
 
 def safe_set_span_attributes(span: Optional[Any], attributes: dict[str, Any]) -> None:
@@ -173,9 +179,6 @@ def _warn_leaf_group_at_umbrella_call(group: str, name: str) -> None:
     A warning rather than an exception: umbrella spans open at very different points of a run, so a raise would
     turn a mistyped group into a job that dies hours in, even with tracing switched off.
     """
-    if name in _LEAF_GROUP_AT_UMBRELLA_CALL:
-        return
-    _LEAF_GROUP_AT_UMBRELLA_CALL.add(name)
     warn_once(
         f"leaf-at-umbrella:{name}",
         "goodput: umbrella_span(%r, %r) was handed a leaf group; the span is emitted as a bucketed leaf",
@@ -262,7 +265,7 @@ def _efficiency_span_name_and_attrs(category: str, attributes: Mapping[str, Any]
     bucket = merged.get(RL_BUCKET_ATTR)
     if isinstance(bucket, Bucket):
         merged[RL_BUCKET_ATTR] = bucket.value
-    return "rl." + category.replace("/", "."), merged
+    return efficiency_span_name(category), merged
 
 
 def _efficiency_tracer(tracer: Optional[trace.Tracer]) -> Optional[trace.Tracer]:
@@ -305,7 +308,7 @@ def startup_span(tracer: Optional[trace.Tracer] = None, **attributes: Any) -> Co
     Open it in the entrypoint around both `ray.init()` and the algorithm's setup, so the start-up phases arrive as
     one waterfall instead of unrelated root traces.
     """
-    return umbrella_span(RLSpanGroup.U_SETUP, "rl.startup", tracer, **attributes)
+    return umbrella_span(RLSpanGroup.U_SETUP, STARTUP_SPAN_NAME, tracer, **attributes)
 
 
 def setup_span(phase: str, tracer: Optional[trace.Tracer] = None, **attributes: Any) -> ContextManager[Any]:
@@ -313,7 +316,7 @@ def setup_span(phase: str, tracer: Optional[trace.Tracer] = None, **attributes: 
 
     For a phase that only waits, prefer :func:`efficiency_span` with the matching `init/*` category.
     """
-    return umbrella_span(RLSpanGroup.U_SETUP, f"rl.setup.{phase}", tracer, **attributes)
+    return umbrella_span(RLSpanGroup.U_SETUP, SETUP_SPAN_NAME.format(phase=phase), tracer, **attributes)
 
 
 @contextmanager
@@ -325,7 +328,7 @@ def evaluate_span(algorithm: str, tracer: Optional[trace.Tracer] = None, **attri
     """
     with bucket_scope(Bucket.OVERHEAD):
         with umbrella_span(
-            RLSpanGroup.U_EVALUATE, f"rl.{algorithm}.evaluate", tracer, **{RL_ALGORITHM: algorithm, **attributes}
+            RLSpanGroup.U_EVALUATE, EVALUATE_SPAN_NAME.format(algorithm=algorithm), tracer, **{RL_ALGORITHM: algorithm, **attributes}
         ) as span:
             yield span
 
@@ -341,7 +344,7 @@ def checkpoint_finalize_span(
     """
     if iteration is not None:
         attributes = {RL_ITERATION_ATTR: int(iteration), **attributes}
-    return _managed_span(RLSpanGroup.CHECKPOINT, "rl.checkpoint.finalize", tracer, False, attributes)
+    return _managed_span(RLSpanGroup.CHECKPOINT, CHECKPOINT_FINALIZE_SPAN_NAME, tracer, False, attributes)
 
 
 def _span_decorator(open_span: Callable[[], ContextManager[Any]], open_started: Callable[[], Any]) -> Callable[[_F], _F]:

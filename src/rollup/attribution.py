@@ -16,7 +16,7 @@ from typing import Any, Optional
 import pyarrow as pa
 
 from .errors import GoodputError
-from .lineage import BUCKETS
+from .schema import BUCKETS
 
 FRAME_SCHEMA = pa.schema(
     [("frame_id", pa.int64()), ("start_ns", pa.int64()), ("end_ns", pa.int64()), ("process", pa.string())]

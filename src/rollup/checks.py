@@ -11,7 +11,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any, Optional
 
-from .lineage import BUCKET_LIST_SQL, ensure_lineage
+from .lineage import ensure_lineage
+from .schema import BUCKET_LIST_SQL
 
 ERROR = "error"
 WARNING = "warning"

@@ -8,49 +8,21 @@ records the chain of bucketed ancestors, which is what the nesting checks need.
 from __future__ import annotations
 
 import os
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-from instrument.groups import UMBRELLA_GROUPS, Bucket
+from .schema import ACCOUNTING_SCHEMA, NODE_COLUMNS_SQL, NODE_TABLE_COLUMNS, sql_text
 
-from .schema import ACCOUNTING_SCHEMA
+if TYPE_CHECKING:
+    import duckdb
 
-BUCKETS: tuple[str, ...] = tuple(b.value for b in Bucket)
-BUCKET_LIST_SQL = ", ".join(f"'{b}'" for b in BUCKETS)
-UMBRELLA_LIST_SQL = ", ".join(f"'{g}'" for g in sorted(UMBRELLA_GROUPS))
-
-# Traces from emitters that set no `rl.span_group` still name their umbrellas the NeMo-RL way.
-UMBRELLA_NAME_REGEX = r"rl\.[^.]+\.(job|step|evaluate)|rl\.startup|rl\.setup\..+"
-STEP_NAME_REGEX = r"rl\.[^.]+\.step"
-JOB_NAME_REGEX = r"rl\.[^.]+\.job"
-
-# A CASE rather than an OR, so the regular expression only runs for spans without a group.
-IS_STEP_SQL = f"(CASE WHEN span_group IS NOT NULL THEN span_group = 'step' ELSE regexp_full_match(name, '{STEP_NAME_REGEX}') END)"
-IS_JOB_SQL = f"(CASE WHEN span_group IS NOT NULL THEN span_group = 'job' ELSE regexp_full_match(name, '{JOB_NAME_REGEX}') END)"
-IS_UMBRELLA_SQL = (
-    f"(CASE WHEN span_group IS NOT NULL THEN span_group IN ({UMBRELLA_LIST_SQL}) "
-    f"ELSE regexp_full_match(name, '{UMBRELLA_NAME_REGEX}') END)"
-)
+    from .store import SpanStore
 
 LINEAGE_VERSION = 2  # part of the cached table's name: bump it whenever `spans_ex` changes
 
 # Deeper than any real trace; it only stops a walk that a corrupt file could otherwise make endless.
 MAX_DEPTH = 10_000
 
-# The integer keys and flags of a span row, from its accounting columns: what the walk and the checks join and filter
-# on. A table that already holds them after the accounting columns can stand in for `lineage_nodes`.
-NODE_COLUMNS_SQL = f"""
-    hash(trace_id) AS tkey,
-    coalesce(try_cast('0x' || span_id AS UBIGINT), hash(span_id)) AS skey,
-    CASE WHEN parent_span_id IS NOT NULL
-         THEN coalesce(try_cast('0x' || parent_span_id AS UBIGINT), hash(parent_span_id)) END AS pkey,
-    coalesce(bucket IN ({BUCKET_LIST_SQL}), false) AS bucketed,
-    coalesce({IS_STEP_SQL}, false) AS is_step,
-    coalesce({IS_UMBRELLA_SQL}, false) AS is_umbrella
-"""
-NODE_TABLE_COLUMNS = (*ACCOUNTING_SCHEMA.names, "tkey", "skey", "pkey", "bucketed", "is_step", "is_umbrella")
-
-
-def build_lineage(connection, nodes: Optional[str] = None) -> None:
+def build_lineage(connection: duckdb.DuckDBPyConnection, nodes: Optional[str] = None) -> None:
     """Create table `spans_ex`: the columns the accounting reads, plus what each span inherits.
 
     Added columns: `eff_iteration` (own `rl.iteration`, else the nearest ancestor's), `ancestor_iteration` (the
@@ -61,7 +33,7 @@ def build_lineage(connection, nodes: Optional[str] = None) -> None:
     integer. A span caught in a parent cycle is reached by no walk; it keeps its own
     iteration and no ancestors.
 
-    `nodes` names a table holding every span once with NODE_TABLE_COLUMNS (as `fast_json` fills), used as it is
+    `nodes` names a table holding every span once with NODE_TABLE_COLUMNS (as `read.duckdb_json` fills), used as it is
     instead of being derived from `spans`.
     """
     if nodes is None:
@@ -117,7 +89,7 @@ def build_lineage(connection, nodes: Optional[str] = None) -> None:
         connection.execute("DROP TABLE lineage_nodes")
 
 
-def ensure_lineage(store) -> None:
+def ensure_lineage(store: SpanStore) -> None:
     """Build `spans_ex` once per store; every report, check and spans listing needs it.
 
     With the cache on, the table is also kept as Parquet keyed by the set of loaded files (each by path, size and
@@ -141,7 +113,7 @@ def ensure_lineage(store) -> None:
         staging = cached.with_name(f"{cached.name}.{os.getpid()}.tmp")
         try:
             cached.parent.mkdir(parents=True, exist_ok=True)
-            connection.execute(f"COPY spans_ex TO '{staging}' (FORMAT parquet, COMPRESSION zstd)")
+            connection.execute(f"COPY spans_ex TO {sql_text(str(staging))} (FORMAT parquet, COMPRESSION zstd)")
             os.replace(staging, cached)
             store.lineage_cached()
         except Exception:  # a read-only or full cache folder costs the next command a walk, nothing more

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from .attribution import Charge, Frame, charge_wall_clock, parse_precedence, processes_in_frames, span_seconds_ns
-from .lineage import BUCKETS, ensure_lineage
+from .lineage import ensure_lineage
+from .schema import BUCKETS
 from .windows import Window, iteration_windows, outside_stretches, run_extent
 
 NS_PER_S = 1e9

@@ -1,24 +1,27 @@
-"""The normalized span row every reader produces and every query reads: one Arrow schema, one place.
+"""The normalized span row every reader produces and every query reads, and the words the accounting uses for it.
 
-Ids are lowercase hex; times are integer nanoseconds since the epoch; attribute values are rendered as text (an int
-as its decimal digits, a bool as `true`/`false`, a double as Python's shortest repr, bytes as base64, arrays and
-maps as compact JSON) so one map type holds them all. The goodput attributes are promoted to typed columns.
-An empty value is null. Inside arrays and maps, bytes are base64 strings and NaN / infinities are OTLP JSON's
-"NaN" / "Infinity" / "-Infinity" strings, so the text stays valid JSON for DuckDB's json functions.
+Ids are lowercase hex; times are integer nanoseconds since the epoch; attribute values are rendered as text (see
+`read.values`) so one map type holds them all. The goodput attributes are promoted to typed columns. Beside the row:
+the buckets, and how a row is told to be a job, step or umbrella span, in SQL, since every command asks it of DuckDB.
 """
 
 from __future__ import annotations
 
-import base64
-import json
-import math
-import re
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, Optional
-
 import pyarrow as pa
-import pyarrow.compute as pc
+
+from instrument.groups import BUCKETS, UMBRELLA_GROUPS
+from instrument.wire import (
+    EVALUATE_SPAN_NAME,
+    JOB_SPAN_NAME,
+    RL_BUCKET_ATTR,
+    RL_EFFICIENCY_CATEGORY_ATTR,
+    RL_ITERATION_ATTR,
+    RL_SPAN_GROUP_ATTR,
+    SETUP_SPAN_NAME,
+    STARTUP_SPAN_NAME,
+    STEP_SPAN_NAME,
+    span_name_regex,
+)
 
 SCHEMA_VERSION = 1  # part of the cache key: bump it whenever a reader's output changes
 
@@ -50,10 +53,11 @@ SPAN_SCHEMA = pa.schema(
     ]
 )
 
-RL_BUCKET = "rl.bucket"
-RL_ITERATION = "rl.iteration"
-RL_SPAN_GROUP = "rl.span_group"
-RL_EFFICIENCY_CATEGORY = "rl.efficiency.category"
+# The attributes promoted to columns of their own, as `instrument` writes them.
+RL_BUCKET = RL_BUCKET_ATTR
+RL_ITERATION = RL_ITERATION_ATTR
+RL_SPAN_GROUP = RL_SPAN_GROUP_ATTR
+RL_EFFICIENCY_CATEGORY = RL_EFFICIENCY_CATEGORY_ATTR
 PROMOTED_KEYS = frozenset({RL_BUCKET, RL_ITERATION, RL_SPAN_GROUP, RL_EFFICIENCY_CATEGORY})
 
 # What the accounting (lineage, report, check, spans) reads of a span. A load for those commands alone, with no cache
@@ -69,217 +73,49 @@ ACCOUNTING_SCHEMA = pa.schema(
 )  # fmt: skip
 
 
+def sql_text(value: str) -> str:
+    """`value` as a SQL string literal (for the places DuckDB takes no parameter, such as `COPY ... TO`)."""
+    return "'" + value.replace("'", "''") + "'"
+
+
 def accounting_only(schema: pa.Schema) -> bool:
     """Whether `schema` asks for no more than the accounting reads (then readers may skip the rest)."""
     return set(schema.names) <= set(ACCOUNTING_SCHEMA.names)
 
 
-def process_key(resource: dict[str, str]) -> str:
-    """The emitting process of SPEC section 1, from a resource's rendered attributes."""
-    instance = resource.get("service.instance.id")
-    if instance:
-        return instance
-    host, pid = resource.get("host.name"), resource.get("process.pid")
-    if host and pid:
-        return f"{host}:{pid}"
-    return resource.get("service.name") or "unknown_service"
+# --- buckets and span kinds ---------------------------------------------------------------------------------------
+
+BUCKET_LIST_SQL = ", ".join(f"'{b}'" for b in BUCKETS)
+UMBRELLA_LIST_SQL = ", ".join(f"'{g}'" for g in sorted(UMBRELLA_GROUPS))
+
+# Traces from emitters that set no `rl.span_group` still name their umbrellas the way `instrument` does.
+UMBRELLA_NAME_REGEX = span_name_regex(
+    JOB_SPAN_NAME, STEP_SPAN_NAME, EVALUATE_SPAN_NAME, STARTUP_SPAN_NAME, SETUP_SPAN_NAME
+)
+STEP_NAME_REGEX = span_name_regex(STEP_SPAN_NAME)
+JOB_NAME_REGEX = span_name_regex(JOB_SPAN_NAME)
 
 
-# --- attribute values as text, and the promoted columns: shared by every reader so their rows agree exactly ----------
-
-_INTEGER_TEXT = re.compile(r"[+-]?[0-9]+")
-_DECIMAL_TEXT = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
-_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
-_NON_FINITE_JSON = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
-
-
-def _jsonable(value: Any) -> Any:
-    """A decoded attribute value as plain JSON data: bytes as base64, non-finite doubles as OTLP JSON's strings."""
-    if isinstance(value, bytes):
-        return base64.b64encode(value).decode("ascii")
-    if isinstance(value, float) and not math.isfinite(value):
-        return _NON_FINITE_JSON[repr(value)]
-    if isinstance(value, list):
-        return [_jsonable(item) for item in value]
-    if isinstance(value, dict):
-        return {key: _jsonable(item) for key, item in value.items()}
-    return value
-
-
-def render_value(value: Any) -> Optional[str]:
-    """The text an attribute value is stored as (module docstring), from its decoded Python value.
-
-    `value` is what an OTLP AnyValue holds: str, bool, int, float, bytes, a list (arrayValue), a dict (kvlistValue)
-    or None (an empty value, stored as null). Readers of either format decode to these and call this, so the same
-    span gives the same text whichever file it came from.
-    """
-    if value is None or isinstance(value, str):
-        return value
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, bytes):
-        return base64.b64encode(value).decode("ascii")
-    return json.dumps(_jsonable(value), separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-
-
-def integral_value(text: Optional[str]) -> Optional[int]:
-    """`rl.iteration` as an int when its text is an integer or a number without fraction, within int64; else None."""
-    if text is None:
-        return None
-    if _INTEGER_TEXT.fullmatch(text):
-        number = int(text)
-    elif _DECIMAL_TEXT.fullmatch(text):
-        as_float = float(text)
-        if not as_float.is_integer():
-            return None
-        number = int(as_float)
-    else:
-        return None
-    return number if _INT64_MIN <= number <= _INT64_MAX else None
-
-
-@dataclass(frozen=True)
-class ResourceInfo:
-    """One resource: its rendered attributes in order, and the `service` and `process` columns they give."""
-
-    entries: tuple[tuple[str, Optional[str]], ...]
-    service: Optional[str]
-    process: str
-
-    @classmethod
-    def from_entries(cls, entries: Sequence[tuple[str, Optional[str]]]) -> "ResourceInfo":
-        as_dict = {key: value for key, value in entries if value is not None}
-        return cls(tuple(entries), as_dict.get("service.name"), process_key(as_dict))
-
-
-def map_array(sets: Sequence[Sequence[tuple[str, Optional[str]]]]) -> pa.MapArray:
-    """An ATTRIBUTE_MAP array with one map per entry of `sets` (each a sequence of (key, text) pairs)."""
-    offsets, keys, values = [0], [], []
-    for entries in sets:
-        for key, value in entries:
-            keys.append(key)
-            values.append(value)
-        offsets.append(len(keys))
-    return pa.MapArray.from_arrays(
-        pa.array(offsets, pa.int32()), pa.array(keys, pa.string()), pa.array(values, pa.string()), type=ATTRIBUTE_MAP
+def _group_or_name(group_test: str, name_regex: str) -> str:
+    """A CASE rather than an OR, so the regular expression only runs for spans without a group."""
+    return (
+        f"(CASE WHEN span_group IS NOT NULL THEN {group_test} ELSE regexp_full_match(name, '{name_regex}') END)"
     )
 
 
-def first_invalid_span(batch: pa.RecordBatch, *, check_hex: bool = True) -> Optional[tuple[int, str]]:
-    """(row, problem) of the first row whose ids are not OTLP ids (16-byte trace id, 8-byte span and parent ids).
+IS_STEP_SQL = _group_or_name("span_group = 'step'", STEP_NAME_REGEX)
+IS_JOB_SQL = _group_or_name("span_group = 'job'", JOB_NAME_REGEX)
+IS_UMBRELLA_SQL = _group_or_name(f"span_group IN ({UMBRELLA_LIST_SQL})", UMBRELLA_NAME_REGEX)
 
-    Requiring real ids is what tells a trace from bytes that merely parse as some protobuf or JSON object. Ids made
-    from bytes by `bytes.hex()` need only their length checked (`check_hex=False`); ids read as text need both.
-    """
-    checks = [
-        ("trace_id", 32, "a 16-byte trace id"),
-        ("span_id", 16, "an 8-byte span id"),
-        ("parent_span_id", 16, "an 8-byte parent span id or none"),
-    ]
-    found: Optional[tuple[int, str]] = None
-    for name, length, expected in checks:
-        column = batch.column(name)
-        ok = pc.equal(pc.binary_length(column), length)
-        if check_hex:
-            ok = pc.and_kleene(ok, pc.match_substring_regex(column, "^[0-9a-f]*$"))
-        if name == "parent_span_id":
-            ok = pc.or_kleene(ok, pc.is_null(column))
-        bad = pc.invert(ok.fill_null(False))
-        if pc.any(bad).as_py():
-            row = pc.index(bad, True).as_py()
-            if found is None or row < found[0]:
-                found = (row, f"a span has {name} {column[row].as_py()!r}, expected {expected}")
-    return found
-
-
-def _small_int(values: Any) -> pa.Array:
-    """An int8 column from OTLP enum numbers; a number outside int8 (an unknown future enum) becomes null."""
-    wide = values if isinstance(values, pa.Array) else pa.array(values, pa.int64())
-    wide = wide.cast(pa.int64())
-    fits = pc.and_(pc.greater_equal(wide, -128), pc.less_equal(wide, 127))
-    return pc.if_else(fits, wide, pa.scalar(None, pa.int64())).cast(pa.int8())
-
-
-def _as_array(values: Any, type_: pa.DataType) -> pa.Array:
-    if isinstance(values, pa.ChunkedArray):
-        values = values.combine_chunks()
-    if isinstance(values, pa.Array):
-        return values if values.type == type_ else values.cast(type_)
-    return pa.array(values, type_)
-
-
-def _promoted_text(attributes: pa.MapArray, key: str) -> pa.Array:
-    """The value of `key` in each row's map (the first, if a map repeats it), null where absent.
-
-    Vectorized over the flattened entries: `pc.map_lookup` costs about 0.7 us a row, this a few ns.
-    """
-    offsets, keys, values = attributes.offsets, attributes.keys, attributes.items
-    matches = pc.equal(keys, pa.scalar(key, pa.string())).fill_null(False)
-    seen = pa.concat_arrays([pa.array([0], pa.int64()), pc.cumulative_sum(matches.cast(pa.int64()))])
-    before = seen.take(offsets[:-1])
-    through = seen.take(offsets[1:])
-    first_match = pc.if_else(pc.greater(through, before), before, pa.scalar(None, pa.int64()))
-    return values.filter(matches).take(first_match)
-
-
-def _iterations(texts: pa.Array) -> pa.Array:
-    """rl.iteration texts as int64, parsing each distinct text once (a batch holds few distinct iterations)."""
-    encoded = pc.dictionary_encode(texts)
-    parsed = pa.array([integral_value(text) for text in encoded.dictionary.to_pylist()], pa.int64())
-    return parsed.take(encoded.indices)
-
-
-def span_record_batch(
-    *,
-    trace_id: Any,
-    span_id: Any,
-    parent_span_id: Any,
-    name: Any,
-    kind: Any,
-    start_ns: Any,
-    end_ns: Any,
-    status_code: Any,
-    status_message: Any,
-    attributes: pa.MapArray,
-    resources: Sequence[ResourceInfo],
-    resource_index: Any,
-    scope_name: Any,
-    scope_version: Any,
-    source_file: str,
-    schema: pa.Schema = SPAN_SCHEMA,
-) -> pa.RecordBatch:
-    """One batch of `schema` (SPAN_SCHEMA or a projection of it) from decoded columns (Python lists or Arrow arrays).
-
-    Only the columns `schema` names are built, so a projection skips the rest (the maps above all). `attributes`
-    must hold at least the promoted keys. Resources come once each, with a per-span index into them, since every
-    span of a process shares one.
-    """
-    start = _as_array(start_ns, pa.int64())
-    end = _as_array(end_ns, pa.int64())
-    index = _as_array(resource_index, pa.int32())
-    columns: dict[str, Callable[[], pa.Array]] = {
-        "trace_id": lambda: _as_array(trace_id, pa.string()),
-        "span_id": lambda: _as_array(span_id, pa.string()),
-        "parent_span_id": lambda: _as_array(parent_span_id, pa.string()),
-        "name": lambda: _as_array(name, pa.string()),
-        "kind": lambda: _small_int(kind),
-        "start_ns": lambda: start,
-        "end_ns": lambda: end,
-        "duration_ns": lambda: pc.subtract(end, start),
-        "status_code": lambda: _small_int(status_code),
-        "status_message": lambda: _as_array(status_message, pa.string()),
-        "attributes": lambda: attributes,
-        "resource": lambda: map_array([resource.entries for resource in resources]).take(index),
-        "scope_name": lambda: _as_array(scope_name, pa.string()),
-        "scope_version": lambda: _as_array(scope_version, pa.string()),
-        "service": lambda: pa.array([resource.service for resource in resources], pa.string()).take(index),
-        "process": lambda: pa.array([resource.process for resource in resources], pa.string()).take(index),
-        "bucket": lambda: _promoted_text(attributes, RL_BUCKET),
-        "iteration": lambda: _iterations(_promoted_text(attributes, RL_ITERATION)),
-        "span_group": lambda: _promoted_text(attributes, RL_SPAN_GROUP),
-        "efficiency_category": lambda: _promoted_text(attributes, RL_EFFICIENCY_CATEGORY),
-        "source_file": lambda: pa.repeat(pa.scalar(source_file, pa.string()), len(start)),
-    }
-    return pa.RecordBatch.from_arrays([columns[field.name]() for field in schema], schema=schema)
+# The integer keys and flags of a span row, from its accounting columns: what the lineage walk and the checks join
+# and filter on. A table that already holds them after the accounting columns can stand in for the walk's nodes.
+NODE_COLUMNS_SQL = f"""
+    hash(trace_id) AS tkey,
+    coalesce(try_cast('0x' || span_id AS UBIGINT), hash(span_id)) AS skey,
+    CASE WHEN parent_span_id IS NOT NULL
+         THEN coalesce(try_cast('0x' || parent_span_id AS UBIGINT), hash(parent_span_id)) END AS pkey,
+    coalesce(bucket IN ({BUCKET_LIST_SQL}), false) AS bucketed,
+    coalesce({IS_STEP_SQL}, false) AS is_step,
+    coalesce({IS_UMBRELLA_SQL}, false) AS is_umbrella
+"""
+NODE_TABLE_COLUMNS = (*ACCOUNTING_SCHEMA.names, "tkey", "skey", "pkey", "bucketed", "is_step", "is_umbrella")

@@ -1,309 +1,35 @@
 """The span store: trace files in, one deduplicated `spans` table in DuckDB out, with a Parquet cache in between.
 
 Every command reads through here. Each input file is converted once into Parquet parts of the normalized schema
-(`schema.SPAN_SCHEMA`), keyed by the file's path, size and modification time; the next command on the same files
-reads the parts and skips parsing. Conversion runs chunk by chunk on all cores (or on a Ray cluster, see
-`ray_ingest`), so memory is bounded by a chunk's batch, not by the file.
+(`schema.SPAN_SCHEMA`), kept in the cache (`cache`); the next command on the same files reads the parts and skips
+parsing. Conversion runs chunk by chunk on all cores (or on a Ray cluster, see `read.ray_tasks`), so memory is
+bounded by a chunk's batch, not by the file (`read.plan`).
 
 An uncached load for the accounting alone (`report`, `check`, `spans` with `--no-cache`) converts only the columns
-the accounting reads, and lets DuckDB read plain JSON Lines files itself, straight into one table (`fast_json`),
-handing any file it is not sure of back to the conversion above.
+the accounting reads, and lets DuckDB read plain JSON Lines files itself, straight into one table
+(`read.duckdb_json`), handing any file it is not sure of back to the conversion above.
 """
 
 from __future__ import annotations
 
 import functools
-import hashlib
-import json
-import multiprocessing
 import os
-import re
 import shutil
 import tempfile
-import threading
-import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from . import cache_versions
-from .convert import Chunk, ChunkResult, convert_chunk, plan_chunks
-from .errors import GoodputError, TraceFormatError
+from .cache import cache_work_dir, lineage_cache_path, retire_older_lineage
+from .errors import GoodputError
 from .lineage import LINEAGE_VERSION, ensure_lineage
-from .schema import SCHEMA_VERSION, SPAN_SCHEMA, accounting_only
-from .sniff import compression_of, sniff_format
-from .sources import expand_paths
+from .read.plan import IN_PROCESS_BYTES, IN_PROCESS_JOBS, FileEntry, Progress, Runner, execute_plan, load_direct, plan_load, run_in_processes
+from .schema import SPAN_SCHEMA, accounting_only, sql_text
 
-MANIFEST = "manifest.json"
-_CACHE_KEY = re.compile(r"[0-9a-f]{32}")
-_LINEAGE_FILE = re.compile(r"[0-9a-f]{32}\.lineage-v[0-9]+\.parquet")
-# Below this many bytes in all and this many files or chunks, converting in this process beats starting workers;
-# past it, the per-file cost (~10-20 ms) of many small files is worth spreading over the cores.
-IN_PROCESS_BYTES = 8 << 20
-IN_PROCESS_JOBS = 16
-MIN_CHUNK_BYTES = 4 << 20
-DIRECT_TABLE = "direct_spans"  # where `fast_json` puts the spans of the JSON Lines files DuckDB reads itself
-
-ConvertJob = tuple[Chunk, str, pa.Schema]  # a chunk, the Parquet part it becomes, the columns it keeps
-Runner = Callable[[Sequence[ConvertJob]], Iterator[ChunkResult]]
-Progress = Callable[[int, int], None]
-
-
-def default_cache_dir() -> Path:
-    """`GOODPUT_CACHE_DIR`, else the user's cache directory (`$XDG_CACHE_HOME/goodput`, `~/.cache/goodput`)."""
-    explicit = os.environ.get("GOODPUT_CACHE_DIR")
-    if explicit:
-        return Path(explicit).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "goodput"
-
-
-@dataclass
-class FileEntry:
-    """One input file and where its normalized spans live."""
-
-    path: Path
-    size: int
-    mtime_ns: int
-    parts: list[str] = field(default_factory=list)
-    spans: int = 0
-    notices: list[str] = field(default_factory=list)
-    cached: bool = False
-    tables: list[str] = field(default_factory=list)  # DuckDB tables holding its spans, when `fast_json` read it
-
-    @property
-    def cache_key(self) -> str:
-        identity = f"{SCHEMA_VERSION}|{self.path}|{self.size}|{self.mtime_ns}"
-        return hashlib.sha256(identity.encode()).hexdigest()[:32]
-
-
-def _stat_entry(path: Path) -> FileEntry:
-    try:
-        stat = path.stat()
-    except OSError as exc:
-        raise GoodputError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    if not os.access(path, os.R_OK):
-        raise GoodputError(f"{path}: cannot read: permission denied")
-    return FileEntry(path=path, size=stat.st_size, mtime_ns=stat.st_mtime_ns)
-
-
-def _read_manifest(directory: Path) -> Optional[dict]:
-    try:
-        manifest = json.loads((directory / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    parts = [str(directory / name) for name in manifest.get("parts", [])]
-    if not all(os.path.exists(p) for p in parts):
-        return None
-    manifest["parts"] = parts
-    return manifest
-
-
-def _publish(entry: FileEntry, staging: Path, final: Path) -> None:
-    """Write the manifest last and rename the staging folder into place, so a half-written entry is never read."""
-    manifest = {
-        "path": str(entry.path),
-        "size": entry.size,
-        "mtime_ns": entry.mtime_ns,
-        "schema_version": SCHEMA_VERSION,
-        "spans": entry.spans,
-        "notices": entry.notices,
-        "parts": [os.path.basename(p) for p in entry.parts],
-    }
-    (staging / MANIFEST).write_text(json.dumps(manifest), encoding="utf-8")
-    try:
-        os.replace(staging, final)
-    except OSError:
-        if _read_manifest(final) is None:  # a damaged entry (a part or the manifest lost) is replaced ...
-            shutil.rmtree(final, ignore_errors=True)
-            try:
-                os.replace(staging, final)
-            except OSError:
-                pass
-        shutil.rmtree(staging, ignore_errors=True)  # ... a whole one, another command's, is as good as ours
-        published = _read_manifest(final)
-        if published is None:
-            raise GoodputError(f"{final}: cannot write the cache entry (GOODPUT_CACHE_DIR, or --no-cache)") from None
-        entry.parts = published["parts"]  # theirs may be cut into other chunks than ours
-    else:
-        entry.parts = [str(final / os.path.basename(p)) for p in entry.parts]
-    work_dir = final.parent
-
-    def remove(key: str) -> None:
-        if _CACHE_KEY.fullmatch(key):  # never anything but an entry folder, whatever the index says
-            shutil.rmtree(work_dir / key, ignore_errors=True)
-
-    cache_versions.publish(cache_versions.index_path(work_dir, str(entry.path)), entry.cache_key, remove)
-
-
-def run_in_processes(jobs: Sequence[ConvertJob], workers: Optional[int] = None) -> Iterator[ChunkResult]:
-    """Convert chunks on all cores; small work stays in this process."""
-    workers = workers or os.cpu_count() or 1
-    if workers <= 1 or len(jobs) <= 1:
-        for chunk, out_path, schema in jobs:
-            yield convert_chunk(chunk, out_path, schema=schema)
-        return
-    # fork is cheap and safe while this process runs no other thread; otherwise a forkserver, which is safe anyway.
-    method = "fork" if threading.active_count() == 1 and "fork" in multiprocessing.get_all_start_methods() else None
-    context = multiprocessing.get_context(method or "forkserver")
-    with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=context) as pool:
-        futures = [pool.submit(convert_chunk, chunk, out_path, schema=schema) for chunk, out_path, schema in jobs]
-        try:
-            for future in as_completed(futures):
-                yield future.result()
-        except BaseException:
-            for future in futures:
-                future.cancel()
-            raise
-
-
-@dataclass
-class Plan:
-    """What a load has to do: the entries already cached and the chunks still to convert."""
-
-    entries: list[FileEntry]
-    jobs: list[ConvertJob]
-    staging: dict[Path, Path]  # entry path -> folder its parts are being written to
-    total_bytes: int
-    direct: list[FileEntry] = field(default_factory=list)  # JSON Lines files DuckDB is to read itself first
-    done_bytes: int = 0  # of total_bytes, read before the jobs run
-
-
-def plan_load(
-    paths: Sequence[str | os.PathLike[str]],
-    *,
-    use_cache: bool,
-    work_dir: Path,
-    workers: int,
-    schema: pa.Schema = SPAN_SCHEMA,
-    direct_json: bool = False,
-    max_chunk_bytes: Optional[int] = None,
-) -> Plan:
-    """Expand the paths, reuse what the cache holds, and cut the rest into conversion jobs keeping `schema`'s
-    columns (always all of them when they go to the cache). With `direct_json`, JSON Lines files are set aside for
-    `load_direct` instead. Chunks are sized for `workers`, and at most `max_chunk_bytes` when given."""
-    schema = SPAN_SCHEMA if use_cache else schema
-    files = expand_paths(paths)
-    entries = [_stat_entry(path) for path in files]
-    jobs: list[ConvertJob] = []
-    staging: dict[Path, Path] = {}
-    pending: list[tuple[FileEntry, str]] = []  # with the format sniffed once, here
-    for entry in entries:
-        if use_cache:
-            manifest = _read_manifest(work_dir / entry.cache_key)
-            if manifest is not None:
-                entry.parts, entry.spans, entry.notices = manifest["parts"], manifest["spans"], manifest["notices"]
-                entry.cached = True
-                continue
-        kind = sniff_format(str(entry.path)) if entry.size else "empty"
-        if kind == "parquet":
-            _check_parquet_spans(entry)
-            continue
-        pending.append((entry, kind))
-    to_duckdb = [direct_json and kind == "json-lines" for _, kind in pending]
-    direct = [entry for (entry, _), chosen in zip(pending, to_duckdb) if chosen]
-    pending = [item for item, chosen in zip(pending, to_duckdb) if not chosen]
-    converted = sum(e.size for e, _ in pending)
-    plan = Plan(entries, jobs, staging, total_bytes=converted + sum(e.size for e in direct), direct=direct)
-    target = _chunk_target(converted, workers, max_chunk_bytes)
-    for entry, kind in pending:
-        _add_jobs(plan, entry, kind, target, work_dir, schema)
-    return plan
-
-
-def _chunk_target(total_bytes: int, workers: int, max_chunk_bytes: Optional[int] = None) -> int:
-    """Chunks of about this size give every worker two, so a slow one does not hold up the end."""
-    target = max(MIN_CHUNK_BYTES, total_bytes // max(1, workers * 2))
-    return min(target, max_chunk_bytes) if max_chunk_bytes else target
-
-
-def _add_jobs(plan: Plan, entry: FileEntry, kind: str, target: int, work_dir: Path, schema: pa.Schema) -> None:
-    folder = work_dir / f"{entry.cache_key}.staging-{uuid.uuid4().hex[:8]}"
-    folder.mkdir(parents=True, exist_ok=True)
-    plan.staging[entry.path] = folder
-    for chunk in plan_chunks(str(entry.path), target_bytes=target, kind=kind):
-        plan.jobs.append((chunk, str(folder / f"part-{chunk.index:05d}.parquet"), schema))
-
-
-def load_direct(
-    plan: Plan, connection, *, work_dir: Path, workers: int, schema: pa.Schema, progress: Optional[Progress]
-) -> None:
-    """Let DuckDB read the plan's JSON Lines files itself (`fast_json`), all into one table of `connection`
-    (DIRECT_TABLE), in one query per kind of compression; a file it gives back becomes conversion jobs for the
-    careful reader."""
-    from . import fast_json
-
-    by_compression: dict[Optional[str], list[FileEntry]] = {}
-    for entry in plan.direct:
-        by_compression.setdefault(compression_of(str(entry.path)), []).append(entry)
-    for compression, entries in by_compression.items():
-        size = sum(entry.size for entry in entries)
-
-        def on_progress(fraction: float, before: int = plan.done_bytes, size: int = size) -> None:
-            if progress is not None:
-                progress(before + int(fraction * size), plan.total_bytes)
-
-        paths = [str(entry.path) for entry in entries]
-        claimed = fast_json.load_json_lines(connection, paths, compression, DIRECT_TABLE, on_progress)
-        plan.done_bytes += size
-        for entry in entries:
-            if str(entry.path) in claimed:
-                entry.tables, entry.spans = [DIRECT_TABLE], claimed[str(entry.path)]
-            else:
-                plan.total_bytes += entry.size
-                _add_jobs(plan, entry, "json-lines", _chunk_target(entry.size, workers), work_dir, schema)
-        if progress is not None:
-            progress(plan.done_bytes, plan.total_bytes)
-
-
-def _check_parquet_spans(entry: FileEntry) -> None:
-    """A Parquet file among the inputs (an `ingest --to` dataset) is used as it is, if it holds goodput spans."""
-    try:
-        schema = pq.read_schema(entry.path)
-        rows = pq.read_metadata(entry.path).num_rows
-    except Exception as exc:
-        raise TraceFormatError(str(entry.path), "", f"unreadable Parquet file ({exc})") from None
-    missing = [name for name in SPAN_SCHEMA.names if name not in schema.names]
-    if missing:
-        raise TraceFormatError(str(entry.path), "", f"a Parquet file that is not a goodput span table (no {missing[0]})")
-    entry.parts, entry.spans = [str(entry.path)], rows
-
-
-def execute_plan(
-    plan: Plan, *, use_cache: bool, work_dir: Path, runner: Runner, progress: Optional[Progress] = None
-) -> None:
-    """Run the plan's jobs, then publish each converted file (to the cache, or in place for an uncached load)."""
-    by_path = {entry.path: entry for entry in plan.entries}
-    part_of = {(chunk.path, chunk.index): out_path for chunk, out_path, _ in plan.jobs}
-    done_bytes = plan.done_bytes
-    results: dict[Path, list[ChunkResult]] = {path: [] for path in plan.staging}
-    try:
-        for result in runner(plan.jobs):
-            results[Path(result.chunk.path)].append(result)
-            done_bytes += _chunk_bytes(result.chunk, by_path[Path(result.chunk.path)].size)
-            if progress is not None:
-                progress(min(done_bytes, plan.total_bytes), plan.total_bytes)
-    except BaseException:
-        for folder in plan.staging.values():
-            shutil.rmtree(folder, ignore_errors=True)
-        raise
-    for path, folder in plan.staging.items():
-        entry = by_path[path]
-        ordered = sorted(results[path], key=lambda r: r.chunk.index)
-        entry.spans = sum(r.spans for r in ordered)
-        entry.notices = [n for r in ordered for n in r.notices]
-        entry.parts = [part_of[(r.chunk.path, r.chunk.index)] for r in ordered if r.spans]
-        if use_cache:
-            _publish(entry, folder, work_dir / entry.cache_key)
-
-
-def _chunk_bytes(chunk: Chunk, file_size: int) -> int:
-    return (file_size if chunk.end < 0 else chunk.end) - chunk.start
+if TYPE_CHECKING:
+    import duckdb
 
 
 class SpanStore:
@@ -325,16 +51,8 @@ class SpanStore:
 
     def lineage_cached(self) -> None:
         """`lineage.ensure_lineage` wrote `lineage_cache`: the same files' older lineage tables can retire."""
-        cached = self.lineage_cache
-        if cached is None:
-            return
-        family = "lineage:" + "\n".join(sorted(str(entry.path) for entry in self.entries))
-
-        def remove(name: str) -> None:
-            if _LINEAGE_FILE.fullmatch(name):
-                (cached.parent / name).unlink(missing_ok=True)
-
-        cache_versions.publish(cache_versions.index_path(cached.parent.parent, family), cached.name, remove)
+        if self.lineage_cache is not None:
+            retire_older_lineage(self.lineage_cache, (entry.path for entry in self.entries))
 
     @property
     def notices(self) -> list[str]:
@@ -363,12 +81,8 @@ class SpanStore:
         self.close()
 
 
-def _sql_text(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
-
-
 def _create_spans_view(connection, parts: list[str], schema: pa.Schema, tables: Sequence[str] = ()) -> bool:
-    """`spans`: every span of the parts (and of the tables `fast_json` filled), each once, with `schema`'s columns.
+    """`spans`: every span of the parts (and of the tables `read.duckdb_json` filled), each once, with `schema`'s columns.
     A view over the Parquet parts, read column by column as queries need them, so memory stays far below the
     spans' size; materialized only when duplicates must be dropped (the same span exported twice, same trace and
     span id, counts once). Returns whether it had to (then `spans` is a table of its own)."""
@@ -380,7 +94,7 @@ def _create_spans_view(connection, parts: list[str], schema: pa.Schema, tables: 
     columns = ", ".join(schema.names)
     sources = [f"SELECT {columns} FROM {table}" for table in tables]
     if parts:
-        files = "[" + ", ".join(_sql_text(p) for p in parts) + "]"
+        files = "[" + ", ".join(sql_text(p) for p in parts) + "]"
         sources.append(f"SELECT {columns} FROM read_parquet({files})")
     connection.execute(f"CREATE VIEW all_spans AS {' UNION ALL '.join(sources)}")
     (duplicates,) = connection.execute(
@@ -394,14 +108,7 @@ def _create_spans_view(connection, parts: list[str], schema: pa.Schema, tables: 
 
 
 def _work_dir(use_cache: bool, cache_dir: Optional[Path]) -> Path:
-    if not use_cache:
-        return Path(tempfile.mkdtemp(prefix="goodput-"))
-    work_dir = (cache_dir or default_cache_dir()) / f"v{SCHEMA_VERSION}"
-    try:
-        work_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise GoodputError(f"{work_dir}: cannot create the cache folder: {exc.strerror or exc}") from None
-    return work_dir
+    return cache_work_dir(cache_dir) if use_cache else Path(tempfile.mkdtemp(prefix="goodput-"))
 
 
 def _convert(
@@ -417,7 +124,7 @@ def _convert(
     max_chunk_bytes: Optional[int] = None,
 ) -> list[FileEntry]:
     """Convert what the cache lacks. Given a `connection`, an uncached load of the accounting columns alone on this
-    machine lets DuckDB read JSON Lines files straight into it (`fast_json`), the fastest way there is."""
+    machine lets DuckDB read JSON Lines files straight into it (`read.duckdb_json`), the fastest way there is."""
     workers = workers or os.cpu_count() or 1
     direct = connection is not None and runner is None and not use_cache and accounting_only(schema)
     plan = plan_load(
@@ -481,12 +188,11 @@ def open_store(
             shutil.rmtree(work_dir, ignore_errors=True)
         raise
     if not use_cache:
-        # Spans that all sit in one `fast_json` table, each once, are already the lineage's nodes.
+        # Spans that all sit in one `read.duckdb_json` table, each once, are already the lineage's nodes.
         nodes = tables[0] if len(tables) == 1 and not parts and not deduplicated else None
         return SpanStore(connection, entries, temp_dir=work_dir, nodes_table=nodes)
-    file_set = "|".join(sorted(entry.cache_key for entry in entries))
-    set_key = hashlib.sha256(file_set.encode()).hexdigest()[:32]
-    return SpanStore(connection, entries, lineage_cache=work_dir / "sets" / f"{set_key}.lineage-v{LINEAGE_VERSION}.parquet")
+    lineage = lineage_cache_path(work_dir, (entry.cache_key for entry in entries), LINEAGE_VERSION)
+    return SpanStore(connection, entries, lineage_cache=lineage)
 
 
 def ingest(

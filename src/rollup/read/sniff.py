@@ -23,7 +23,7 @@ from typing import BinaryIO, Optional
 
 import zstandard
 
-from .errors import InputError, TraceFormatError
+from ..errors import InputError, TraceFormatError
 
 FORMATS = ("framed-proto", "bare-proto", "json-lines", "json-document", "parquet", "empty")
 GZIP_MAGIC = b"\x1f\x8b"
@@ -201,7 +201,7 @@ def _json_shape(stream: BinaryIO, head: bytes) -> str:
 
 def _proto_shape(stream: BinaryIO, head: bytes, path: str) -> str:
     """framed-proto when the first length header frames a message, bare-proto when the file starts like one."""
-    from .decode_proto import LeanTracesData, read_up_to
+    from .otlp_proto import LeanTracesData, read_up_to
 
     if len(head) >= 5:
         (length,) = struct.unpack_from(">I", head)

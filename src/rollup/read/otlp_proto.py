@@ -25,8 +25,10 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationSc
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Status
 
-from .errors import TraceFormatError
-from .schema import ATTRIBUTE_MAP, SPAN_SCHEMA, ResourceInfo, first_invalid_span, render_value, span_record_batch
+from ..errors import TraceFormatError
+from ..schema import ATTRIBUTE_MAP, SPAN_SCHEMA
+from .batch import ResourceInfo, first_invalid_span, span_record_batch
+from .values import render_value
 
 READ_PIECE = 16 << 20  # a record is read in pieces, so a corrupt length cannot make us allocate gigabytes up front
 _KV_CACHE_LIMIT = 200_000  # distinct attributes remembered across batches; cleared when full

@@ -17,9 +17,9 @@ import socket
 from collections.abc import Iterator, Sequence
 from typing import Any, Optional
 
-from .convert import DEFAULT_CHUNK_BYTES, Chunk, ChunkResult, convert_chunk
-from .errors import GoodputError
-from .store import ConvertJob, Runner
+from .chunks import DEFAULT_CHUNK_BYTES, Chunk, ChunkResult, convert_chunk
+from ..errors import GoodputError
+from .plan import ConvertJob, Runner
 
 # Ray's CPUs are not known before connecting, which happens only when there is work: `ingest --ray` caps chunks at
 # this size instead, so a large file spreads over a whole cluster, not over as many tasks as the driver has cores.

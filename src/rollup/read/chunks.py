@@ -19,8 +19,8 @@ from typing import Optional
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .errors import GoodputError, InputError, TraceFormatError
-from .schema import SPAN_SCHEMA
+from ..errors import GoodputError, InputError, TraceFormatError
+from ..schema import SPAN_SCHEMA
 from .sniff import DECOMPRESSION_ERRORS, compression_of, open_plain, read_failure, sniff_format
 
 DEFAULT_CHUNK_BYTES = 64 << 20
@@ -185,7 +185,7 @@ def _batches(
         if start:
             stream.seek(start)
         if kind in ("framed-proto", "bare-proto"):
-            from .decode_proto import decode_records, framed_records, read_up_to
+            from .otlp_proto import decode_records, framed_records, read_up_to
 
             def where(offset: int) -> str:
                 return f"byte {offset}" + (" of the decompressed content" if compressed else "")
@@ -202,7 +202,8 @@ def _batches(
 def _json_batches(
     stream, chunk: Chunk, kind: str, compressed: bool, notices: list[str], schema: pa.Schema
 ) -> Iterator[pa.RecordBatch]:
-    from .decode_json import JsonDecoder, json_line_batches
+    from .json_lines import json_line_batches
+    from .otlp_json import JsonDecoder
 
     path = chunk.path
     lines_before: list[Optional[int]] = [0 if chunk.start == 0 else None]

@@ -7,7 +7,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from .errors import InputError
+from ..errors import InputError
 
 _GLOB_CHARS = frozenset("*?[")
 

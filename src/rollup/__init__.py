@@ -1,0 +1,53 @@
+"""goodput's rollup: trace files in, the wall clock of each iteration by goodput bucket out.
+
+The front door: what `cli.py` calls, and what a user's script may. Each name loads its module on first use, so
+importing `rollup` (or `rollup.views` for the CLI's option types) does not import DuckDB or pyarrow.
+
+The path of a span: `read` (paths, sniff, chunks, otlp_proto / otlp_json / duckdb_json, plan) turns files into
+Parquet parts or DuckDB rows; `store` puts them behind one `spans` view, with `cache` in between; `lineage` gives
+each span its effective iteration; `windows` cuts the run into iteration windows; `attribution` charges their wall
+clock; `report` and `checks` build the results; `views` renders them.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Public name -> the module (under this package) that defines it.
+_HOMES: dict[str, str] = {
+    **dict.fromkeys(["GoodputError", "InputError", "TraceFormatError"], "errors"),
+    **dict.fromkeys(["SpanStore", "open_store", "ingest"], "store"),
+    **dict.fromkeys(["SPAN_SCHEMA", "ACCOUNTING_SCHEMA", "BUCKETS"], "schema"),
+    **dict.fromkeys(["Report", "IterationRow", "Figures", "build_report", "report_json"], "report"),
+    **dict.fromkeys(["Finding", "RULES", "check_findings", "check_summary"], "checks"),
+    **dict.fromkeys(["Window", "iteration_windows", "spans_in_window"], "windows"),
+    **dict.fromkeys(["ray_runner", "RAY_CHUNK_BYTES"], "read.ray_tasks"),
+    "default_cache_dir": "cache",
+}
+
+__all__ = list(_HOMES)
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'rollup' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{home}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+if TYPE_CHECKING:
+    from .cache import default_cache_dir
+    from .checks import RULES, Finding, check_findings, check_summary
+    from .errors import GoodputError, InputError, TraceFormatError
+    from .read.ray_tasks import RAY_CHUNK_BYTES, ray_runner
+    from .report import Figures, IterationRow, Report, build_report, report_json
+    from .schema import ACCOUNTING_SCHEMA, BUCKETS, SPAN_SCHEMA
+    from .store import SpanStore, ingest, open_store
+    from .windows import Window, iteration_windows, spans_in_window

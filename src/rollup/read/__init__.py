@@ -1,0 +1,1 @@
+"""Reading trace files: one module per input shape, and the plan that runs them (see `rollup`)."""

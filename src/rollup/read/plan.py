@@ -1,0 +1,250 @@
+"""What a load does before DuckDB sees a span: which files the cache holds, which chunks to convert, running them.
+
+`plan_load` expands the paths, reuses cached entries and cuts the rest into conversion jobs (a chunk, the Parquet part
+it becomes, the columns it keeps); `load_direct` lets DuckDB read plain JSON Lines itself when only the accounting
+columns are wanted; `execute_plan` runs the jobs (on all cores, in this process, or through any runner such as
+`ray_tasks.ray_runner`) and publishes each converted file to the cache.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import shutil
+import threading
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..cache import file_cache_key, publish_entry, read_manifest
+from ..errors import GoodputError, TraceFormatError
+from ..schema import SPAN_SCHEMA
+from .chunks import Chunk, ChunkResult, convert_chunk, plan_chunks
+from .paths import expand_paths
+from .sniff import compression_of, sniff_format
+
+if TYPE_CHECKING:
+    import duckdb
+
+# Below this many bytes in all and this many files or chunks, converting in this process beats starting workers;
+# past it, the per-file cost (~10-20 ms) of many small files is worth spreading over the cores.
+IN_PROCESS_BYTES = 8 << 20
+IN_PROCESS_JOBS = 16
+MIN_CHUNK_BYTES = 4 << 20
+DIRECT_TABLE = "direct_spans"  # where `duckdb_json` puts the spans of the JSON Lines files DuckDB reads itself
+
+ConvertJob = tuple[Chunk, str, pa.Schema]  # a chunk, the Parquet part it becomes, the columns it keeps
+Runner = Callable[[Sequence[ConvertJob]], Iterator[ChunkResult]]
+Progress = Callable[[int, int], None]
+
+
+@dataclass
+class FileEntry:
+    """One input file and where its normalized spans live."""
+
+    path: Path
+    size: int
+    mtime_ns: int
+    parts: list[str] = field(default_factory=list)
+    spans: int = 0
+    notices: list[str] = field(default_factory=list)
+    cached: bool = False
+    tables: list[str] = field(default_factory=list)  # DuckDB tables holding its spans, when `fast_json` read it
+
+    @property
+    def cache_key(self) -> str:
+        return file_cache_key(self.path, self.size, self.mtime_ns)
+
+
+def _stat_entry(path: Path) -> FileEntry:
+    try:
+        stat = path.stat()
+    except OSError as exc:
+        raise GoodputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if not os.access(path, os.R_OK):
+        raise GoodputError(f"{path}: cannot read: permission denied")
+    return FileEntry(path=path, size=stat.st_size, mtime_ns=stat.st_mtime_ns)
+
+
+def _stat_entry(path: Path) -> FileEntry:
+    try:
+        stat = path.stat()
+    except OSError as exc:
+        raise GoodputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if not os.access(path, os.R_OK):
+        raise GoodputError(f"{path}: cannot read: permission denied")
+    return FileEntry(path=path, size=stat.st_size, mtime_ns=stat.st_mtime_ns)
+
+
+def run_in_processes(jobs: Sequence[ConvertJob], workers: Optional[int] = None) -> Iterator[ChunkResult]:
+    """Convert chunks on all cores; small work stays in this process."""
+    workers = workers or os.cpu_count() or 1
+    if workers <= 1 or len(jobs) <= 1:
+        for chunk, out_path, schema in jobs:
+            yield convert_chunk(chunk, out_path, schema=schema)
+        return
+    # fork is cheap and safe while this process runs no other thread; otherwise a forkserver, which is safe anyway.
+    method = "fork" if threading.active_count() == 1 and "fork" in multiprocessing.get_all_start_methods() else None
+    context = multiprocessing.get_context(method or "forkserver")
+    with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=context) as pool:
+        futures = [pool.submit(convert_chunk, chunk, out_path, schema=schema) for chunk, out_path, schema in jobs]
+        try:
+            for future in as_completed(futures):
+                yield future.result()
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
+
+
+@dataclass
+class Plan:
+    """What a load has to do: the entries already cached and the chunks still to convert."""
+
+    entries: list[FileEntry]
+    jobs: list[ConvertJob]
+    staging: dict[Path, Path]  # entry path -> folder its parts are being written to
+    total_bytes: int
+    direct: list[FileEntry] = field(default_factory=list)  # JSON Lines files DuckDB is to read itself first
+    done_bytes: int = 0  # of total_bytes, read before the jobs run
+
+
+def plan_load(
+    paths: Sequence[str | os.PathLike[str]],
+    *,
+    use_cache: bool,
+    work_dir: Path,
+    workers: int,
+    schema: pa.Schema = SPAN_SCHEMA,
+    direct_json: bool = False,
+    max_chunk_bytes: Optional[int] = None,
+) -> Plan:
+    """Expand the paths, reuse what the cache holds, and cut the rest into conversion jobs keeping `schema`'s
+    columns (always all of them when they go to the cache). With `direct_json`, JSON Lines files are set aside for
+    `load_direct` instead. Chunks are sized for `workers`, and at most `max_chunk_bytes` when given."""
+    schema = SPAN_SCHEMA if use_cache else schema
+    files = expand_paths(paths)
+    entries = [_stat_entry(path) for path in files]
+    jobs: list[ConvertJob] = []
+    staging: dict[Path, Path] = {}
+    pending: list[tuple[FileEntry, str]] = []  # with the format sniffed once, here
+    for entry in entries:
+        if use_cache:
+            manifest = read_manifest(work_dir / entry.cache_key)
+            if manifest is not None:
+                entry.parts, entry.spans, entry.notices = manifest["parts"], manifest["spans"], manifest["notices"]
+                entry.cached = True
+                continue
+        kind = sniff_format(str(entry.path)) if entry.size else "empty"
+        if kind == "parquet":
+            _check_parquet_spans(entry)
+            continue
+        pending.append((entry, kind))
+    to_duckdb = [direct_json and kind == "json-lines" for _, kind in pending]
+    direct = [entry for (entry, _), chosen in zip(pending, to_duckdb) if chosen]
+    pending = [item for item, chosen in zip(pending, to_duckdb) if not chosen]
+    converted = sum(e.size for e, _ in pending)
+    plan = Plan(entries, jobs, staging, total_bytes=converted + sum(e.size for e in direct), direct=direct)
+    target = _chunk_target(converted, workers, max_chunk_bytes)
+    for entry, kind in pending:
+        _add_jobs(plan, entry, kind, target, work_dir, schema)
+    return plan
+
+
+def _chunk_target(total_bytes: int, workers: int, max_chunk_bytes: Optional[int] = None) -> int:
+    """Chunks of about this size give every worker two, so a slow one does not hold up the end."""
+    target = max(MIN_CHUNK_BYTES, total_bytes // max(1, workers * 2))
+    return min(target, max_chunk_bytes) if max_chunk_bytes else target
+
+
+def _add_jobs(plan: Plan, entry: FileEntry, kind: str, target: int, work_dir: Path, schema: pa.Schema) -> None:
+    folder = work_dir / f"{entry.cache_key}.staging-{uuid.uuid4().hex[:8]}"
+    folder.mkdir(parents=True, exist_ok=True)
+    plan.staging[entry.path] = folder
+    for chunk in plan_chunks(str(entry.path), target_bytes=target, kind=kind):
+        plan.jobs.append((chunk, str(folder / f"part-{chunk.index:05d}.parquet"), schema))
+
+
+def load_direct(
+    plan: Plan,
+    connection: duckdb.DuckDBPyConnection, *, work_dir: Path, workers: int, schema: pa.Schema, progress: Optional[Progress]
+) -> None:
+    """Let DuckDB read the plan's JSON Lines files itself (`duckdb_json`), all into one table of `connection`
+    (DIRECT_TABLE), in one query per kind of compression; a file it gives back becomes conversion jobs for the
+    careful reader."""
+    from . import duckdb_json
+
+    by_compression: dict[Optional[str], list[FileEntry]] = {}
+    for entry in plan.direct:
+        by_compression.setdefault(compression_of(str(entry.path)), []).append(entry)
+    for compression, entries in by_compression.items():
+        size = sum(entry.size for entry in entries)
+
+        def on_progress(fraction: float, before: int = plan.done_bytes, size: int = size) -> None:
+            if progress is not None:
+                progress(before + int(fraction * size), plan.total_bytes)
+
+        paths = [str(entry.path) for entry in entries]
+        claimed = duckdb_json.load_json_lines(connection, paths, compression, DIRECT_TABLE, on_progress)
+        plan.done_bytes += size
+        for entry in entries:
+            if str(entry.path) in claimed:
+                entry.tables, entry.spans = [DIRECT_TABLE], claimed[str(entry.path)]
+            else:
+                plan.total_bytes += entry.size
+                _add_jobs(plan, entry, "json-lines", _chunk_target(entry.size, workers), work_dir, schema)
+        if progress is not None:
+            progress(plan.done_bytes, plan.total_bytes)
+
+
+def _check_parquet_spans(entry: FileEntry) -> None:
+    """A Parquet file among the inputs (an `ingest --to` dataset) is used as it is, if it holds goodput spans."""
+    try:
+        schema = pq.read_schema(entry.path)
+        rows = pq.read_metadata(entry.path).num_rows
+    except Exception as exc:
+        raise TraceFormatError(str(entry.path), "", f"unreadable Parquet file ({exc})") from None
+    missing = [name for name in SPAN_SCHEMA.names if name not in schema.names]
+    if missing:
+        raise TraceFormatError(str(entry.path), "", f"a Parquet file that is not a goodput span table (no {missing[0]})")
+    entry.parts, entry.spans = [str(entry.path)], rows
+
+
+def execute_plan(
+    plan: Plan, *, use_cache: bool, work_dir: Path, runner: Runner, progress: Optional[Progress] = None
+) -> None:
+    """Run the plan's jobs, then publish each converted file (to the cache, or in place for an uncached load)."""
+    by_path = {entry.path: entry for entry in plan.entries}
+    part_of = {(chunk.path, chunk.index): out_path for chunk, out_path, _ in plan.jobs}
+    done_bytes = plan.done_bytes
+    results: dict[Path, list[ChunkResult]] = {path: [] for path in plan.staging}
+    try:
+        for result in runner(plan.jobs):
+            results[Path(result.chunk.path)].append(result)
+            done_bytes += _chunk_bytes(result.chunk, by_path[Path(result.chunk.path)].size)
+            if progress is not None:
+                progress(min(done_bytes, plan.total_bytes), plan.total_bytes)
+    except BaseException:
+        for folder in plan.staging.values():
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
+    for path, folder in plan.staging.items():
+        entry = by_path[path]
+        ordered = sorted(results[path], key=lambda r: r.chunk.index)
+        entry.spans = sum(r.spans for r in ordered)
+        entry.notices = [n for r in ordered for n in r.notices]
+        entry.parts = [part_of[(r.chunk.path, r.chunk.index)] for r in ordered if r.spans]
+        if use_cache:
+            publish_entry(entry, folder, work_dir / entry.cache_key)
+
+
+def _chunk_bytes(chunk: Chunk, file_size: int) -> int:
+    return (file_size if chunk.end < 0 else chunk.end) - chunk.start
+
+

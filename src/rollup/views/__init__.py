@@ -1,0 +1,17 @@
+"""What the commands show: data in (Arrow tables, the report's JSON object, findings), text out. No typer here."""
+
+from .formats import OutputFormat, json_text, render_rows
+from .report import report_rows, report_table
+from .tables import cell_text, jsonable, rich_table_text, table_text
+
+__all__ = [
+    "OutputFormat",
+    "cell_text",
+    "json_text",
+    "jsonable",
+    "render_rows",
+    "report_rows",
+    "report_table",
+    "rich_table_text",
+    "table_text",
+]
