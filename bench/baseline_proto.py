@@ -44,7 +44,7 @@ def read_spans(path: str):
 def main() -> None:
     trace_ids, span_ids, parent_ids, names, starts_ns, ends_ns, attributes = read_spans(sys.argv[1])
     sums_ns: dict = {}
-    for start_ns, end_ns, span_attributes in zip(starts_ns, ends_ns, attributes):
+    for start_ns, end_ns, span_attributes in zip(starts_ns, ends_ns, attributes, strict=True):
         iteration = span_attributes.get("rl.iteration")
         if not isinstance(iteration, int) or isinstance(iteration, bool):
             iteration = None

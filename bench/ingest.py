@@ -37,7 +37,6 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
 
 import tracegen
 
@@ -132,7 +131,7 @@ def _pss_bytes(pid: int) -> int:
     return 0
 
 
-def run_process(argv: list[str], env: Optional[dict[str, str]] = None, timeout_s: float = 3600) -> Run:
+def run_process(argv: list[str], env: dict[str, str] | None = None, timeout_s: float = 3600) -> Run:
     """Run `argv` to completion; only this child (and its children) is in the figures, wait4 reports it alone."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         started = time.perf_counter()
@@ -168,7 +167,7 @@ def run_process(argv: list[str], env: Optional[dict[str, str]] = None, timeout_s
         )
 
 
-def parse_sums(text: str) -> Optional[dict[tuple[Optional[int], Optional[str]], int]]:
+def parse_sums(text: str) -> dict[tuple[int | None, str | None], int] | None:
     """`iteration,bucket,sum_ns` rows (a header line allowed; empty or NULL for a missing value), or None."""
     sums = {}
     try:
@@ -299,7 +298,7 @@ def main() -> None:
     print(f"{'figure':34} {'value':>9} {'baseline':>9} {'ratio':>7} {'bar':>7} {'aim':>6}")
 
     def ratio_line(
-        label: str, figure: Measured, baseline: Measured, bar: Optional[float], aim: Optional[float]
+        label: str, figure: Measured, baseline: Measured, bar: float | None, aim: float | None
     ) -> None:
         if not (figure.ok and baseline.ok):
             print(f"{label:34} {'n/a (a run failed)':>9}")

@@ -104,9 +104,18 @@ def main() -> None:
         f"raw, with the same two attributes      {results['raw_tagged']:7.2f} us/span   "
         f"{results['raw_tagged'] / raw_us:.2f}x raw (what tagging alone costs in the SDK)"
     )
-    print(f"managed_span                           {results['managed']:7.2f} us/span   {results['managed'] / raw_us:.2f}x raw (bar 1.3x)")
-    print(f"managed_span in iteration+bucket scope {results['scoped']:7.2f} us/span   {results['scoped'] / raw_us:.2f}x raw (bar 1.5x)")
-    print(f"disabled group                         {results['disabled']:7.3f} us/span   (bar 2 us; empty loop {results['loop']:.3f} us)")
+    print(
+        f"managed_span                           {results['managed']:7.2f} us/span   "
+        f"{results['managed'] / raw_us:.2f}x raw (bar 1.3x)"
+    )
+    print(
+        f"managed_span in iteration+bucket scope {results['scoped']:7.2f} us/span   "
+        f"{results['scoped'] / raw_us:.2f}x raw (bar 1.5x)"
+    )
+    print(
+        f"disabled group                         {results['disabled']:7.3f} us/span   "
+        f"(bar 2 us; empty loop {results['loop']:.3f} us)"
+    )
 
 
 if __name__ == "__main__":

@@ -3,8 +3,9 @@
 All three are whole `goodput` processes on the same warm cache (the ingest bench's synthetic trace, converted once
 first), so each figure includes the same start-up and Parquet scan. `ingest` also builds the lineage table (parent
 links across files) for that set of files, as it does for users; without it the first report would walk the traces
-itself (about 1.5 s more at 1M spans). The first run of each command is printed apart from the best. The bar is report, check <= 3x the
-GROUP BY (`goodput query FILE "SELECT iteration, bucket, sum(duration_ns) FROM spans GROUP BY ALL"`).
+itself (about 1.5 s more at 1M spans). The first run of each command is printed apart from the best. The bar is
+report, check <= 3x the GROUP BY
+(`goodput query FILE "SELECT iteration, bucket, sum(duration_ns) FROM spans GROUP BY ALL"`).
 Usage: python bench/rollup.py [--spans N] [--repeats R]
 """
 
@@ -49,7 +50,10 @@ def main() -> None:
         first = run_process([GOODPUT, "ingest", path], env=env)
         if first.returncode != 0:
             sys.exit(first.stderr)
-        print(f"{args.spans:,} spans, {os.path.getsize(path) / 1e6:.0f} MB framed protobuf; cache filled in {first.wall_s:.2f} s")
+        print(
+            f"{args.spans:,} spans, {os.path.getsize(path) / 1e6:.0f} MB framed protobuf; "
+            f"cache filled in {first.wall_s:.2f} s"
+        )
         walls, _ = timed_runs([GOODPUT, "query", "-f", "csv", path, GROUP_BY], env, args.repeats)
         baseline = min(walls)
         print(f"GROUP BY iteration, bucket (baseline)          {baseline:6.2f} s")

@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 GENERATOR_VERSION = 1  # bump whenever the output changes, so stale files in bench/out are rebuilt
 DEFAULT_SEED = 20_260_101
@@ -61,8 +61,8 @@ SPAN_KIND_INTERNAL = 1
 
 Attributes = tuple[tuple[str, Any], ...]
 # One span: span id, parent span id (None for the root), name, start_ns, end_ns, flags, attributes.
-SpanRow = tuple[bytes, Optional[bytes], str, int, int, int, Attributes]
-SumKey = tuple[Optional[int], Optional[str]]
+SpanRow = tuple[bytes, bytes | None, str, int, int, int, Attributes]
+SumKey = tuple[int | None, str | None]
 
 
 @dataclass(frozen=True)
@@ -282,7 +282,7 @@ class _JobBuilder:
         return int((low + (high - low) * self.rng.random()) * SECOND_NS)
 
     def emit(
-        self, process: int, span_id: bytes, parent_id: Optional[bytes], name: str, start_ns: int, end_ns: int,
+        self, process: int, span_id: bytes, parent_id: bytes | None, name: str, start_ns: int, end_ns: int,
         attributes: Attributes, remote_parent: bool = False,
     ) -> None:  # fmt: skip
         """Queue one ended span on its process's exporter, which exports a batch whenever it has `batch_spans`."""
@@ -318,7 +318,7 @@ class _JobBuilder:
                 break
         job_attributes = (("rl.span_group", "job"), ("rl.algorithm", ALGORITHM), ("job.name", "grpo-math-7b"))
         self.emit(0, job_id, None, f"rl.{ALGORITHM}.job", EPOCH_NS, t + self.seconds(1, 3), job_attributes)
-        for process, pending in zip(self.processes, self.pending):
+        for process, pending in zip(self.processes, self.pending, strict=True):
             if pending:
                 self.sink(process, pending)
         self.pending = [[] for _ in self.processes]
@@ -337,19 +337,19 @@ class _JobBuilder:
         self.emit(0, startup_id, job_id, "rl.startup", start_ns, end_ns, (("rl.span_group", "setup"),))
         return end_ns + self.seconds(0.05, 0.5)
 
-    def plan_step(self, iteration: int) -> "StepPlan":
+    def plan_step(self, iteration: int) -> StepPlan:
         random_ = self.rng.random
         evaluate, checkpoint = iteration % EVALUATE_EVERY == 0, iteration % CHECKPOINT_EVERY == 0
         return StepPlan(iteration, random_() < 0.10, random_() < 0.05, checkpoint, evaluate)
 
     @staticmethod
-    def step_size(plan: "StepPlan") -> int:
+    def step_size(plan: StepPlan) -> int:
         driver = 8  # step, rollout, reward, logprob, advantage, data_processing, weight sync, refit bubble
         optional = plan.starvation + plan.failed_trajectory + plan.checkpoint + 2 * plan.evaluate
         generation = GENERATION_WORKERS * (1 + PROMPTS_PER_GENERATION_WORKER) + plan.extra_prompts
         return driver + optional + generation + POLICY_WORKERS * MICROBATCHES_PER_POLICY_WORKER
 
-    def step(self, job_id: bytes, start_ns: int, plan: "StepPlan") -> int:
+    def step(self, job_id: bytes, start_ns: int, plan: StepPlan) -> int:
         """One iteration from rollout to refit; returns when the next step starts."""
         it, seconds, random_, new_id, emit = plan.iteration, self.seconds, self.rng.random, self.new_id, self.emit
         step_id, rollout_id = new_id(), new_id()
@@ -507,7 +507,7 @@ def _sum_order(item: tuple[SumKey, int]) -> tuple[int, int, str, str]:
     return (iteration is None, iteration or 0, bucket is None, bucket or "")
 
 
-def _load_existing(spans: int, seed: int, out_dir: Path) -> Optional[TraceFiles]:
+def _load_existing(spans: int, seed: int, out_dir: Path) -> TraceFiles | None:
     proto_path, jsonl_path, meta_path = _paths(out_dir, spans)
     try:
         meta = json.loads(meta_path.read_text())

@@ -1,6 +1,7 @@
 """The `goodput` command: parse arguments, call `rollup`, render tables/JSON/CSV/Markdown, set the exit code.
 
-The only module that knows typer (and the terminal); what it prints comes from `rollup.views`. The library raises `GoodputError` with a message a user can act on;
+The only module that knows typer (and the terminal); what it prints comes from `rollup.views`. The library
+raises `GoodputError` with a message a user can act on;
 this module prints it as one line on stderr and exits 2, never with a traceback. DuckDB, pyarrow and Ray are
 imported inside the commands, so `goodput --help` stays instant.
 """
@@ -13,7 +14,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
@@ -89,7 +90,12 @@ class _LoadProgress:
             from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
 
             self._progress = Progress(
-                "reading traces", BarColumn(), DownloadColumn(), TimeRemainingColumn(), console=_stderr(), transient=True
+                "reading traces",
+                BarColumn(),
+                DownloadColumn(),
+                TimeRemainingColumn(),
+                console=_stderr(),
+                transient=True,
             )
             self._task = self._progress.add_task("load", total=total_bytes)
             self._progress.start()
@@ -126,7 +132,7 @@ def _terminal_width() -> int:
     return Console().width if sys.stdout.isatty() else 200
 
 
-def _emit(text: str, output: Optional[Path]) -> None:
+def _emit(text: str, output: Path | None) -> None:
     if output is None:
         sys.stdout.write(text)
         return
@@ -146,9 +152,11 @@ def _arrow_rows(table: pa.Table) -> tuple[list[str], list[list[Any]]]:
 
 
 def query(
-    paths_and_sql: list[str] = typer.Argument(..., metavar="PATH... SQL", help="Trace files, directories or globs, then the SQL."),
+    paths_and_sql: list[str] = typer.Argument(
+        ..., metavar="PATH... SQL", help="Trace files, directories or globs, then the SQL."
+    ),
     fmt: OutputFormat = FormatOption,
-    output: Optional[Path] = OutputOption,
+    output: Path | None = OutputOption,
     no_cache: bool = NoCacheOption,
 ) -> None:
     """SQL over the spans: one row a span, in the DuckDB view `spans`.
@@ -167,7 +175,7 @@ def query(
     _emit(render_rows(columns, rows, fmt, width=_terminal_width()), output)
 
 
-def _iteration_range(iteration: Optional[int], iterations: Optional[str]) -> Optional[tuple[int, int]]:
+def _iteration_range(iteration: int | None, iterations: str | None) -> tuple[int, int] | None:
     """`--iteration N` or `--iterations A:B` (inclusive; either end may be left open) as a range, or None."""
     if iteration is not None and iterations is not None:
         raise typer.BadParameter("give --iteration or --iterations, not both")
@@ -191,14 +199,16 @@ IterationsOption = typer.Option(None, "--iterations", help="Only iterations A to
 @app.command()
 def report(
     paths: list[str] = typer.Argument(..., metavar="PATH...", help="Trace files, directories or globs."),
-    iteration: Optional[int] = IterationOption,
-    iterations: Optional[str] = IterationsOption,
-    precedence: Optional[str] = typer.Option(
-        None, "--precedence", help="Bucket order for instants where several are active (default productive,overhead,idle,wasted)."
+    iteration: int | None = IterationOption,
+    iterations: str | None = IterationsOption,
+    precedence: str | None = typer.Option(
+        None,
+        "--precedence",
+        help="Bucket order for instants where several are active (default productive,overhead,idle,wasted).",
     ),
-    by: Optional[str] = typer.Option(None, "--by", help="'process': each process's own breakdown within the windows."),
+    by: str | None = typer.Option(None, "--by", help="'process': each process's own breakdown within the windows."),
     fmt: OutputFormat = FormatOption,
-    output: Optional[Path] = OutputOption,
+    output: Path | None = OutputOption,
     no_cache: bool = NoCacheOption,
 ) -> None:
     """Goodput per iteration: wall clock by bucket, and span-seconds beside it.
@@ -213,7 +223,8 @@ def report(
     from rollup import build_report, report_json
 
     with _user_errors(), _opened_store(paths, no_cache) as store:
-        payload = report_json(build_report(store, iterations=selected, precedence=precedence, by_process=by is not None))
+        built = build_report(store, iterations=selected, precedence=precedence, by_process=by is not None)
+        payload = report_json(built)
     if not payload["iterations"] and selected is None:
         _stderr().print("note: no iterations in these traces (no rl.iteration on any step or span)")
     elif not payload["iterations"]:
@@ -229,10 +240,10 @@ def report(
 @app.command()
 def check(
     paths: list[str] = typer.Argument(..., metavar="PATH...", help="Trace files, directories or globs."),
-    iteration: Optional[int] = IterationOption,
-    iterations: Optional[str] = IterationsOption,
+    iteration: int | None = IterationOption,
+    iterations: str | None = IterationsOption,
     fmt: OutputFormat = FormatOption,
-    output: Optional[Path] = OutputOption,
+    output: Path | None = OutputOption,
     no_cache: bool = NoCacheOption,
 ) -> None:
     """Flag the accounting bugs; exit 1 when any is an error.
@@ -266,10 +277,10 @@ def check(
 def spans(
     paths: list[str] = typer.Argument(..., metavar="PATH...", help="Trace files, directories or globs."),
     iteration: int = typer.Option(..., "--iteration", "-i", help="The iteration whose window to list."),
-    bucket: Optional[str] = typer.Option(None, "--bucket", help="Only spans of this bucket."),
-    process: Optional[str] = typer.Option(None, "--process", help="Only spans of this process."),
+    bucket: str | None = typer.Option(None, "--bucket", help="Only spans of this bucket."),
+    process: str | None = typer.Option(None, "--process", help="Only spans of this process."),
     fmt: OutputFormat = FormatOption,
-    output: Optional[Path] = OutputOption,
+    output: Path | None = OutputOption,
     no_cache: bool = NoCacheOption,
 ) -> None:
     """What else was happening in step N: every span active in its window.
@@ -292,11 +303,13 @@ _RAY_ADDRESS = re.compile(r"^(auto|local|ray://\S+|[\w.\-]+:\d+)$")
 
 def ingest(
     paths: list[str] = typer.Argument(..., metavar="PATH...", help="Trace files, directories or globs."),
-    to: Optional[Path] = typer.Option(None, "--to", help="Write a Parquet dataset to DIR instead of the cache."),
-    ray: bool = typer.Option(False, "--ray", help="Convert as Ray tasks: --ray [ADDRESS] (default: RAY_ADDRESS, else a local cluster)."),
-    ray_address: Optional[str] = typer.Option(None, "--ray-address", hidden=True),
+    to: Path | None = typer.Option(None, "--to", help="Write a Parquet dataset to DIR instead of the cache."),
+    ray: bool = typer.Option(
+        False, "--ray", help="Convert as Ray tasks: --ray [ADDRESS] (default: RAY_ADDRESS, else a local cluster)."
+    ),
+    ray_address: str | None = typer.Option(None, "--ray-address", hidden=True),
     fmt: OutputFormat = FormatOption,
-    output: Optional[Path] = OutputOption,
+    output: Path | None = OutputOption,
 ) -> None:
     """Convert trace files to Parquet once, locally or on a Ray cluster.
 
@@ -334,7 +347,9 @@ def _rewrite_ray_address(argv: list[str]) -> list[str]:
         arg = argv[i]
         if arg.startswith("--ray="):
             out += ["--ray", "--ray-address", arg.split("=", 1)[1]]
-        elif arg == "--ray" and i + 1 < len(argv) and _RAY_ADDRESS.match(argv[i + 1]) and not Path(argv[i + 1]).exists():
+        elif (
+            arg == "--ray" and i + 1 < len(argv) and _RAY_ADDRESS.match(argv[i + 1]) and not Path(argv[i + 1]).exists()
+        ):
             out += ["--ray", "--ray-address", argv[i + 1]]
             i += 1
         else:
@@ -343,7 +358,7 @@ def _rewrite_ray_address(argv: list[str]) -> list[str]:
     return out
 
 
-def main(argv: Optional[list[str]] = None) -> None:
+def main(argv: list[str] | None = None) -> None:
     """Entry point of the `goodput` script and of `python -m cli`."""
     args = _rewrite_ray_address(list(sys.argv[1:] if argv is None else argv))
     app(args=args, prog_name="goodput")

@@ -15,7 +15,6 @@ import pytest
 from conftest import invoke
 from tracebuild import S, span_id_of, step, write_trace
 
-
 FINDING_KEYS = {
     "rule", "severity", "trace_id", "span_id", "name", "iteration", "related_span_id", "message", "overlap_s",
 }

@@ -9,10 +9,9 @@ import sys
 import pytest
 
 from cli import _rewrite_ray_address
-from rollup.views import rich_table_text, table_text
 from conftest import invoke
+from rollup.views import rich_table_text, table_text
 from tracebuild import S, write_trace
-
 
 
 def run(args: list[str]):
@@ -32,7 +31,14 @@ def two_steps(tmp_path):
 
 
 def test_help_lists_every_command_without_importing_duckdb():
-    code = "import sys, cli; sys.argv = ['goodput', '--help']\ntry:\n    cli.main()\nexcept SystemExit:\n    pass\nprint('duckdb' in sys.modules, 'pyarrow' in sys.modules, 'ray' in sys.modules)"
+    code = (
+        "import sys, cli; sys.argv = ['goodput', '--help']\n"
+        "try:\n"
+        "    cli.main()\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print('duckdb' in sys.modules, 'pyarrow' in sys.modules, 'ray' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True).stdout
     for command in ("report", "check", "spans", "query", "ingest"):
         assert command in out
@@ -40,14 +46,17 @@ def test_help_lists_every_command_without_importing_duckdb():
 
 
 def test_python_dash_m_cli_is_the_same_command():
-    result = subprocess.run([sys.executable, "-m", "cli", "report", "--help"], capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "cli", "report", "--help"], capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 0 and "--precedence" in result.stdout
 
 
 @pytest.mark.parametrize("fmt", ["json", "csv", "markdown", "table"])
 def test_query_in_every_format(tmp_path, fmt):
     path = two_steps(tmp_path)
-    result = run(["query", str(path), "SELECT iteration, count(*) AS n FROM spans WHERE iteration IS NOT NULL GROUP BY 1 ORDER BY 1", "-f", fmt])
+    sql = "SELECT iteration, count(*) AS n FROM spans WHERE iteration IS NOT NULL GROUP BY 1 ORDER BY 1"
+    result = run(["query", str(path), sql, "-f", fmt])
     assert result.exit_code == 0, result.output
     if fmt == "json":
         assert json.loads(result.stdout) == [{"iteration": 1, "n": 1}, {"iteration": 2, "n": 1}]  # the step spans
@@ -61,10 +70,14 @@ def test_query_in_every_format(tmp_path, fmt):
 
 def test_query_exposes_attribute_maps_and_promoted_columns(tmp_path):
     path = two_steps(tmp_path)
-    result = run(
-        ["query", str(path), "SELECT attributes['rl.bucket'] AS b, bucket, span_group, process FROM spans WHERE name = 'rl.grpo.logprob'", "-f", "json"]
+    sql = (
+        "SELECT attributes['rl.bucket'] AS b, bucket, span_group, process FROM spans"
+        " WHERE name = 'rl.grpo.logprob'"
     )
-    assert json.loads(result.stdout) == [{"b": "overhead", "bucket": "overhead", "span_group": "logprob", "process": "driver"}]
+    result = run(["query", str(path), sql, "-f", "json"])
+    assert json.loads(result.stdout) == [
+        {"b": "overhead", "bucket": "overhead", "span_group": "logprob", "process": "driver"}
+    ]
 
 
 def test_query_needs_a_path_and_sql():
@@ -117,8 +130,12 @@ def test_bad_option_values_are_usage_errors(tmp_path):
 def test_ray_takes_an_optional_address_without_eating_a_path(tmp_path):
     existing = str(tmp_path)
     assert _rewrite_ray_address(["ingest", "run/", "--ray"]) == ["ingest", "run/", "--ray"]
-    assert _rewrite_ray_address(["ingest", "--ray", "auto", "run/"]) == ["ingest", "--ray", "--ray-address", "auto", "run/"]
-    assert _rewrite_ray_address(["ingest", "--ray=ray://head:10001", "x"])[1:4] == ["--ray", "--ray-address", "ray://head:10001"]
+    assert _rewrite_ray_address(["ingest", "--ray", "auto", "run/"]) == [
+        "ingest", "--ray", "--ray-address", "auto", "run/"
+    ]
+    assert _rewrite_ray_address(["ingest", "--ray=ray://head:10001", "x"])[1:4] == [
+        "--ray", "--ray-address", "ray://head:10001"
+    ]
     assert _rewrite_ray_address(["ingest", "--ray", "10.0.0.1:6379"])[2:] == ["--ray-address", "10.0.0.1:6379"]
     assert _rewrite_ray_address(["ingest", "--ray", existing]) == ["ingest", "--ray", existing]
 
@@ -128,8 +145,14 @@ TABLES = {
     "empty": (["a", "bb"], [], {"title": "T"}),
     "centered-title": (["a", "bb"], [["1", "2"]], {"title": "A title much longer than"}),
     "title-wider-than-table": (["a", "b"], [["1", "2"]], {"title": "A title much longer than the table"}),
-    "wide-characters": (["num", "name"], [["1", "héllo"], ["22", "日本語"], ["3", ""]], {"right": [True], "section_at": 2}),
-    "report-like": (["iter", "x"], [["1", "2"], ["total", "3"]], {"right": [True, True], "section_at": 1, "title": "Left", "title_justify": "left"}),
+    "wide-characters": (
+        ["num", "name"], [["1", "héllo"], ["22", "日本語"], ["3", ""]], {"right": [True], "section_at": 2}
+    ),
+    "report-like": (
+        ["iter", "x"],
+        [["1", "2"], ["total", "3"]],
+        {"right": [True, True], "section_at": 1, "title": "Left", "title_justify": "left"},
+    ),
     "markup-in-cells": (["a"], [["[bold]x[/]"]], {}),
     "must-fold": (["a", "b"], [["x" * 50, "y" * 60]], {"width": 80}),
 }

@@ -12,9 +12,8 @@ import textwrap
 import pytest
 
 import instrument
-from instrument import RLSpanGroup, managed_span, umbrella_span
-
 from conftest import read_framed_spans, read_json_lines_spans
+from instrument import RLSpanGroup, managed_span, umbrella_span
 
 
 def run_child(code: str) -> subprocess.CompletedProcess:
@@ -43,9 +42,11 @@ CHILD_JOB = """
 def test_a_directory_gets_one_file_per_process_and_a_bare_child_inherits_the_choice(tmp_path):
     trace_dir = tmp_path / "run"
     instrument.configure(service_name="driver", span_groups=["job", "generation"], exporter="json-file", path=trace_dir)
-    with umbrella_span(RLSpanGroup.U_JOB, "rl.grpo.job"):
-        with managed_span(RLSpanGroup.REWARD, "rl.grpo.reward"):  # not enabled: absent from the file
-            pass
+    with (
+        umbrella_span(RLSpanGroup.U_JOB, "rl.grpo.job"),
+        managed_span(RLSpanGroup.REWARD, "rl.grpo.reward"),  # not enabled: absent from the file
+    ):
+        pass
     run_child(CHILD_JOB)
     instrument.shutdown()
 
@@ -115,7 +116,10 @@ def test_the_resource_names_the_process(tmp_path):
 
 
 def test_importing_instrument_imports_neither_ray_nor_an_exporter():
-    code = "import sys, instrument; print(sorted(m for m in ('ray', 'grpc', 'opentelemetry.exporter.otlp.proto.grpc') if m in sys.modules))"
+    code = (
+        "import sys, instrument; "
+        "print(sorted(m for m in ('ray', 'grpc', 'opentelemetry.exporter.otlp.proto.grpc') if m in sys.modules))"
+    )
     assert run_child(code).stdout.strip() == "[]"
 
 

@@ -36,9 +36,10 @@ def decorated_and_dispatched(files: list[Path], root: Path) -> tuple[dict[str, s
     for path in files:
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
         for node in ast.walk(tree):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                if any(_decorator_name(d) == "accepts_trace_context" for d in node.decorator_list):
-                    decorated[node.name] = f"{path.relative_to(root)}:{node.lineno}"
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+                _decorator_name(d) == "accepts_trace_context" for d in node.decorator_list
+            ):
+                decorated[node.name] = f"{path.relative_to(root)}:{node.lineno}"
             if not isinstance(node, ast.Call):
                 continue
             if _decorator_name(node) == "dispatch_with_trace_context" and node.args:
@@ -46,11 +47,15 @@ def decorated_and_dispatched(files: list[Path], root: Path) -> tuple[dict[str, s
                 if name:
                     dispatched.add(name)
             spreads_carrier = any(
-                kw.arg is None and isinstance(kw.value, ast.Call) and _decorator_name(kw.value) == "trace_context_kwargs"
+                kw.arg is None
+                and isinstance(kw.value, ast.Call)
+                and _decorator_name(kw.value) == "trace_context_kwargs"
                 for kw in node.keywords
             )
             if spreads_carrier:
-                dispatched.update(a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str))
+                dispatched.update(
+                    a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)
+                )
                 name = _method_name_of(node.func.value) if isinstance(node.func, ast.Attribute) else None
                 if name and node.func.attr == "remote":
                     dispatched.add(name)

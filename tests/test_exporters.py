@@ -22,6 +22,7 @@ from opentelemetry.sdk.trace.export import (
 )
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from conftest import read_framed_records, read_framed_spans, read_json_lines_records, read_json_lines_spans
 from instrument.exporters import (
     DEFAULT_TRACE_DIR,
     FramedProtobufFileExporter,
@@ -30,8 +31,6 @@ from instrument.exporters import (
     trace_file_path,
 )
 from instrument.wire import ENV_TRACE_OWNER_PID
-
-from conftest import read_framed_records, read_framed_spans, read_json_lines_records, read_json_lines_spans
 
 HOST = socket.gethostname()  # the test host's name is already [A-Za-z0-9._-] on any CI runner we use
 
@@ -63,9 +62,11 @@ def finished_spans(count=2):
 def emit_job(provider: TracerProvider):
     """A parent with one child, then a sibling root: three spans, so three batches through a SimpleSpanProcessor."""
     tracer = provider.get_tracer("goodput.test")
-    with tracer.start_as_current_span("rl.grpo.step", attributes={"rl.iteration": 3, "rl.span_group": "step"}) as step:
-        with tracer.start_as_current_span("rl.grpo.generation", attributes={"rl.bucket": "productive"}) as gen:
-            pass
+    with (
+        tracer.start_as_current_span("rl.grpo.step", attributes={"rl.iteration": 3, "rl.span_group": "step"}) as step,
+        tracer.start_as_current_span("rl.grpo.generation", attributes={"rl.bucket": "productive"}) as gen,
+    ):
+        pass
     with tracer.start_as_current_span("rl.checkpoint.finalize", attributes={"rl.is_final": True}) as ckpt:
         pass
     return step, gen, ckpt

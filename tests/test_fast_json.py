@@ -1,4 +1,5 @@
-"""DuckDB's direct read of JSON Lines (`read.duckdb_json`) against the careful reader: the same rows, or it hands over."""
+"""DuckDB's direct read of JSON Lines (`read.duckdb_json`) against the careful reader: the same rows, or it hands
+over."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ from hypothesis import strategies as st
 from conftest import PROPERTY_TESTS, invoke
 from rollup.read import duckdb_json
 from rollup.read.chunks import convert_chunk, plan_chunks
-from rollup.schema import ACCOUNTING_SCHEMA, SPAN_SCHEMA
 from rollup.read.sniff import compression_of
+from rollup.schema import ACCOUNTING_SCHEMA, SPAN_SCHEMA
 from rollup.store import open_store
 from test_decode import (
     COMPRESSIONS,
@@ -156,7 +157,10 @@ HANDED_OVER = {
     "not-utf8": json.dumps(one_span_line(name="caf\u00e9"), ensure_ascii=False).encode().replace(b"\xc3\xa9", b"\xe9")
     + b"\n",
     "no-span": b'{"resourceSpans": []}\n',
-    "bad-line-in-the-middle": json.dumps(one_span_line()).encode() + b"\n{oops\n" + json.dumps(one_span_line()).encode() + b"\n",
+    "bad-line-in-the-middle": json.dumps(one_span_line()).encode()
+    + b"\n{oops\n"
+    + json.dumps(one_span_line()).encode()
+    + b"\n",
 }
 
 
@@ -302,7 +306,9 @@ def test_whenever_it_reads_a_file_it_reads_what_the_careful_reader_reads(tmp_pat
 def test_plain_files_of_the_usual_shape_are_claimed(tmp_path):
     """The generator above may hand most files over; files as exporters write them must not be."""
     spans = [step(f"s{i}", i, i * 10, i * 10 + 9) for i in range(1, 30)]
-    spans += [S(f"g{i}", "rl.grpo.generation", i * 10, i * 10 + 5, parent=f"s{i}", bucket="productive") for i in range(1, 30)]
+    spans += [
+        S(f"g{i}", "rl.grpo.generation", i * 10, i * 10 + 5, parent=f"s{i}", bucket="productive") for i in range(1, 30)
+    ]
     path = write_trace(tmp_path / "usual.jsonl", spans, "jsonl", batches=3)
     assert fast_rows(path) == careful_rows(path, tmp_path / "c")
     rows, tables = store_rows(path)
@@ -354,8 +360,8 @@ def test_json_of_odd_types_is_read_as_the_careful_reader_reads_it_or_handed_over
 
 
 def test_several_files_share_one_table_that_the_lineage_walks_as_it_is(tmp_path):
-    from rollup.schema import NODE_TABLE_COLUMNS
     from rollup.report import build_report, report_json
+    from rollup.schema import NODE_TABLE_COLUMNS
 
     folder = REPO / "sample_traces" / "grpo_async"
     assert len(list(folder.glob("*.jsonl"))) > 1
@@ -375,7 +381,9 @@ def test_many_files_go_in_one_query_and_only_the_doubtful_ones_go_to_the_careful
     folder = tmp_path / "run"
     for index in range(40):
         spans = [step(f"s{index}", index, index * 10, index * 10 + 9, trace=f"t{index}")]
-        spans += [S(f"g{index}", "rl.x", index * 10, index * 10 + 5, parent=f"s{index}", bucket="idle", trace=f"t{index}")]
+        spans += [
+            S(f"g{index}", "rl.x", index * 10, index * 10 + 5, parent=f"s{index}", bucket="idle", trace=f"t{index}")
+        ]
         write_trace(folder / f"p{index:02d}.jsonl", spans, "jsonl")
     (folder / "p05.jsonl").write_bytes(HANDED_OVER["bool-bucket"])  # read by DuckDB, but not sure
     torn = json.dumps(one_span_line(spanId="ee" * 8)).encode() + b'\n{"resourceSpans": [{"scop'

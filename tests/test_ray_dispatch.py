@@ -14,12 +14,11 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import instrument
+from conftest import read_framed_spans, read_json_lines_spans
 from instrument import RLSpanGroup, accepts_trace_context, dispatch_with_trace_context, managed_span, umbrella_span
 from instrument.context import TRACE_CARRIER_KWARG, current_trace_carrier
 from instrument.provider import STATE
 from instrument.ray_dispatch import _dispatch_method_name
-
-from conftest import read_framed_spans, read_json_lines_spans
 
 LEAF = RLSpanGroup.REWARD  # any leaf group; "all" is enabled below
 
@@ -341,9 +340,11 @@ def test_decorated_remote_function_is_parented(ray_cluster, memory):
 
 
 def test_a_type_error_not_about_the_carrier_propagates(ray_cluster, memory):
-    with umbrella_span(RLSpanGroup.U_STEP, "driver"):
-        with pytest.raises(TypeError, match="too many positional arguments"):
-            dispatch_with_trace_context(traced_task, 1, 2)
+    with (
+        umbrella_span(RLSpanGroup.U_STEP, "driver"),
+        pytest.raises(TypeError, match="too many positional arguments"),
+    ):
+        dispatch_with_trace_context(traced_task, 1, 2)
     assert f"{__name__}.traced_task" not in STATE.carrier_refused
 
 

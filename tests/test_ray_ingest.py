@@ -91,7 +91,9 @@ def test_ingest_on_ray_fills_the_cache_that_later_loads_read(ray_cluster, traces
         job_counts.append(len(jobs))
         return runner(jobs)
 
-    entries = ingest(traces, runner=counted, cache_dir=cache_dir, progress=lambda done, total: progress.append((done, total)))
+    entries = ingest(
+        traces, runner=counted, cache_dir=cache_dir, progress=lambda done, total: progress.append((done, total))
+    )
 
     assert job_counts == [len(traces)]  # one task a file, so several ran side by side
     assert len(progress) == len(traces)  # the progress advanced as each task finished
@@ -146,7 +148,10 @@ def test_ingest_to_a_folder_on_ray_is_a_dataset_query_reads_like_the_traces(ray_
     assert len(list(dataset.glob("*.parquet"))) == len(traces)
     assert not list(cache_dir.glob(f"v{SCHEMA_VERSION}/*"))  # --to writes the dataset, not the cache
 
-    sql = "SELECT iteration, bucket, count(*) AS spans, sum(duration_ns) AS duration_ns FROM spans GROUP BY ALL ORDER BY ALL"
+    sql = (
+        "SELECT iteration, bucket, count(*) AS spans, sum(duration_ns) AS duration_ns"
+        " FROM spans GROUP BY ALL ORDER BY ALL"
+    )
     from_dataset = invoke(["query", str(dataset), sql])
     from_traces = invoke(["query", *map(str, traces), sql, "--no-cache"])
     assert from_dataset.exit_code == 0 and from_traces.exit_code == 0, from_dataset.output + from_traces.output

@@ -50,3 +50,13 @@ def test_the_spans_shown_are_the_spans_printed(monkeypatch):
     result = run("spans", "sample_traces/grpo_async/", "--iteration", "2", "--format", "markdown")
     shown = block_after("(first rows):\n")
     assert result.stdout.splitlines()[: len(shown.splitlines())] == shown.splitlines()
+
+
+def test_the_layout_section_names_modules_that_exist():
+    section = block_after("### How the code is laid out\n")
+    named = re.findall(r"^(src/\S+)", section, re.M)
+    assert len(named) >= 10
+    for path in named:
+        assert (REPO / path).exists(), path
+    for module in re.findall(r"`((?:read|views)/\w+\.py)`", README):
+        assert (REPO / "src" / "rollup" / module).exists(), module

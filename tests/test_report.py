@@ -10,7 +10,6 @@ from conftest import invoke
 from tracebuild import S, step, write_trace
 
 
-
 def run(args: list[str]):
     return invoke(args, width=160)
 

@@ -84,8 +84,8 @@ def test_bucket_tables_match_the_spec():
     assert instrument.bucket_for_efficiency_category("idle/refit_bubble") is Bucket.IDLE
     assert instrument.bucket_for_efficiency_category("wasted/failed_trajectory") is Bucket.WASTED
     assert instrument.bucket_for_efficiency_category("init/total") is Bucket.OVERHEAD
-    assert instrument.COLLECTOR_LOOP_CATEGORIES == {"idle/refit_event_wait", "idle/generation_limit_pause"}
-    assert instrument.UNBUCKETED_SPAN_CATEGORIES == instrument.COLLECTOR_LOOP_CATEGORIES | {"init/total"}
+    assert {"idle/refit_event_wait", "idle/generation_limit_pause"} == instrument.COLLECTOR_LOOP_CATEGORIES
+    assert instrument.COLLECTOR_LOOP_CATEGORIES | {"init/total"} == instrument.UNBUCKETED_SPAN_CATEGORIES
 
 
 def test_leaf_spans_carry_their_groups_bucket_and_umbrellas_none(memory):
@@ -128,15 +128,13 @@ def test_explicit_bucket_wins_and_bucket_scope_only_moves_group_buckets(memory):
 
 def test_iteration_scope_stamps_every_span_on_the_provider_but_explicit_values_win(memory):
     foreign = trace.get_tracer("some.auto.instrumentation")
-    with iteration_scope(412):
-        with umbrella_span(RLSpanGroup.U_STEP, "rl.grpo.step"):
-            with managed_span(RLSpanGroup.REWARD, "rl.grpo.reward"):
-                with foreign.start_as_current_span("aiohttp GET"):
-                    pass
-            with checkpoint_finalize_span(411):
-                pass
-            with evaluate_span("grpo", **{"rl.iteration": 0}):
-                pass
+    with iteration_scope(412), umbrella_span(RLSpanGroup.U_STEP, "rl.grpo.step"):
+        with managed_span(RLSpanGroup.REWARD, "rl.grpo.reward"), foreign.start_as_current_span("aiohttp GET"):
+            pass
+        with checkpoint_finalize_span(411):
+            pass
+        with evaluate_span("grpo", **{"rl.iteration": 0}):
+            pass
     with managed_span(RLSpanGroup.REWARD, "outside"):
         pass
     spans = {s.name: s for s in memory.spans()}
@@ -157,9 +155,8 @@ def test_disabled_groups_yield_none_and_emit_nothing(memory_with):
         assert job is not None
     assert managed_span(RLSpanGroup.GENERATION, "off") is NO_SPAN
     assert start_efficiency_span("idle/buffer_starvation") is None
-    with streaming_umbrella_span(RLSpanGroup.U_ROLLOUT, "rl.grpo.rollout") as activate:
-        with activate() as nothing:
-            assert nothing is None
+    with streaming_umbrella_span(RLSpanGroup.U_ROLLOUT, "rl.grpo.rollout") as activate, activate() as nothing:
+        assert nothing is None
     instrument.safe_set_span_attributes(off, {"a": 1})
     assert [s.name for s in memory.spans()] == ["rl.grpo.job"]
 
@@ -229,9 +226,8 @@ def test_start_efficiency_span_is_not_attached(memory):
 
 
 def test_evaluate_span_makes_generation_overhead(memory):
-    with evaluate_span("grpo") as evaluate:
-        with managed_span(RLSpanGroup.GENERATION, "rl.grpo.generation"):
-            pass
+    with evaluate_span("grpo") as evaluate, managed_span(RLSpanGroup.GENERATION, "rl.grpo.generation"):
+        pass
     spans = {s.name: s for s in memory.spans()}
     assert evaluate is not None
     assert spans["rl.grpo.generation"].attributes["rl.bucket"] == "overhead"
@@ -240,10 +236,8 @@ def test_evaluate_span_makes_generation_overhead(memory):
 
 
 def test_startup_and_setup_spans_are_unbucketed_umbrellas(memory):
-    with startup_span():
-        with setup_span("workers"):
-            with setup_span("collectives"):
-                pass
+    with startup_span(), setup_span("workers"), setup_span("collectives"):
+        pass
     spans = {s.name: s for s in memory.spans()}
     assert set(spans) == {"rl.startup", "rl.setup.workers", "rl.setup.collectives"}
     assert all("rl.bucket" not in s.attributes and s.attributes["rl.span_group"] == "setup" for s in spans.values())
@@ -367,9 +361,11 @@ def test_carrier_functions_hand_the_parent_to_a_raw_thread(memory):
     seen = {}
 
     def worker(carrier):
-        with instrument.remote_trace_context(carrier):
-            with managed_span(RLSpanGroup.CHECKPOINT, "rl.checkpoint.write") as span:
-                seen["span"] = span
+        with (
+            instrument.remote_trace_context(carrier),
+            managed_span(RLSpanGroup.CHECKPOINT, "rl.checkpoint.write") as span,
+        ):
+            seen["span"] = span
 
     with umbrella_span(RLSpanGroup.U_STEP, "rl.grpo.step") as step:
         carrier = instrument.current_trace_carrier()
@@ -426,14 +422,18 @@ def test_an_exporter_failure_never_reaches_the_training_loop(caplog):
     span.set_attribute("late", 1)  # on an ended span: the SDK logs and returns
     instrument.force_flush()
     instrument.shutdown()
-    assert any("disk full" in (r.exc_text or "") or "Exception while exporting" in r.getMessage() for r in caplog.records)
+    assert any(
+        "disk full" in (r.exc_text or "") or "Exception while exporting" in r.getMessage() for r in caplog.records
+    )
 
 
 def test_iteration_and_bucket_scopes_ride_the_carrier_to_another_thread(memory):
     def remote_generation(carrier):
-        with instrument.remote_trace_context(carrier):
-            with managed_span(RLSpanGroup.GENERATION, "rl.grpo.generation"):
-                pass
+        with (
+            instrument.remote_trace_context(carrier),
+            managed_span(RLSpanGroup.GENERATION, "rl.grpo.generation"),
+        ):
+            pass
 
     with iteration_scope(9), evaluate_span("grpo"):
         carrier = instrument.current_trace_carrier()

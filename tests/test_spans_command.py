@@ -13,7 +13,6 @@ import pytest
 from conftest import invoke
 from tracebuild import S, span_id_of, step, write_trace
 
-
 COLUMNS = [
     "start_offset_s", "duration_s", "process", "bucket", "span_group", "name", "iteration", "span_id",
     "parent_span_id", "trace_id",

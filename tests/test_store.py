@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 import rollup.cache as cache_module
-from rollup.lineage import ensure_lineage
 from rollup.cache import MANIFEST, default_cache_dir
+from rollup.lineage import ensure_lineage
 from rollup.store import open_store
 from tracebuild import S, step, write_trace
 
@@ -20,7 +20,10 @@ ROWS = "SELECT trace_id, span_id, start_ns, end_ns, bucket, iteration FROM spans
 def steps(count: int) -> list[S]:
     spans = []
     for i in range(1, count + 1):
-        spans += [step(f"s{i}", i, i * 10, i * 10 + 9), S(f"g{i}", "rl.x", i * 10, i * 10 + 4, parent=f"s{i}", bucket="idle")]
+        spans += [
+            step(f"s{i}", i, i * 10, i * 10 + 9),
+            S(f"g{i}", "rl.x", i * 10, i * 10 + 4, parent=f"s{i}", bucket="idle"),
+        ]
     return spans
 
 

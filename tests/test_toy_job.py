@@ -17,13 +17,10 @@ from typer.testing import CliRunner
 
 import instrument
 from cli import app
-
 from conftest import read_framed_records, read_json_lines_records
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
-
 from examples.grpo_toy import job, schedule
 
+REPO_ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = REPO_ROOT / "sample_traces"
 STEPS, SEED = 4, 0
 SAMPLE_STEPS = 6  # what examples/regenerate_sample_traces.py runs

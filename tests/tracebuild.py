@@ -13,7 +13,7 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
@@ -38,10 +38,10 @@ class S:
     name: str
     start: float
     end: float
-    parent: Optional[str] = None
-    bucket: Optional[str] = None
-    iteration: Optional[int] = None
-    group: Optional[str] = None
+    parent: str | None = None
+    bucket: str | None = None
+    iteration: int | None = None
+    group: str | None = None
     process: str = "driver"
     trace: str = "t1"
     attrs: dict[str, Any] = field(default_factory=dict)
@@ -55,7 +55,7 @@ class S:
         return hex_id(self.trace, 32)
 
     @property
-    def parent_id(self) -> Optional[str]:
+    def parent_id(self) -> str | None:
         return hex_id(self.trace + "/" + self.parent, 16) if self.parent else None
 
     def attributes(self) -> dict[str, Any]:
@@ -159,7 +159,9 @@ def to_json_record(spans: Sequence[S]) -> dict[str, Any]:
             json_spans.append(item)
         resource_spans.append(
             {
-                "resource": {"attributes": [{"key": k, "value": _json_value(v)} for k, v in _resource(process).items()]},
+                "resource": {
+                    "attributes": [{"key": k, "value": _json_value(v)} for k, v in _resource(process).items()]
+                },
                 "scopeSpans": [{"scope": {"name": "tracebuild"}, "spans": json_spans}],
             }
         )

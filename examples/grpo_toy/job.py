@@ -34,7 +34,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 if __package__ in (None, ""):  # run as a script: make the package importable the way Ray workers import it
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -42,6 +42,10 @@ if __package__ in (None, ""):  # run as a script: make the package importable th
 import ray
 
 import instrument
+from examples.grpo_toy.loops import async_loop, sync_loop
+from examples.grpo_toy.schedule import COLLECTIVES_S, LOAD_MODEL_S, N_GENERATION_ACTORS, StepPlan, make_plan
+from examples.grpo_toy.trainer import Trainer
+from examples.grpo_toy.workers import GenerationWorker, StreamingGenerationWorker
 from instrument import (
     RLSpanGroup,
     dispatch_with_trace_context,
@@ -51,17 +55,12 @@ from instrument import (
     umbrella_trace_fn,
 )
 
-from examples.grpo_toy.loops import async_loop, sync_loop
-from examples.grpo_toy.schedule import COLLECTIVES_S, LOAD_MODEL_S, N_GENERATION_ACTORS, StepPlan, make_plan
-from examples.grpo_toy.trainer import Trainer
-from examples.grpo_toy.workers import GenerationWorker, StreamingGenerationWorker
-
 REPO_ROOT = Path(__file__).resolve().parents[2]
 EXPORTER_BY_MODE = {"sync": "otlp-file", "async": "json-file"}
 JSON_SUFFIXES = (".jsonl", ".json", ".ndjson")
 
 
-def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m examples.grpo_toy.job", description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=6, help="training steps (default 6)")
     parser.add_argument("--seed", type=int, default=0, help="seeds the schedule and the numpy work (default 0)")
@@ -168,7 +167,7 @@ def written_files(out: Path) -> list[Path]:
     return sorted(path for path in out.parent.glob(f"{out.stem}*{out.suffix}") if path.is_file())
 
 
-def main(argv: Optional[Sequence[str]] = None, log: Callable[[str], None] = print) -> Path:
+def main(argv: Sequence[str] | None = None, log: Callable[[str], None] = print) -> Path:
     """Run the job as `argv` says and return where its traces are."""
     options = parse_args(argv)
     plans = make_plan(options.seed, options.steps, buggy=options.buggy)

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional
 
 import numpy as np
 
@@ -164,7 +163,8 @@ def expected_goodput(plans: Sequence[StepPlan], mode: str) -> dict[int, float]:
         return {plan.step: productive / wall for plan in plans for productive, wall in [_sync_step(plan)]}
     windows, productive = _async_timeline(plans)
     return {
-        plan.step: _covered(productive, low, high) / (high - low) for plan, (low, high) in zip(plans, windows)
+        plan.step: _covered(productive, low, high) / (high - low)
+        for plan, (low, high) in zip(plans, windows, strict=True)
     }
 
 
@@ -183,5 +183,5 @@ def planned_step_work_s(plans: Sequence[StepPlan], mode: str) -> dict[int, float
     }
 
 
-def failed_step(plans: Sequence[StepPlan]) -> Optional[int]:
+def failed_step(plans: Sequence[StepPlan]) -> int | None:
     return next((plan.step for plan in plans if plan.failed), None)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 import ray
@@ -75,9 +75,9 @@ class GenerationWorker:
         step: int,
         seconds: float,
         *,
-        fail_after_s: Optional[float] = None,
+        fail_after_s: float | None = None,
         plant_nested_reward: bool = False,
-    ) -> Optional[np.ndarray]:
+    ) -> np.ndarray | None:
         """This worker's half of step `step`'s batch, or None when the trajectory hangs until `fail_after_s`.
 
         Called inside the driver's `evaluate_span`, its generation is overhead here too: the carrier brings the
@@ -124,7 +124,7 @@ class StreamingGenerationWorker:
         self.rng = np.random.default_rng([seed, 99])
         self.weights = self.rng.standard_normal((HIDDEN, HIDDEN))
         self.version = 0
-        self._version_changed: Optional[asyncio.Condition] = None
+        self._version_changed: asyncio.Condition | None = None
 
     def _condition(self) -> asyncio.Condition:
         if self._version_changed is None:  # created on the actor's event loop, not in __init__'s thread
@@ -143,10 +143,11 @@ class StreamingGenerationWorker:
         condition = self._condition()
         for batch in batches:
             step = batch["step"]
-            if self.version < batch["min_version"]:
+            min_version = batch["min_version"]
+            if self.version < min_version:
                 with efficiency_span("idle/refit_event_wait"):
                     async with condition:
-                        await condition.wait_for(lambda: self.version >= batch["min_version"])
+                        await condition.wait_for(lambda min_version=min_version: self.version >= min_version)
             with iteration_scope(step):
                 if batch["fail_after_s"] is not None:
                     with efficiency_span("wasted/failed_trajectory"):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, Optional
+from typing import Any
 
 from opentelemetry import baggage, propagate, trace
 from opentelemetry import context as otel_context
@@ -39,11 +39,10 @@ def _with_carried_scopes(context: Any) -> Any:
 def _enter_carried_scopes(context: Any) -> list[tuple[Any, Any]]:
     """Re-enter the iteration and bucket scopes a carrier brought along; tokens to reset, innermost last."""
     from .groups import Bucket
-
     from .provider import _ITERATION
     from .spans import _BUCKET_OVERRIDE
 
-    tokens = []
+    tokens: list[tuple[Any, Any]] = []
     iteration = baggage.get_baggage(BAGGAGE_ITERATION, context)
     bucket = baggage.get_baggage(BAGGAGE_BUCKET_SCOPE, context)
     try:
@@ -75,7 +74,7 @@ def current_trace_carrier() -> dict[str, str]:
     return carrier
 
 
-def remote_trace_parent(carrier: Optional[Mapping[str, str]]) -> Optional[Any]:
+def remote_trace_parent(carrier: Mapping[str, str] | None) -> Any | None:
     """The OTel context the carrier names, or None when there is nothing to attach."""
     if not carrier:
         return None
@@ -91,7 +90,7 @@ def remote_trace_parent(carrier: Optional[Mapping[str, str]]) -> Optional[Any]:
 
 
 @contextmanager
-def attached_context(context: Optional[Any]) -> Iterator[None]:
+def attached_context(context: Any | None) -> Iterator[None]:
     """Attach `context` for the duration of the block; a no-op for None.
 
     Also re-enters the `iteration_scope` and `bucket_scope` the context carries as baggage (see
@@ -111,7 +110,7 @@ def attached_context(context: Optional[Any]) -> Iterator[None]:
 
 
 @contextmanager
-def remote_trace_context(carrier: Optional[Mapping[str, str]]) -> Iterator[None]:
+def remote_trace_context(carrier: Mapping[str, str] | None) -> Iterator[None]:
     """Parent every span opened in this block to the span in `carrier`.
 
     A no-op for an empty carrier, so an uninstrumented run keeps emitting root spans instead of failing. Attach per
@@ -150,7 +149,7 @@ def wrap_in_context(fn: Callable[..., Any], call_scope: CallScope, stream_scope:
             with stream_scope(kwargs) as activate:
                 generator = fn(*args, **kwargs)
                 sent: Any = None
-                thrown: Optional[BaseException] = None
+                thrown: BaseException | None = None
                 try:
                     while True:
                         with activate():
@@ -176,7 +175,7 @@ def wrap_in_context(fn: Callable[..., Any], call_scope: CallScope, stream_scope:
             with stream_scope(kwargs) as activate:
                 generator = fn(*args, **kwargs)
                 sent: Any = None
-                thrown: Optional[BaseException] = None
+                thrown: BaseException | None = None
                 try:
                     while True:
                         with activate():

@@ -9,6 +9,7 @@ Write failures are logged and reported as FAILURE, never raised: a full disk mus
 from __future__ import annotations
 
 import abc
+import contextlib
 import os
 import pathlib
 import re
@@ -18,7 +19,7 @@ import sys
 import threading
 import weakref
 from collections.abc import Sequence
-from typing import IO, Any, Optional
+from typing import IO, Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
@@ -38,7 +39,7 @@ def _safe_name_part(text: str, fallback: str) -> str:
 
 
 def trace_file_path(
-    path: str | os.PathLike[str] | None, suffix: str, service_name: str, *, owner_pid: Optional[int] = None
+    path: str | os.PathLike[str] | None, suffix: str, service_name: str, *, owner_pid: int | None = None
 ) -> pathlib.Path:
     """The file this process writes, given the user's `path` (a directory or a file) and the format's `suffix`.
 
@@ -65,7 +66,7 @@ def trace_file_path(
 
 
 # Exporters alive in this process, so a forked child can drop the parent's open file and lock (see _reset_after_fork).
-_live_exporters: "weakref.WeakSet[_LazyFileExporter]" = weakref.WeakSet()
+_live_exporters: weakref.WeakSet[_LazyFileExporter] = weakref.WeakSet()
 
 
 class _LazyFileExporter(SpanExporter, abc.ABC):
@@ -83,13 +84,13 @@ class _LazyFileExporter(SpanExporter, abc.ABC):
         self._service_name = service_name
         self._created_pid = os.getpid()
         self._lock = threading.Lock()
-        self._file: Optional[IO[Any]] = None
-        self._file_path: Optional[pathlib.Path] = None
+        self._file: IO[Any] | None = None
+        self._file_path: pathlib.Path | None = None
         self._is_shut_down = False
         _live_exporters.add(self)
 
     @property
-    def file_path(self) -> Optional[pathlib.Path]:
+    def file_path(self) -> pathlib.Path | None:
         """The file this process writes, or None until the first span has been exported."""
         return self._file_path
 
@@ -144,10 +145,8 @@ class _LazyFileExporter(SpanExporter, abc.ABC):
         path = self._file_path
         self._close_file(quiet=True)  # its flush may fail again on the bytes we are about to cut off
         if path is not None:
-            try:
+            with contextlib.suppress(OSError):
                 os.truncate(path, size_before)
-            except OSError:
-                pass
 
     def _close_file(self, quiet: bool = False) -> None:
         file, self._file = self._file, None
@@ -214,12 +213,12 @@ class JsonLinesFileExporter(_LazyFileExporter):
 
     def __init__(self, path: str | os.PathLike[str] | None = None, *, service_name: str = "unknown_service") -> None:
         super().__init__(path, service_name=service_name)
-        self._json_exporter: Optional[SpanExporter] = None
+        self._json_exporter: SpanExporter | None = None
 
     def _open(self, path: pathlib.Path) -> IO[Any]:
         from opentelemetry.exporter.otlp.json.file import FileSpanExporter
 
-        stream = open(path, "a", encoding="utf-8", newline="\n")
+        stream = open(path, "a", encoding="utf-8", newline="\n")  # noqa: SIM115 - closed by the exporter's shutdown
         self._json_exporter = FileSpanExporter(stream=stream)
         return stream
 
@@ -249,7 +248,9 @@ def _otlp_collector_exporter() -> SpanExporter:
         if protocol == "grpc":
             from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
         elif protocol == "http/protobuf":
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # type: ignore[assignment]
+                OTLPSpanExporter,
+            )
         else:
             raise ValueError(f"goodput: OTLP protocol {protocol!r} is not supported; use 'grpc' or 'http/protobuf'")
     except ImportError as error:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
-from typing import Optional
 
 from .wire import (  # noqa: F401 - re-exported: the reference module defines them beside the groups
     RL_ALGORITHM,
@@ -159,7 +158,7 @@ SPAN_GROUP_PRESETS: Mapping[str, frozenset[str]] = MappingProxyType(
 )
 
 
-def bucket_for_span_group(group: str) -> Optional[Bucket]:
+def bucket_for_span_group(group: str) -> Bucket | None:
     """Return the goodput bucket for a span group, or None if umbrella / unknown.
 
     Unknown non-umbrella groups default to overhead so new leaves are not silently dropped from the denominator.
@@ -169,7 +168,7 @@ def bucket_for_span_group(group: str) -> Optional[Bucket]:
     return _DEFAULT_GROUP_BUCKET.get(group, Bucket.OVERHEAD)
 
 
-def bucket_for_efficiency_category(category: str) -> Optional[Bucket]:
+def bucket_for_efficiency_category(category: str) -> Bucket | None:
     """Return the bucket for an async efficiency category label, if known.
 
     A category outside the table whose prefix is a bucket token (`idle/...`, `wasted/...`) takes that bucket, so a
@@ -192,7 +191,7 @@ def resolve_span_groups(span_groups: str | Iterable[str]) -> frozenset[str]:
     """
     names = span_groups.split(",") if isinstance(span_groups, str) else span_groups
     only: set[str] = set()
-    all_but: Optional[set[str]] = None
+    all_but: set[str] | None = None
     for raw in names:
         name = str(raw).strip()
         preset = SPAN_GROUP_PRESETS.get(name)

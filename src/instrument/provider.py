@@ -12,7 +12,7 @@ import socket
 import threading
 from collections.abc import Iterable, Mapping
 from contextvars import ContextVar
-from typing import Any, Optional
+from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
@@ -44,7 +44,7 @@ FILE_EXPORTERS = ("otlp-file", "json-file")
 DEFAULT_MAX_QUEUE_SIZE = 65_536
 DEFAULT_MAX_EXPORT_BATCH_SIZE = 4_096
 
-_ITERATION: ContextVar[Optional[int]] = ContextVar("goodput_iteration", default=None)
+_ITERATION: ContextVar[int | None] = ContextVar("goodput_iteration", default=None)
 
 
 class _Telemetry:
@@ -54,9 +54,9 @@ class _Telemetry:
 
     def __init__(self) -> None:
         self.enabled: frozenset[str] = frozenset()
-        self.tracer: Optional[trace.Tracer] = None
-        self.provider: Optional[TracerProvider] = None
-        self.processor: Optional[_CountingBatchSpanProcessor] = None
+        self.tracer: trace.Tracer | None = None
+        self.provider: TracerProvider | None = None
+        self.processor: _CountingBatchSpanProcessor | None = None
         # Ray methods whose signature rejected the trace carrier once (see `ray_dispatch`); a new set-up may come
         # with redefined actors, so it starts empty again.
         self.carrier_refused: set[str] = set()
@@ -74,7 +74,7 @@ class _IterationStampProcessor(SpanProcessor):
 
     def on_start(self, span: Span, parent_context: Any = None) -> None:
         iteration = _ITERATION.get()
-        if iteration is not None and RL_ITERATION_ATTR not in span.attributes:
+        if iteration is not None and RL_ITERATION_ATTR not in (span.attributes or {}):
             span.set_attribute(RL_ITERATION_ATTR, iteration)
 
 
@@ -108,7 +108,7 @@ class _SwappableTracerProvider(trace.TracerProvider):
 class _SwappableTracer(trace.Tracer):
     def __init__(self, name: str, args: tuple, kwargs: dict) -> None:
         self._name, self._args, self._kwargs = name, args, kwargs
-        self._provider: Optional[TracerProvider] = None
+        self._provider: TracerProvider | None = None
         self._tracer: trace.Tracer = trace.NoOpTracer()
 
     def _current(self) -> trace.Tracer:
@@ -145,7 +145,7 @@ def _install_global_proxy() -> None:
     )
 
 
-def _default_exporter_kind(path: Optional[str]) -> str:
+def _default_exporter_kind(path: str | None) -> str:
     """With neither argument nor GOODPUT_EXPORTER: what the path or the standard OTEL_* variables imply."""
     standard = os.environ.get(OTEL_TRACES_EXPORTER, "").strip().lower()
     if path is None and standard in ("otlp", "console"):
@@ -157,13 +157,13 @@ def _default_exporter_kind(path: Optional[str]) -> str:
     return _file_exporter_kind(path)
 
 
-def _file_exporter_kind(path: Optional[str]) -> str:
+def _file_exporter_kind(path: str | None) -> str:
     if path is not None and str(path).endswith((".jsonl", ".json", ".ndjson")):
         return "json-file"
     return "otlp-file"
 
 
-def _resource(service_name: Optional[str], resource_attributes: Optional[Mapping[str, Any]]) -> Resource:
+def _resource(service_name: str | None, resource_attributes: Mapping[str, Any] | None) -> Resource:
     host, pid = socket.gethostname(), os.getpid()
     attributes: dict[str, Any] = {"host.name": host, "process.pid": pid}
     if service_name:
@@ -181,7 +181,7 @@ def _resource(service_name: Optional[str], resource_attributes: Optional[Mapping
     return resource
 
 
-def _export_choice_to_environment(groups: str, exporter_kind: Optional[str], path: Optional[str]) -> None:
+def _export_choice_to_environment(groups: str, exporter_kind: str | None, path: str | None) -> None:
     """Leave the choice in os.environ, so a process started afterwards (a Ray worker) inherits it bare."""
     os.environ[ENV_SPAN_GROUPS] = groups
     if exporter_kind is not None:
@@ -194,11 +194,11 @@ def _export_choice_to_environment(groups: str, exporter_kind: Optional[str], pat
 
 def configure(
     *,
-    service_name: Optional[str] = None,
+    service_name: str | None = None,
     span_groups: str | Iterable[str] | None = None,
     exporter: str | SpanExporter | None = None,
     path: str | os.PathLike[str] | None = None,
-    resource_attributes: Optional[Mapping[str, Any]] = None,
+    resource_attributes: Mapping[str, Any] | None = None,
 ) -> TracerProvider:
     """Wire the SDK: which span groups are on, which exporter writes them, and the process's resource.
 
@@ -216,7 +216,7 @@ def configure(
     ) or os.environ.get(ENV_SPAN_GROUPS) or "default"
     enabled = resolve_span_groups(groups_spec)
     trace_path = os.fspath(path) if path is not None else os.environ.get(ENV_TRACE_PATH) or None
-    exporter_kind: Optional[str] = None
+    exporter_kind: str | None = None
     from_environment = exporter is None
     if exporter is None:
         exporter = exporter_kind = os.environ.get(ENV_EXPORTER) or _default_exporter_kind(trace_path)

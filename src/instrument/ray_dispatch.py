@@ -8,12 +8,13 @@ given, so importing `instrument` stays cheap.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import weakref
 from collections.abc import Callable
 from contextlib import nullcontext
-from typing import Any, Optional, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 from ._log import warn_once
 from .context import (
@@ -148,14 +149,13 @@ def accepts_trace_context(method: _F) -> _F:
     functools.update_wrapper(wrapper, method)
     del wrapper.__wrapped__  # type: ignore[attr-defined]
     setattr(wrapper, _ORIGINAL_ATTR, method)
-    try:
+    # Without a readable signature, the wrapper's own (*args, **kwargs) stands, which accepts the carrier anyway.
+    with contextlib.suppress(TypeError, ValueError):
         wrapper.__signature__ = inspect.signature(method)  # type: ignore[attr-defined]
-    except (TypeError, ValueError):
-        pass  # the wrapper's own (*args, **kwargs) stands, which accepts the carrier anyway
     _advertise_carrier(wrapper)
     return cast(_F, wrapper)
 
 
-def _carrier_parent(kwargs: dict[str, Any]) -> Optional[Any]:
+def _carrier_parent(kwargs: dict[str, Any]) -> Any | None:
     """Pop the carrier out of a call's kwargs and return the context it names, if any."""
     return remote_trace_parent(kwargs.pop(TRACE_CARRIER_KWARG, None))

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager as ContextManager
 from contextlib import contextmanager, nullcontext
 from contextvars import ContextVar
-from typing import Any, ContextManager, Final, Optional, TypeVar, cast
+from typing import Any, Final, TypeVar, cast
 
 from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode
@@ -19,11 +20,11 @@ from opentelemetry.trace import Status, StatusCode
 from ._log import warn_once
 from .context import attached_context, wrap_in_context
 from .groups import (
+    _DEFAULT_GROUP_BUCKET,
     UMBRELLA_GROUPS,
     UNBUCKETED_SPAN_CATEGORIES,
     Bucket,
     RLSpanGroup,
-    _DEFAULT_GROUP_BUCKET,
     bucket_for_efficiency_category,
 )
 from .provider import _ITERATION, STATE
@@ -45,11 +46,11 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 NO_SPAN: Final[ContextManager[None]] = nullcontext()
 """What every helper returns for a disabled group: enters to None, costs nothing."""
 
-_BUCKET_OVERRIDE: ContextVar[Optional[str]] = ContextVar("goodput_bucket_override", default=None)  # a Bucket value
+_BUCKET_OVERRIDE: ContextVar[str | None] = ContextVar("goodput_bucket_override", default=None)  # a Bucket value
 _PER_PROMPT_SCOPE: ContextVar[bool] = ContextVar("goodput_per_prompt_scope", default=False)
 
 
-def safe_set_span_attributes(span: Optional[Any], attributes: dict[str, Any]) -> None:
+def safe_set_span_attributes(span: Any | None, attributes: dict[str, Any]) -> None:
     """Like `span.set_attributes`, but a no-op when `span` is None.
 
     Every helper here yields None for a disabled group, so an unguarded call would turn "telemetry is off" into an
@@ -148,7 +149,7 @@ def _span_attributes(group: str, bucketed: bool, attributes: Mapping[str, Any]) 
 
 
 def _managed_span(
-    group: str, name: str, tracer: Optional[trace.Tracer], bucketed: bool, attributes: Mapping[str, Any]
+    group: str, name: str, tracer: trace.Tracer | None, bucketed: bool, attributes: Mapping[str, Any]
 ) -> ContextManager[Any]:
     """The one place spans are opened as current: gate on the group, tag, start."""
     if group not in STATE.enabled:
@@ -159,7 +160,7 @@ def _managed_span(
     return tracer.start_as_current_span(name, attributes=_span_attributes(group, bucketed, attributes))
 
 
-def managed_span(group: str, name: str, tracer: Optional[trace.Tracer] = None, **attributes: Any) -> ContextManager[Any]:
+def managed_span(group: str, name: str, tracer: trace.Tracer | None = None, **attributes: Any) -> ContextManager[Any]:
     """A span of `group`, current for the block, with `rl.bucket` injected for leaf groups.
 
     Callers may override the bucket by passing `rl.bucket` explicitly. Umbrella groups receive no bucket.
@@ -170,7 +171,8 @@ def managed_span(group: str, name: str, tracer: Optional[trace.Tracer] = None, *
     tracer = tracer or STATE.tracer
     if tracer is None:
         return NO_SPAN
-    return tracer.start_as_current_span(name, attributes=_span_attributes(group, group not in UMBRELLA_GROUPS, attributes))
+    bucketed = group not in UMBRELLA_GROUPS
+    return tracer.start_as_current_span(name, attributes=_span_attributes(group, bucketed, attributes))
 
 
 def _warn_leaf_group_at_umbrella_call(group: str, name: str) -> None:
@@ -188,7 +190,7 @@ def _warn_leaf_group_at_umbrella_call(group: str, name: str) -> None:
     )
 
 
-def umbrella_span(group: str, name: str, tracer: Optional[trace.Tracer] = None, **attributes: Any) -> ContextManager[Any]:
+def umbrella_span(group: str, name: str, tracer: trace.Tracer | None = None, **attributes: Any) -> ContextManager[Any]:
     """Span for an umbrella group: timed and nested, never bucketed.
 
     Reach for it whenever a span can overlap another instance of itself: concurrent spans sum past the wall clock
@@ -207,7 +209,7 @@ def _no_span_activation() -> ContextManager[Any]:
 
 
 @contextmanager
-def _started_span(group: str, name: str, tracer: Optional[trace.Tracer], bucketed: bool, attributes: Mapping[str, Any]):
+def _started_span(group: str, name: str, tracer: trace.Tracer | None, bucketed: bool, attributes: Mapping[str, Any]):
     """A span started but not made current, ended when the block leaves; yields None for a disabled group."""
     tracer = tracer or STATE.tracer
     if group not in STATE.enabled or tracer is None:
@@ -226,7 +228,7 @@ def _started_span(group: str, name: str, tracer: Optional[trace.Tracer], buckete
 
 
 def streaming_umbrella_span(
-    group: str, name: str, tracer: Optional[trace.Tracer] = None, **attributes: Any
+    group: str, name: str, tracer: trace.Tracer | None = None, **attributes: Any
 ) -> ContextManager[Callable[[], ContextManager[Any]]]:
     """An umbrella span over an async generator, made current one step at a time.
 
@@ -243,7 +245,7 @@ def streaming_umbrella_span(
 
 @contextmanager
 def _streamed(
-    group: str, name: str, tracer: Optional[trace.Tracer], bucketed: bool, attributes: Mapping[str, Any]
+    group: str, name: str, tracer: trace.Tracer | None, bucketed: bool, attributes: Mapping[str, Any]
 ) -> Iterator[Callable[[], ContextManager[Any]]]:
     """A span over a stream of any group, attached one step at a time; the activation is a no-op when disabled."""
     with _started_span(group, name, tracer, bucketed, attributes) as span:
@@ -268,14 +270,14 @@ def _efficiency_span_name_and_attrs(category: str, attributes: Mapping[str, Any]
     return efficiency_span_name(category), merged
 
 
-def _efficiency_tracer(tracer: Optional[trace.Tracer]) -> Optional[trace.Tracer]:
+def _efficiency_tracer(tracer: trace.Tracer | None) -> trace.Tracer | None:
     """The tracer for an efficiency span, or None when the efficiency group is off (or nothing is configured)."""
     if RLSpanGroup.EFFICIENCY not in STATE.enabled:
         return None
     return tracer or STATE.tracer
 
 
-def efficiency_span(category: str, tracer: Optional[trace.Tracer] = None, **attributes: Any) -> ContextManager[Any]:
+def efficiency_span(category: str, tracer: trace.Tracer | None = None, **attributes: Any) -> ContextManager[Any]:
     """Span for one efficiency category (the Timer label, `idle/refit_bubble`), tagged with that category's bucket.
 
     Wrap a wait, not a phase that does instrumented work: this span carries `rl.bucket`, so bucketed children
@@ -288,7 +290,7 @@ def efficiency_span(category: str, tracer: Optional[trace.Tracer] = None, **attr
     return tracer.start_as_current_span(name, attributes=merged)
 
 
-def start_efficiency_span(category: str, tracer: Optional[trace.Tracer] = None, **attributes: Any) -> Optional[Any]:
+def start_efficiency_span(category: str, tracer: trace.Tracer | None = None, **attributes: Any) -> Any | None:
     """Start an efficiency span the caller ends by hand, or None when the efficiency group is off.
 
     For a wait implemented as a poll loop, where the span outlives one iteration. It is not attached, so nothing
@@ -302,7 +304,7 @@ def start_efficiency_span(category: str, tracer: Optional[trace.Tracer] = None, 
     return tracer.start_span(name, attributes=merged)
 
 
-def startup_span(tracer: Optional[trace.Tracer] = None, **attributes: Any) -> ContextManager[Any]:
+def startup_span(tracer: trace.Tracer | None = None, **attributes: Any) -> ContextManager[Any]:
     """Umbrella over everything between process start and the first step, named `rl.startup`.
 
     Open it in the entrypoint around both `ray.init()` and the algorithm's setup, so the start-up phases arrive as
@@ -311,7 +313,7 @@ def startup_span(tracer: Optional[trace.Tracer] = None, **attributes: Any) -> Co
     return umbrella_span(RLSpanGroup.U_SETUP, STARTUP_SPAN_NAME, tracer, **attributes)
 
 
-def setup_span(phase: str, tracer: Optional[trace.Tracer] = None, **attributes: Any) -> ContextManager[Any]:
+def setup_span(phase: str, tracer: trace.Tracer | None = None, **attributes: Any) -> ContextManager[Any]:
     """One start-up phase, named `rl.setup.<phase>`: unbucketed and freely nestable.
 
     For a phase that only waits, prefer :func:`efficiency_span` with the matching `init/*` category.
@@ -320,21 +322,22 @@ def setup_span(phase: str, tracer: Optional[trace.Tracer] = None, **attributes: 
 
 
 @contextmanager
-def evaluate_span(algorithm: str, tracer: Optional[trace.Tracer] = None, **attributes: Any) -> Iterator[Any]:
+def evaluate_span(algorithm: str, tracer: trace.Tracer | None = None, **attributes: Any) -> Iterator[Any]:
     """One validation pass, named `rl.<algorithm>.evaluate`; the leaf spans inside it are overhead.
 
     Validation generates through the same path as training, but its tokens are scored and thrown away, so the
     generation inside it is not goodput. The bucket scope is set even when the evaluate group is off.
     """
-    with bucket_scope(Bucket.OVERHEAD):
-        with umbrella_span(
-            RLSpanGroup.U_EVALUATE, EVALUATE_SPAN_NAME.format(algorithm=algorithm), tracer, **{RL_ALGORITHM: algorithm, **attributes}
-        ) as span:
-            yield span
+    name = EVALUATE_SPAN_NAME.format(algorithm=algorithm)
+    with (
+        bucket_scope(Bucket.OVERHEAD),
+        umbrella_span(RLSpanGroup.U_EVALUATE, name, tracer, **{RL_ALGORITHM: algorithm, **attributes}) as span,
+    ):
+        yield span
 
 
 def checkpoint_finalize_span(
-    iteration: Optional[int], *, tracer: Optional[trace.Tracer] = None, **attributes: Any
+    iteration: int | None, *, tracer: trace.Tracer | None = None, **attributes: Any
 ) -> ContextManager[Any]:
     """The asynchronous tail of a checkpoint, named `rl.checkpoint.finalize`, closing when it is durable.
 
@@ -347,7 +350,9 @@ def checkpoint_finalize_span(
     return _managed_span(RLSpanGroup.CHECKPOINT, CHECKPOINT_FINALIZE_SPAN_NAME, tracer, False, attributes)
 
 
-def _span_decorator(open_span: Callable[[], ContextManager[Any]], open_started: Callable[[], Any]) -> Callable[[_F], _F]:
+def _span_decorator(
+    open_span: Callable[[], ContextManager[Any]], open_started: Callable[[], Any]
+) -> Callable[[_F], _F]:
     """Wrap sync functions, coroutines and (async) generators so the span covers the body as it actually runs."""
 
     def decorate(fn: _F) -> _F:
@@ -357,7 +362,7 @@ def _span_decorator(open_span: Callable[[], ContextManager[Any]], open_started: 
     return decorate
 
 
-def trace_fn(group: str, name: str, tracer: Optional[trace.Tracer] = None) -> Callable[[_F], _F]:
+def trace_fn(group: str, name: str, tracer: trace.Tracer | None = None) -> Callable[[_F], _F]:
     """Decorator that wraps a function in a bucket-tagged :func:`managed_span`; `async def` and generators too."""
     bucketed = group not in UMBRELLA_GROUPS
     return _span_decorator(
@@ -366,7 +371,7 @@ def trace_fn(group: str, name: str, tracer: Optional[trace.Tracer] = None) -> Ca
     )
 
 
-def umbrella_trace_fn(group: str, name: str, tracer: Optional[trace.Tracer] = None) -> Callable[[_F], _F]:
+def umbrella_trace_fn(group: str, name: str, tracer: trace.Tracer | None = None) -> Callable[[_F], _F]:
     """Decorator form of :func:`umbrella_span`, for whole-function umbrellas such as `rl.<algo>.job`."""
     return _span_decorator(
         lambda: umbrella_span(group, name, tracer),

@@ -42,7 +42,9 @@ def span_name_regex(*templates: str) -> str:
 
     def one(template: str) -> str:
         pieces = re.split(r"\{(\w+)\}", template)  # text, field, text, field, ..., text
-        return "".join(re.escape(piece) if i % 2 == 0 else _PLACEHOLDER_PATTERNS[piece] for i, piece in enumerate(pieces))
+        return "".join(
+            re.escape(piece) if i % 2 == 0 else _PLACEHOLDER_PATTERNS[piece] for i, piece in enumerate(pieces)
+        )
 
     return "|".join(one(template) for template in templates)
 

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from .errors import GoodputError
 from .schema import BUCKETS
+
+if TYPE_CHECKING:
+    import duckdb
 
 FRAME_SCHEMA = pa.schema(
     [("frame_id", pa.int64()), ("start_ns", pa.int64()), ("end_ns", pa.int64()), ("process", pa.string())]
@@ -25,10 +28,12 @@ FRAME_SCHEMA = pa.schema(
 
 @dataclass(frozen=True)
 class Frame:
+    """A stretch of time to charge: an iteration window or a stretch outside them all."""
+
     frame_id: int
     start_ns: int
     end_ns: int
-    process: Optional[str] = None  # with a process, only that process's spans are charged
+    process: str | None = None  # with a process, only that process's spans are charged
 
 
 @dataclass
@@ -40,10 +45,14 @@ class Charge:
     unaccounted_ns: int
 
 
-def _frame_table(frames: Sequence[Frame], stretch_of: Optional[dict[tuple[int, int], int]] = None) -> pa.Table:
+def _frame_table(frames: Sequence[Frame], stretch_of: dict[tuple[int, int], int] | None = None) -> pa.Table:
     """Frames as a table; with `stretch_of`, each frame's stretch (its (start, end)) as a column `stretch`."""
-    columns = [list(c) for c in zip(*((f.frame_id, f.start_ns, f.end_ns, f.process) for f in frames))]
-    table = pa.Table.from_arrays([pa.array(c, f.type) for c, f in zip(columns, FRAME_SCHEMA)], schema=FRAME_SCHEMA)
+    columns = [
+        [f.frame_id for f in frames], [f.start_ns for f in frames], [f.end_ns for f in frames],
+        [f.process for f in frames],
+    ]  # fmt: skip
+    arrays = [pa.array(c, f.type) for c, f in zip(columns, FRAME_SCHEMA, strict=True)]
+    table = pa.Table.from_arrays(arrays, schema=FRAME_SCHEMA)
     if stretch_of is not None:
         stretches = [stretch_of[(f.start_ns, f.end_ns)] for f in frames]
         table = table.append_column("stretch", pa.array(stretches, pa.int64()))
@@ -59,7 +68,7 @@ def _stretch_table(stretches: Sequence[tuple[int, int]]) -> pa.Table:
     )  # fmt: skip
 
 
-def parse_precedence(text: Optional[str]) -> list[str]:
+def parse_precedence(text: str | None) -> list[str]:
     """`idle,productive,overhead,wasted` -> that list; None -> the declared order. Each bucket exactly once."""
     if text is None:
         return list(BUCKETS)
@@ -69,11 +78,13 @@ def parse_precedence(text: Optional[str]) -> list[str]:
     return order
 
 
-def charge_wall_clock(connection, frames: Sequence[Frame], precedence: Sequence[str]) -> dict[int, Charge]:
+def charge_wall_clock(
+    connection: duckdb.DuckDBPyConnection, frames: Sequence[Frame], precedence: Sequence[str]
+) -> dict[int, Charge]:
     """Charge every frame's wall clock to the highest-precedence active bucket, else unaccounted.
 
-    Needs the `spans_ex` table of `lineage.build_lineage`. Frames may overlap each other; each is charged on its own. Frames either all name a
-    process (then only that process's spans count in each) or none does.
+    Needs the `spans_ex` table of `lineage.build_lineage`. Frames may overlap each other; each is charged on its
+    own. Frames either all name a process (then only that process's spans count in each) or none does.
     """
     if not frames:
         return {}
@@ -95,7 +106,8 @@ def charge_wall_clock(connection, frames: Sequence[Frame], precedence: Sequence[
 
     def first_active(i: int) -> str:
         earlier = "".join(f"(active >> {shift * j}) & {0xFFFFFFFF} = 0 AND " for j in range(i))
-        return f"sum(CASE WHEN {earlier}(active >> {shift * i}) & {0xFFFFFFFF} > 0 THEN t_next - t ELSE 0 END)::BIGINT AS r{i}"
+        charged = f"CASE WHEN {earlier}(active >> {shift * i}) & {0xFFFFFFFF} > 0 THEN t_next - t ELSE 0 END"
+        return f"sum({charged})::BIGINT AS r{i}"
 
     charged_columns = ", ".join(first_active(i) for i in range(len(BUCKETS)))
     try:
@@ -147,11 +159,11 @@ def charge_wall_clock(connection, frames: Sequence[Frame], precedence: Sequence[
     for frame in frames:
         by_rank = charged.get(frame.frame_id, nothing)
         wall = frame.end_ns - frame.start_ns
-        result[frame.frame_id] = Charge(wall, dict(zip(precedence, by_rank)), wall - sum(by_rank))
+        result[frame.frame_id] = Charge(wall, dict(zip(precedence, by_rank, strict=True)), wall - sum(by_rank))
     return result
 
 
-def span_seconds_ns(connection, by_process: bool = False) -> dict[Any, dict[str, int]]:
+def span_seconds_ns(connection: duckdb.DuckDBPyConnection, by_process: bool = False) -> dict[Any, dict[str, int]]:
     """Per effective iteration (and process), per bucket: the summed full durations of its bucketed spans.
 
     The naive view a monitor computes: it exceeds the wall clock wherever spans nest or run concurrently.
@@ -170,7 +182,7 @@ def span_seconds_ns(connection, by_process: bool = False) -> dict[Any, dict[str,
     return out
 
 
-def processes_in_frames(connection, frames: Sequence[Frame]) -> dict[int, list[str]]:
+def processes_in_frames(connection: duckdb.DuckDBPyConnection, frames: Sequence[Frame]) -> dict[int, list[str]]:
     """For `--by process`: per frame, the processes that have a bucketed span overlapping it."""
     if not frames:
         return {}

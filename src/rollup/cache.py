@@ -13,6 +13,7 @@ to finish reading it. All of it is best effort: an unwritable cache costs time, 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -100,10 +101,8 @@ def publish_entry(entry: FileEntry, staging: Path, final: Path) -> None:
     except OSError:
         if read_manifest(final) is None:  # a damaged entry (a part or the manifest lost) is replaced ...
             shutil.rmtree(final, ignore_errors=True)
-            try:
+            with contextlib.suppress(OSError):
                 os.replace(staging, final)
-            except OSError:
-                pass
         shutil.rmtree(staging, ignore_errors=True)  # ... a whole one, another command's, is as good as ours
         published = read_manifest(final)
         if published is None:

@@ -9,10 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any
 
 from .lineage import ensure_lineage
 from .schema import BUCKET_LIST_SQL
+
+if TYPE_CHECKING:
+    import duckdb
+    
+    from .store import SpanStore
 
 ERROR = "error"
 WARNING = "warning"
@@ -30,21 +35,23 @@ RULES: dict[str, str] = {
 
 @dataclass(frozen=True)
 class Finding:
+    """One accounting bug: the rule it breaks, the span that shows it and, where there is one, the span involved."""
+
     rule: str
     severity: str
     trace_id: str
     span_id: str
     name: str
-    iteration: Optional[int]
-    related_span_id: Optional[str]
+    iteration: int | None
+    related_span_id: str | None
     message: str
-    overlap_s: Optional[float] = None  # nested-bucket and self-overlap: the seconds counted twice
+    overlap_s: float | None = None  # nested-bucket and self-overlap: the seconds counted twice
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def _seconds(ns: Optional[int]) -> str:
+def _seconds(ns: int | None) -> str:
     return f"{(ns or 0) / 1e9:.3f}s"
 
 
@@ -64,7 +71,7 @@ def _findings(
     return findings
 
 
-def nested_bucket_findings(connection) -> list[Finding]:
+def nested_bucket_findings(connection: duckdb.DuckDBPyConnection) -> list[Finding]:
     return _findings(
         connection,
         "nested-bucket",
@@ -79,7 +86,7 @@ def nested_bucket_findings(connection) -> list[Finding]:
     )
 
 
-def self_overlap_findings(connection) -> list[Finding]:
+def self_overlap_findings(connection: duckdb.DuckDBPyConnection) -> list[Finding]:
     """Per (process, name, bucketed depth), a sweep in start order: a span that starts before the latest end seen
     so far overlaps an earlier instance, related to the earlier one that reaches furthest into it.
 
@@ -111,7 +118,7 @@ def self_overlap_findings(connection) -> list[Finding]:
     )
 
 
-def bucketed_umbrella_findings(connection) -> list[Finding]:
+def bucketed_umbrella_findings(connection: duckdb.DuckDBPyConnection) -> list[Finding]:
     return _findings(
         connection,
         "bucketed-umbrella",
@@ -122,7 +129,7 @@ def bucketed_umbrella_findings(connection) -> list[Finding]:
     )
 
 
-def unknown_bucket_findings(connection) -> list[Finding]:
+def unknown_bucket_findings(connection: duckdb.DuckDBPyConnection) -> list[Finding]:
     return _findings(
         connection,
         "unknown-bucket",
@@ -133,7 +140,7 @@ def unknown_bucket_findings(connection) -> list[Finding]:
     )
 
 
-def overlapping_steps_findings(connection) -> list[Finding]:
+def overlapping_steps_findings(connection: duckdb.DuckDBPyConnection) -> list[Finding]:
     return _findings(
         connection,
         "overlapping-steps",
@@ -153,7 +160,7 @@ def overlapping_steps_findings(connection) -> list[Finding]:
     )
 
 
-def orphan_span_findings(connection) -> list[Finding]:
+def orphan_span_findings(connection: duckdb.DuckDBPyConnection) -> list[Finding]:
     return _findings(
         connection,
         "orphan-span",
@@ -164,17 +171,18 @@ def orphan_span_findings(connection) -> list[Finding]:
     )
 
 
-def iteration_mismatch_findings(connection) -> list[Finding]:
+def iteration_mismatch_findings(connection: duckdb.DuckDBPyConnection) -> list[Finding]:
     return _findings(
         connection,
         "iteration-mismatch",
-        "SELECT trace_id, span_id, name, iteration, ancestor_iteration_span, iteration, ancestor_iteration FROM spans_ex "
+        "SELECT trace_id, span_id, name, iteration, ancestor_iteration_span, iteration, ancestor_iteration "
+        "FROM spans_ex "
         "WHERE iteration IS NOT NULL AND ancestor_iteration IS NOT NULL AND iteration <> ancestor_iteration",
         lambda n, i, a: f"{n} says rl.iteration={i} but its nearest ancestor with one says {a}",
     )
 
 
-def check_findings(store) -> list[Finding]:
+def check_findings(store: SpanStore) -> list[Finding]:
     """Every finding of every rule, errors first, then by rule, trace and span."""
     connection = store.connection
     ensure_lineage(store)

@@ -8,7 +8,7 @@ records the chain of bucketed ancestors, which is what the nesting checks need.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 from .schema import ACCOUNTING_SCHEMA, NODE_COLUMNS_SQL, NODE_TABLE_COLUMNS, sql_text
 
@@ -22,16 +22,16 @@ LINEAGE_VERSION = 2  # part of the cached table's name: bump it whenever `spans_
 # Deeper than any real trace; it only stops a walk that a corrupt file could otherwise make endless.
 MAX_DEPTH = 10_000
 
-def build_lineage(connection: duckdb.DuckDBPyConnection, nodes: Optional[str] = None) -> None:
+def build_lineage(connection: duckdb.DuckDBPyConnection, nodes: str | None = None) -> None:
     """Create table `spans_ex`: the columns the accounting reads, plus what each span inherits.
 
     Added columns: `eff_iteration` (own `rl.iteration`, else the nearest ancestor's), `ancestor_iteration` (the
     nearest ancestor's that carries one), `bucketed_chain` (ids of the ancestors with a valid bucket, root first),
-    `ancestor_iteration_span` (that ancestor's id), `has_parent` (false when the parent id names no loaded span: an orphan), `bucketed`, `is_step`, `is_umbrella`.
-    Materialized once, narrow, with the ids also as integers (`tkey`, `skey`, `pkey`) so the walk and every check
-    join on numbers rather than hex text; the walk carries each node's row id, so its result joins back on one
-    integer. A span caught in a parent cycle is reached by no walk; it keeps its own
-    iteration and no ancestors.
+    `ancestor_iteration_span` (that ancestor's id), `has_parent` (false when the parent id names no loaded span: an
+    orphan), `bucketed`, `is_step`, `is_umbrella`. Materialized once, narrow, with the ids also as integers (`tkey`,
+    `skey`, `pkey`) so the walk and every check join on numbers rather than hex text; the walk carries each node's
+    row id, so its result joins back on one integer. A span caught in a parent cycle is reached by no walk; it keeps
+    its own iteration and no ancestors.
 
     `nodes` names a table holding every span once with NODE_TABLE_COLUMNS (as `read.duckdb_json` fills), used as it is
     instead of being derived from `spans`.

@@ -7,12 +7,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any
 
 from .attribution import Charge, Frame, charge_wall_clock, parse_precedence, processes_in_frames, span_seconds_ns
 from .lineage import ensure_lineage
 from .schema import BUCKETS
 from .windows import Window, iteration_windows, outside_stretches, run_extent
+
+if TYPE_CHECKING:
+    import duckdb
+    
+    from .store import SpanStore
 
 NS_PER_S = 1e9
 
@@ -34,7 +39,7 @@ class Figures:
         return self.productive_s / self.wall_s if self.wall_s > 0 else 0.0
 
     @classmethod
-    def from_ns(cls, charge: Charge, span_ns: Optional[dict[str, int]] = None) -> "Figures":
+    def from_ns(cls, charge: Charge, span_ns: dict[str, int] | None = None) -> Figures:
         # Spelled out, not built from BUCKETS: a report makes one per iteration, and 10k iterations are common.
         bucket_ns = charge.bucket_ns
         return cls(
@@ -68,15 +73,19 @@ def _sum_figures(parts: Sequence[Figures]) -> Figures:
 
 @dataclass
 class IterationRow:
+    """One row of the report: iteration `iteration`'s window and its figures (of one process, with `--by process`)."""
+
     iteration: int
     start_ns: int
     end_ns: int
     figures: Figures
-    process: Optional[str] = None
+    process: str | None = None
 
 
 @dataclass
 class Report:
+    """The report of SPEC section 4: a row per window, their total, the time outside every window."""
+
     iterations: list[IterationRow]
     total: Figures
     outside: Figures
@@ -85,7 +94,7 @@ class Report:
     process_totals: dict[str, Figures] = field(default_factory=dict)
 
 
-def select_windows(windows: list[Window], iterations: Optional[tuple[int, int]]) -> list[Window]:
+def select_windows(windows: list[Window], iterations: tuple[int, int] | None) -> list[Window]:
     """Windows whose iteration lies in the inclusive range `iterations` (all when None)."""
     if iterations is None:
         return windows
@@ -94,10 +103,10 @@ def select_windows(windows: list[Window], iterations: Optional[tuple[int, int]])
 
 
 def build_report(
-    store,
+    store: SpanStore,
     *,
-    iterations: Optional[tuple[int, int]] = None,
-    precedence: Optional[str] = None,
+    iterations: tuple[int, int] | None = None,
+    precedence: str | None = None,
     by_process: bool = False,
 ) -> Report:
     """The report over the store's spans; `iterations` keeps the windows in that inclusive range."""
@@ -124,11 +133,13 @@ def build_report(
     return report
 
 
-def _add_process_rows(connection, report: Report, windows: list[Window], order: list[str]) -> None:
+def _add_process_rows(
+    connection: duckdb.DuckDBPyConnection, report: Report, windows: list[Window], order: list[str]
+) -> None:
     """Replace the rows by one per (iteration, process), each charging only that process's spans."""
     frames = [Frame(i, w.start_ns, w.end_ns) for i, w in enumerate(windows)]
     processes = processes_in_frames(connection, frames)
-    process_frames = []
+    process_frames: list[tuple[Frame, Frame]] = []
     for frame in frames:
         for process in processes.get(frame.frame_id, []):
             process_frames.append((frame, Frame(len(process_frames), frame.start_ns, frame.end_ns, process)))

@@ -18,14 +18,24 @@ import shutil
 import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from .cache import cache_work_dir, lineage_cache_path, retire_older_lineage
 from .errors import GoodputError
 from .lineage import LINEAGE_VERSION, ensure_lineage
-from .read.plan import IN_PROCESS_BYTES, IN_PROCESS_JOBS, FileEntry, Progress, Runner, execute_plan, load_direct, plan_load, run_in_processes
+from .read.plan import (
+    IN_PROCESS_BYTES,
+    IN_PROCESS_JOBS,
+    FileEntry,
+    Progress,
+    Runner,
+    execute_plan,
+    load_direct,
+    plan_load,
+    run_in_processes,
+)
 from .schema import SPAN_SCHEMA, accounting_only, sql_text
 
 if TYPE_CHECKING:
@@ -37,11 +47,11 @@ class SpanStore:
 
     def __init__(
         self,
-        connection,
+        connection: duckdb.DuckDBPyConnection,
         entries: list[FileEntry],
-        temp_dir: Optional[Path] = None,
-        lineage_cache: Optional[Path] = None,
-        nodes_table: Optional[str] = None,
+        temp_dir: Path | None = None,
+        lineage_cache: Path | None = None,
+        nodes_table: str | None = None,
     ) -> None:
         self.connection = connection
         self.entries = entries
@@ -58,7 +68,7 @@ class SpanStore:
     def notices(self) -> list[str]:
         return [n for entry in self.entries for n in entry.notices]
 
-    def sql(self, query: str, params: Optional[Iterable | dict] = None):
+    def sql(self, query: str, params: Iterable[Any] | dict[str, Any] | None = None) -> pa.Table:
         """Run `query` and return an Arrow table; a DuckDB error becomes a GoodputError naming the query's problem."""
         import duckdb
 
@@ -74,15 +84,18 @@ class SpanStore:
         if self._temp_dir is not None:
             shutil.rmtree(self._temp_dir, ignore_errors=True)
 
-    def __enter__(self) -> "SpanStore":
+    def __enter__(self) -> SpanStore:
         return self
 
     def __exit__(self, *exc_info) -> None:
         self.close()
 
 
-def _create_spans_view(connection, parts: list[str], schema: pa.Schema, tables: Sequence[str] = ()) -> bool:
-    """`spans`: every span of the parts (and of the tables `read.duckdb_json` filled), each once, with `schema`'s columns.
+def _create_spans_view(
+    connection: duckdb.DuckDBPyConnection, parts: list[str], schema: pa.Schema, tables: Sequence[str] = ()
+) -> bool:
+    """`spans`: every span of the parts (and of the tables `read.duckdb_json` filled), each once, with `schema`'s
+    columns.
     A view over the Parquet parts, read column by column as queries need them, so memory stays far below the
     spans' size; materialized only when duplicates must be dropped (the same span exported twice, same trace and
     span id, counts once). Returns whether it had to (then `spans` is a table of its own)."""
@@ -107,7 +120,7 @@ def _create_spans_view(connection, parts: list[str], schema: pa.Schema, tables: 
     return bool(duplicates)
 
 
-def _work_dir(use_cache: bool, cache_dir: Optional[Path]) -> Path:
+def _work_dir(use_cache: bool, cache_dir: Path | None) -> Path:
     return cache_work_dir(cache_dir) if use_cache else Path(tempfile.mkdtemp(prefix="goodput-"))
 
 
@@ -116,12 +129,12 @@ def _convert(
     *,
     use_cache: bool,
     work_dir: Path,
-    workers: Optional[int],
-    runner: Optional[Runner],
-    progress: Optional[Progress],
+    workers: int | None,
+    runner: Runner | None,
+    progress: Progress | None,
     schema: pa.Schema = SPAN_SCHEMA,
-    connection=None,
-    max_chunk_bytes: Optional[int] = None,
+    connection: duckdb.DuckDBPyConnection | None = None,
+    max_chunk_bytes: int | None = None,
 ) -> list[FileEntry]:
     """Convert what the cache lacks. Given a `connection`, an uncached load of the accounting columns alone on this
     machine lets DuckDB read JSON Lines files straight into it (`read.duckdb_json`), the fastest way there is."""
@@ -136,7 +149,7 @@ def _convert(
         direct_json=direct,
         max_chunk_bytes=max_chunk_bytes,
     )
-    if plan.direct:
+    if plan.direct and connection is not None:  # only set aside when there is a connection (see `direct`)
         load_direct(plan, connection, work_dir=work_dir, workers=workers, schema=schema, progress=progress)
     if runner is None:
         in_process = plan.total_bytes - plan.done_bytes < IN_PROCESS_BYTES and len(plan.jobs) < IN_PROCESS_JOBS
@@ -149,10 +162,10 @@ def open_store(
     paths: Sequence[str | os.PathLike[str]],
     *,
     use_cache: bool = True,
-    cache_dir: Optional[Path] = None,
-    workers: Optional[int] = None,
-    runner: Optional[Runner] = None,
-    progress: Optional[Progress] = None,
+    cache_dir: Path | None = None,
+    workers: int | None = None,
+    runner: Runner | None = None,
+    progress: Progress | None = None,
     schema: pa.Schema = SPAN_SCHEMA,
 ) -> SpanStore:
     """Load the spans of `paths` into a fresh in-memory DuckDB and return the store around it.
@@ -198,12 +211,12 @@ def open_store(
 def ingest(
     paths: Sequence[str | os.PathLike[str]],
     *,
-    to_dir: Optional[Path] = None,
-    cache_dir: Optional[Path] = None,
-    workers: Optional[int] = None,
-    runner: Optional[Runner] = None,
-    progress: Optional[Progress] = None,
-    max_chunk_bytes: Optional[int] = None,
+    to_dir: Path | None = None,
+    cache_dir: Path | None = None,
+    workers: int | None = None,
+    runner: Runner | None = None,
+    progress: Progress | None = None,
+    max_chunk_bytes: int | None = None,
 ) -> list[FileEntry]:
     """Convert `paths` without querying them: into the cache, or into `to_dir` as a flat Parquet dataset.
 

@@ -9,7 +9,7 @@ happening in step N: every span active during its window, whatever its own itera
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 from .errors import GoodputError
 from .lineage import ensure_lineage
@@ -51,7 +51,7 @@ def iteration_windows(connection: duckdb.DuckDBPyConnection) -> list[Window]:
     return [Window(int(i), int(s), int(e)) for i, s, e in rows]
 
 
-def run_extent(connection: duckdb.DuckDBPyConnection) -> Optional[tuple[int, int]]:
+def run_extent(connection: duckdb.DuckDBPyConnection) -> tuple[int, int] | None:
     """The run's `[start, end]`: the envelope of its job spans, else of every span; None for no spans."""
     for where in (IS_JOB_SQL, "true"):
         start, end = connection.execute(f"SELECT min(start_ns), max(end_ns) FROM spans_ex WHERE {where}").fetchall()[0]
@@ -60,7 +60,7 @@ def run_extent(connection: duckdb.DuckDBPyConnection) -> Optional[tuple[int, int
     return None
 
 
-def outside_stretches(extent: Optional[tuple[int, int]], windows: list[Window]) -> list[tuple[int, int]]:
+def outside_stretches(extent: tuple[int, int] | None, windows: list[Window]) -> list[tuple[int, int]]:
     """The parts of `extent` covered by no window, as sorted disjoint `(start, end)` pairs."""
     if extent is None:
         return []
@@ -86,7 +86,7 @@ def window_of(connection: duckdb.DuckDBPyConnection, iteration: int) -> Window:
 
 
 def spans_in_window(
-    store: SpanStore, iteration: int, *, bucket: Optional[str] = None, process: Optional[str] = None
+    store: SpanStore, iteration: int, *, bucket: str | None = None, process: str | None = None
 ) -> tuple[Window, pa.Table]:
     """(window, Arrow table) of the spans overlapping window `iteration`, sorted by start.
 

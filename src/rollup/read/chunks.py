@@ -8,13 +8,14 @@ not the file size. Both are plain functions of picklable arguments.
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import mmap
 import os
 import re
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Optional
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -58,7 +59,7 @@ class ChunkResult:
     notices: list[str] = field(default_factory=list)
 
 
-def plan_chunks(path: str, target_bytes: int = DEFAULT_CHUNK_BYTES, kind: Optional[str] = None) -> list[Chunk]:
+def plan_chunks(path: str, target_bytes: int = DEFAULT_CHUNK_BYTES, kind: str | None = None) -> list[Chunk]:
     """Chunks of about `target_bytes` for a plain framed-protobuf or JSON Lines file; one chunk for anything else.
 
     Cuts fall on record boundaries: after a whole length-prefixed record, after a newline. Compressed files cannot
@@ -80,7 +81,7 @@ def plan_chunks(path: str, target_bytes: int = DEFAULT_CHUNK_BYTES, kind: Option
     except OSError as error:
         raise InputError(f"{path}: cannot be read ({error.strerror or error})") from None
     bounds = [0, *cuts, size]
-    return [Chunk(path, start, end, index) for index, (start, end) in enumerate(zip(bounds, bounds[1:]))]
+    return [Chunk(path, start, end, index) for index, (start, end) in enumerate(itertools.pairwise(bounds))]
 
 
 def _frame_cuts(file, size: int, target_bytes: int) -> list[int]:
@@ -137,7 +138,7 @@ def convert_chunk(
     kind = sniff_format(path)
     if kind == "empty":
         return ChunkResult(chunk, 0, [f"{path}: empty file skipped"])
-    writer: Optional[pq.ParquetWriter] = None
+    writer: pq.ParquetWriter | None = None
     pending: list[pa.RecordBatch] = []
     pending_rows = written = 0
     try:
@@ -160,10 +161,8 @@ def convert_chunk(
             writer.close()
     except BaseException:
         if writer is not None:
-            try:
+            with contextlib.suppress(Exception):  # the original error is the one to report
                 writer.close()
-            except Exception:  # noqa: BLE001 - the original error is the one to report
-                pass
         _remove(out_path)
         raise
     if not written and chunk.whole_file and not notices:
@@ -206,12 +205,13 @@ def _json_batches(
     from .otlp_json import JsonDecoder
 
     path = chunk.path
-    lines_before: list[Optional[int]] = [0 if chunk.start == 0 else None]
+    lines_before: list[int | None] = [0 if chunk.start == 0 else None]
 
     def line_number(relative: int) -> int:
-        if lines_before[0] is None:
-            lines_before[0] = _count_newlines(path, chunk.start)
-        return lines_before[0] + relative
+        before = lines_before[0]
+        if before is None:
+            before = lines_before[0] = _count_newlines(path, chunk.start)
+        return before + relative
 
     def where(relative_line: int, offset: int) -> str:
         return f"line {line_number(relative_line)}"
@@ -324,7 +324,5 @@ def _write(writer: pq.ParquetWriter, table: pa.Table, batch_rows: int, out_path:
 
 
 def _remove(out_path: str) -> None:
-    try:
+    with contextlib.suppress(OSError):
         os.remove(out_path)
-    except OSError:
-        pass

@@ -69,7 +69,8 @@ WITH resource_spans AS (
 ),
 resources AS (
     SELECT filename, rs.scopeSpans AS scope_spans,
-           list_transform(rs.resource.attributes, lambda a: {{'k': a.key, 'v': {string_or_int_sql('a')}}}) AS resource_texts,
+           list_transform(rs.resource.attributes,
+                          lambda a: {{'k': a.key, 'v': {string_or_int_sql('a')}}}) AS resource_texts,
            len(list_filter(rs.resource.attributes,
                            lambda a: a.key IN ({_PROCESS_KEY_LIST}) AND ({string_or_int_sql('a')}) IS NULL))
                = 0 AS resource_ok_or_null
@@ -128,11 +129,11 @@ FROM rows
 
 
 def load_json_lines(
-    connection,
+    connection: duckdb.DuckDBPyConnection,
     paths: Sequence[str],
-    compression: Optional[str],
+    compression: str | None,
     table: str,
-    on_progress: Optional[Callable[[float], None]] = None,
+    on_progress: Callable[[float], None] | None = None,
 ) -> dict[str, int]:
     """Read the JSON Lines files `paths` (all of one `compression`, `sniff.compression_of`'s answer) into `table`:
     ACCOUNTING_SCHEMA's columns and the lineage's node keys after them (`lineage.NODE_TABLE_COLUMNS`), so the walk
@@ -157,8 +158,8 @@ def load_json_lines(
 
 
 def _load(
-    connection, paths: list[str], compression: Optional[str], table: str, on_progress: Optional[Callable[[float], None]]
-) -> Optional[dict[str, int]]:
+    connection, paths: list[str], compression: str | None, table: str, on_progress: Callable[[float], None] | None
+) -> dict[str, int] | None:
     """One query over `paths` into `table`; the files it claims, or None when DuckDB refused the query."""
     import duckdb
 
@@ -178,7 +179,8 @@ def _load(
         connection.execute(f"DROP TABLE {staging}")
         return claimed
     if len(claimed) < len(per_file):
-        connection.execute(f"DELETE FROM {staging} WHERE filename NOT IN (SELECT unnest($kept))", {"kept": list(claimed)})
+        kept = {"kept": list(claimed)}
+        connection.execute(f"DELETE FROM {staging} WHERE filename NOT IN (SELECT unnest($kept))", kept)
     (exists,) = connection.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [table]).fetchall()[0]
     if exists:
         connection.execute(f"INSERT INTO {table} SELECT {', '.join(NODE_TABLE_COLUMNS)} FROM {staging}")
@@ -193,11 +195,11 @@ def _load(
 class _progress_polling:
     """While the block runs, report DuckDB's own estimate of the running query's progress every 0.2 s."""
 
-    def __init__(self, connection, on_progress: Optional[Callable[[float], None]]) -> None:
+    def __init__(self, connection: duckdb.DuckDBPyConnection, on_progress: Callable[[float], None] | None) -> None:
         self.connection = connection
         self.on_progress = on_progress
         self.stop = threading.Event()
-        self.thread: Optional[threading.Thread] = None
+        self.thread: threading.Thread | None = None
 
     def __enter__(self) -> None:
         if self.on_progress is not None:
@@ -218,5 +220,5 @@ class _progress_polling:
                 percent = self.connection.query_progress()
             except Exception:  # noqa: BLE001 - progress is a courtesy; it never fails a load
                 return
-            if percent is not None and percent >= 0:
+            if percent is not None and percent >= 0 and self.on_progress is not None:
                 self.on_progress(min(percent, 100.0) / 100.0)

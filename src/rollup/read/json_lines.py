@@ -99,11 +99,11 @@ def json_line_batches(
                 numbers.append(line_number)
             position = line_end
             line_number += 1
-        if at_end and starts and not text.endswith(b"\n") and _NON_BLANK.search(text, text.rfind(b"\n") + 1):
-            # The final line lacks its newline: usable if it parses, else the torn write of a dying job.
-            if not on_torn_line(numbers[-1], offset + starts[-1], text[starts[-1] :]):
-                complete = starts.pop()
-                numbers.pop()
+        # A final line that lacks its newline is usable if it parses, else the torn write of a dying job.
+        torn = at_end and starts and not text.endswith(b"\n") and _NON_BLANK.search(text, text.rfind(b"\n") + 1)
+        if torn and not on_torn_line(numbers[-1], offset + starts[-1], text[starts[-1] :]):
+            complete = starts.pop()
+            numbers.pop()
         if starts:
             yield JsonRecords(text, starts, complete, numbers, offset)
         if at_end:

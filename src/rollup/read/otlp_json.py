@@ -16,7 +16,7 @@ import json
 import os
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -269,7 +269,8 @@ class JsonDecoder:
         )
         self.connection.register("goodput_values", scalars)
         try:
-            texts = self.connection.sql(RENDER_SCALARS_SQL.format(relation="goodput_values")).to_arrow_table().column("text").combine_chunks()
+            rendered = self.connection.sql(RENDER_SCALARS_SQL.format(relation="goodput_values")).to_arrow_table()
+            texts = rendered.column("text").combine_chunks()
         finally:
             self.connection.unregister("goodput_values")
         if len(texts) != len(keys):  # DuckDB keeps a plain projection's row order; make sure it did
@@ -346,3 +347,4 @@ def _json_problem(text: bytes) -> tuple[str, int]:
         return f"{error.msg} (column {error.colno})", error.lineno
     except (ValueError, RecursionError) as error:
         return str(error) or type(error).__name__, 1
+    return "rejected by the JSON parser", 1

@@ -14,13 +14,13 @@ from __future__ import annotations
 import bisect
 import struct
 from array import array
-from itertools import accumulate
 from collections.abc import Callable, Iterator
-from typing import BinaryIO, Optional
+from itertools import accumulate
+from typing import BinaryIO
 
 import pyarrow as pa
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-from google.protobuf.message import DecodeError
+from google.protobuf.message import DecodeError, Message
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationScope, KeyValue
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Status
@@ -34,11 +34,11 @@ READ_PIECE = 16 << 20  # a record is read in pieces, so a corrupt length cannot 
 _KV_CACHE_LIMIT = 200_000  # distinct attributes remembered across batches; cleared when full
 
 
-def _lean_traces_class() -> type:
+def _lean_traces_class() -> type[Message]:
     """`TracesData` with the same field numbers as OTLP, but the fields we do not walk into kept as raw bytes."""
     field = descriptor_pb2.FieldDescriptorProto
     file = descriptor_pb2.FileDescriptorProto(name="goodput_lean_trace.proto", package="goodput.lean", syntax="proto3")
-    layout = {
+    layout: dict[str, list[tuple[str, int, int, bool, str | None]]] = {
         "Span": [
             ("trace_id", 1, field.TYPE_BYTES, False, None),
             ("span_id", 2, field.TYPE_BYTES, False, None),
@@ -88,7 +88,7 @@ def any_value(value: AnyValue) -> object:
     return getattr(value, which)
 
 
-def rendered_attributes(key_values: object) -> list[tuple[str, Optional[str]]]:
+def rendered_attributes(key_values: object) -> list[tuple[str, str | None]]:
     """(key, text) pairs of a repeated KeyValue field, e.g. a resource's attributes."""
     return [(item.key, render_value(any_value(item.value))) for item in key_values]  # type: ignore[attr-defined]
 
@@ -104,14 +104,14 @@ class ProtoBatchBuilder:
         self.path = path
         self.where = where
         self.schema = schema
-        self._kv_cache: dict[bytes, tuple[str, Optional[str]]] = {}
+        self._kv_cache: dict[bytes, tuple[str, str | None]] = {}
         self._status_cache: dict[bytes, tuple[int, str]] = {b"": (0, "")}
         self._reset()
 
     def _reset(self) -> None:
         self._trace_ids: list[str] = []
         self._span_ids: list[str] = []
-        self._parents: list[Optional[str]] = []
+        self._parents: list[str | None] = []
         self._names: list[str] = []
         self._kinds: list[int] = []
         self._starts: list[int] = []
@@ -299,7 +299,7 @@ def read_up_to(stream: BinaryIO, size: int) -> bytes:
 
 
 def framed_records(
-    stream: BinaryIO, path: str, where: Callable[[int], str], *, start: int, limit: Optional[int], notices: list[str]
+    stream: BinaryIO, path: str, where: Callable[[int], str], *, start: int, limit: int | None, notices: list[str]
 ) -> Iterator[tuple[int, bytes]]:
     """(offset, message bytes) of each length-prefixed record from `stream`, which is positioned at byte `start`.
 

@@ -14,7 +14,7 @@ _GLOB_CHARS = frozenset("*?[")
 
 def _files_under(directory: Path) -> list[Path]:
     """Every regular file below `directory`, recursively, hidden ones (`.name`) left out, in a stable order."""
-    found = []
+    found: list[Path] = []
     for root, dirs, files in os.walk(directory):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         found.extend(Path(root) / f for f in sorted(files) if not f.startswith("."))

@@ -55,7 +55,7 @@ class FileEntry:
     spans: int = 0
     notices: list[str] = field(default_factory=list)
     cached: bool = False
-    tables: list[str] = field(default_factory=list)  # DuckDB tables holding its spans, when `fast_json` read it
+    tables: list[str] = field(default_factory=list)  # DuckDB tables holding its spans, when `duckdb_json` read it
 
     @property
     def cache_key(self) -> str:
@@ -72,17 +72,7 @@ def _stat_entry(path: Path) -> FileEntry:
     return FileEntry(path=path, size=stat.st_size, mtime_ns=stat.st_mtime_ns)
 
 
-def _stat_entry(path: Path) -> FileEntry:
-    try:
-        stat = path.stat()
-    except OSError as exc:
-        raise GoodputError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    if not os.access(path, os.R_OK):
-        raise GoodputError(f"{path}: cannot read: permission denied")
-    return FileEntry(path=path, size=stat.st_size, mtime_ns=stat.st_mtime_ns)
-
-
-def run_in_processes(jobs: Sequence[ConvertJob], workers: Optional[int] = None) -> Iterator[ChunkResult]:
+def run_in_processes(jobs: Sequence[ConvertJob], workers: int | None = None) -> Iterator[ChunkResult]:
     """Convert chunks on all cores; small work stays in this process."""
     workers = workers or os.cpu_count() or 1
     if workers <= 1 or len(jobs) <= 1:
@@ -123,7 +113,7 @@ def plan_load(
     workers: int,
     schema: pa.Schema = SPAN_SCHEMA,
     direct_json: bool = False,
-    max_chunk_bytes: Optional[int] = None,
+    max_chunk_bytes: int | None = None,
 ) -> Plan:
     """Expand the paths, reuse what the cache holds, and cut the rest into conversion jobs keeping `schema`'s
     columns (always all of them when they go to the cache). With `direct_json`, JSON Lines files are set aside for
@@ -146,9 +136,8 @@ def plan_load(
             _check_parquet_spans(entry)
             continue
         pending.append((entry, kind))
-    to_duckdb = [direct_json and kind == "json-lines" for _, kind in pending]
-    direct = [entry for (entry, _), chosen in zip(pending, to_duckdb) if chosen]
-    pending = [item for item, chosen in zip(pending, to_duckdb) if not chosen]
+    direct = [entry for entry, kind in pending if direct_json and kind == "json-lines"]
+    pending = [(entry, kind) for entry, kind in pending if not (direct_json and kind == "json-lines")]
     converted = sum(e.size for e, _ in pending)
     plan = Plan(entries, jobs, staging, total_bytes=converted + sum(e.size for e in direct), direct=direct)
     target = _chunk_target(converted, workers, max_chunk_bytes)
@@ -157,7 +146,7 @@ def plan_load(
     return plan
 
 
-def _chunk_target(total_bytes: int, workers: int, max_chunk_bytes: Optional[int] = None) -> int:
+def _chunk_target(total_bytes: int, workers: int, max_chunk_bytes: int | None = None) -> int:
     """Chunks of about this size give every worker two, so a slow one does not hold up the end."""
     target = max(MIN_CHUNK_BYTES, total_bytes // max(1, workers * 2))
     return min(target, max_chunk_bytes) if max_chunk_bytes else target
@@ -173,14 +162,14 @@ def _add_jobs(plan: Plan, entry: FileEntry, kind: str, target: int, work_dir: Pa
 
 def load_direct(
     plan: Plan,
-    connection: duckdb.DuckDBPyConnection, *, work_dir: Path, workers: int, schema: pa.Schema, progress: Optional[Progress]
+    connection: duckdb.DuckDBPyConnection, *, work_dir: Path, workers: int, schema: pa.Schema, progress: Progress | None
 ) -> None:
     """Let DuckDB read the plan's JSON Lines files itself (`duckdb_json`), all into one table of `connection`
     (DIRECT_TABLE), in one query per kind of compression; a file it gives back becomes conversion jobs for the
     careful reader."""
     from . import duckdb_json
 
-    by_compression: dict[Optional[str], list[FileEntry]] = {}
+    by_compression: dict[str | None, list[FileEntry]] = {}
     for entry in plan.direct:
         by_compression.setdefault(compression_of(str(entry.path)), []).append(entry)
     for compression, entries in by_compression.items():
@@ -212,12 +201,13 @@ def _check_parquet_spans(entry: FileEntry) -> None:
         raise TraceFormatError(str(entry.path), "", f"unreadable Parquet file ({exc})") from None
     missing = [name for name in SPAN_SCHEMA.names if name not in schema.names]
     if missing:
-        raise TraceFormatError(str(entry.path), "", f"a Parquet file that is not a goodput span table (no {missing[0]})")
+        problem = f"a Parquet file that is not a goodput span table (no {missing[0]})"
+        raise TraceFormatError(str(entry.path), "", problem)
     entry.parts, entry.spans = [str(entry.path)], rows
 
 
 def execute_plan(
-    plan: Plan, *, use_cache: bool, work_dir: Path, runner: Runner, progress: Optional[Progress] = None
+    plan: Plan, *, use_cache: bool, work_dir: Path, runner: Runner, progress: Progress | None = None
 ) -> None:
     """Run the plan's jobs, then publish each converted file (to the cache, or in place for an uncached load)."""
     by_path = {entry.path: entry for entry in plan.entries}

@@ -11,14 +11,15 @@ workers must also be able to import `rollup` (goodput installed on every node, o
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
 from collections.abc import Iterator, Sequence
-from typing import Any, Optional
+from typing import Any
 
-from .chunks import DEFAULT_CHUNK_BYTES, Chunk, ChunkResult, convert_chunk
 from ..errors import GoodputError
+from .chunks import DEFAULT_CHUNK_BYTES, Chunk, ChunkResult, convert_chunk
 from .plan import ConvertJob, Runner
 
 # Ray's CPUs are not known before connecting, which happens only when there is work: `ingest --ray` caps chunks at
@@ -30,7 +31,7 @@ _CANCEL_GRACE_S = 10.0
 _PROBE_TIMEOUT_S = 5.0
 
 
-def ray_runner(address: Optional[str] = None) -> Runner:
+def ray_runner(address: str | None = None) -> Runner:
     """A runner for `store.open_store` / `store.ingest` that converts each chunk as a Ray task (one CPU each).
 
     A process already connected to Ray (`ray.init()` done by the caller) keeps and reuses its connection, whatever
@@ -54,7 +55,7 @@ def _import_ray() -> Any:
     return ray
 
 
-def _run_on_ray(ray: Any, address: Optional[str], jobs: Sequence[ConvertJob]) -> Iterator[ChunkResult]:
+def _run_on_ray(ray: Any, address: str | None, jobs: Sequence[ConvertJob]) -> Iterator[ChunkResult]:
     if not jobs:  # everything was cached: no reason to reach, let alone start, a cluster
         return
     started = _connect(ray, address)
@@ -84,7 +85,7 @@ def _run_on_ray(ray: Any, address: Optional[str], jobs: Sequence[ConvertJob]) ->
             ray.shutdown()
 
 
-def _connect(ray: Any, address: Optional[str]) -> bool:
+def _connect(ray: Any, address: str | None) -> bool:
     """Connect unless this process already is; True when this call made the connection (and so must close it)."""
     if ray.is_initialized():
         return False
@@ -151,9 +152,7 @@ def _cancel(ray: Any, refs: list[Any]) -> None:
             ray.cancel(ref)
         stopped, _ = ray.wait(refs, num_returns=len(refs), timeout=_CANCEL_GRACE_S)
         for ref in stopped:
-            try:
+            with contextlib.suppress(Exception):  # cancelled, or failed too: the first error is the one to report
                 ray.get(ref)
-            except Exception:  # noqa: BLE001 - cancelled, or failed too: the first error is the one to report
-                pass
     except Exception:  # noqa: BLE001 - best effort while the cluster may be going away
         pass

@@ -17,13 +17,17 @@ import gzip
 import re
 import struct
 import zlib
-from contextlib import contextmanager
 from collections.abc import Iterator
-from typing import BinaryIO, Optional
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, BinaryIO
 
 import zstandard
 
 from ..errors import InputError, TraceFormatError
+
+if TYPE_CHECKING:
+    from google.protobuf.message import Message
+
 
 FORMATS = ("framed-proto", "bare-proto", "json-lines", "json-document", "parquet", "empty")
 GZIP_MAGIC = b"\x1f\x8b"
@@ -39,7 +43,7 @@ _CONTROL_BYTES = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 DECOMPRESSION_ERRORS: tuple[type[BaseException], ...] = (EOFError, zlib.error, gzip.BadGzipFile, zstandard.ZstdError)
 
 
-def compression_of(path: str) -> Optional[str]:
+def compression_of(path: str) -> str | None:
     """'gzip', 'zstd' or None (plain), from the file's first bytes."""
     with _open_raw(path) as raw:
         magic = raw.read(4)
@@ -219,7 +223,7 @@ def _proto_shape(stream: BinaryIO, head: bytes, path: str) -> str:
     raise TraceFormatError(path, "", "not a trace file: neither OTLP JSON nor OTLP protobuf")
 
 
-def _holds_a_span(message_class: type, body: bytes) -> bool:
+def _holds_a_span(message_class: type[Message], body: bytes) -> bool:
     """Whether `body` parses as a trace message with at least one span bearing real ids."""
     from google.protobuf.message import DecodeError
 

@@ -1,0 +1,190 @@
+"""The code's seams: the front doors, and each rule that lives in Python and SQL held to one answer on one input."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+
+import rollup
+from instrument.wire import (
+    EVALUATE_SPAN_NAME,
+    JOB_SPAN_NAME,
+    SETUP_SPAN_NAME,
+    STARTUP_SPAN_NAME,
+    STEP_SPAN_NAME,
+    efficiency_span_name,
+)
+from rollup.read.json_shape import LEAN_RECORD, RECORD, duckdb_type
+from rollup.read.values import (
+    PROCESS_KEYS,
+    RENDER_SCALARS_SQL,
+    canonical_int_sql,
+    process_key,
+    process_key_sql,
+    render_value,
+    string_or_int_sql,
+)
+from rollup.schema import IS_JOB_SQL, IS_STEP_SQL, IS_UMBRELLA_SQL
+
+FRONT_DOOR = {
+    "GoodputError", "InputError", "TraceFormatError", "SpanStore", "open_store", "ingest", "SPAN_SCHEMA",
+    "ACCOUNTING_SCHEMA", "BUCKETS", "Report", "IterationRow", "Figures", "build_report", "report_json", "Finding",
+    "RULES", "check_findings", "check_summary", "Window", "iteration_windows", "spans_in_window", "ray_runner",
+    "RAY_CHUNK_BYTES", "default_cache_dir",
+}  # fmt: skip
+
+
+def test_the_rollup_front_door_lists_what_the_cli_and_users_call_and_each_name_resolves():
+    assert set(rollup.__all__) == FRONT_DOOR
+    for name in rollup.__all__:
+        assert getattr(rollup, name) is not None, name
+    with pytest.raises(AttributeError):
+        rollup.no_such_name  # noqa: B018 - the attribute access is the test
+
+
+def test_the_cli_calls_the_library_through_the_front_door_only():
+    source = (Path(rollup.__file__).parent.parent / "cli.py").read_text(encoding="utf-8")
+    imported = set(re.findall(r"from rollup(\.[\w.]+)? import", source))
+    assert imported <= {"", ".views"}, imported
+
+
+@pytest.mark.parametrize(
+    ("statement", "absent"),
+    [
+        ("import rollup, rollup.views", ("duckdb", "pyarrow", "opentelemetry.sdk")),
+        ("import instrument, instrument.groups, instrument.wire", ("opentelemetry.sdk", "ray")),
+    ],
+)
+def test_front_doors_import_nothing_heavy_until_a_name_is_used(statement, absent):
+    code = f"import sys; {statement}; print([m for m in {list(absent)!r} if m in sys.modules])"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"
+
+
+# --- attribute values: render_value and its SQL twin on the same inputs ---------------------------------------------
+
+SCALARS = [
+    ("s", "text"), ("s", ""), ("s", "ünï"), ("i", "0"), ("i", "-17"), ("i", "9223372036854775807"),
+    ("i", "00042"), ("b", True), ("b", False), ("d", 0.1), ("d", 1e100), ("d", -2.5e-12), ("d", 3.0),
+    ("d", 123456789.125), ("d", float("inf")), ("d", float("-inf")),
+]  # fmt: skip
+
+
+def _python_text(kind: str, value):
+    return render_value(int(value) if kind == "i" else value)
+
+
+@pytest.mark.parametrize(("kind", "value"), SCALARS)
+def test_duckdb_renders_a_scalar_attribute_exactly_as_python_does(kind, value):
+    row = {"s": None, "i": None, "b": None, "d": None, kind: value}
+    connection = duckdb.connect()
+    connection.execute("CREATE TABLE scalar_values (s VARCHAR, i VARCHAR, b BOOLEAN, d DOUBLE)")
+    connection.execute("INSERT INTO scalar_values VALUES ($s, $i, $b, $d)", row)
+    (text,) = connection.execute(RENDER_SCALARS_SQL.format(relation="scalar_values")).fetchall()[0]
+    assert text == _python_text(kind, value)
+
+
+@pytest.mark.parametrize(
+    ("value", "sure"),
+    [({"stringValue": "x"}, True), ({"intValue": "42"}, True), ({"intValue": "-7"}, True),
+     ({"intValue": "007"}, False), ({"intValue": "+7"}, False), ({"intValue": "99999999999999999999"}, False)],
+)  # fmt: skip
+def test_the_direct_readers_string_or_int_rule_gives_render_values_text_or_nothing(value, sure):
+    connection = duckdb.connect()
+    structure = duckdb_type({"value": {"stringValue": "VARCHAR", "intValue": "VARCHAR"}})
+    fields = {"stringValue": value.get("stringValue"), "intValue": value.get("intValue")}
+    (text,) = connection.execute(
+        f"SELECT {string_or_int_sql('e')} FROM (SELECT {{'value': $v}}::{structure} AS e)", {"v": fields}
+    ).fetchone()
+    if sure:
+        python = render_value(value["stringValue"] if "stringValue" in value else int(value["intValue"]))
+        assert text == python
+    else:
+        assert text is None  # left to the careful reader, which renders every kind
+
+
+def test_canonical_int_sql_keeps_only_canonical_digits():
+    connection = duckdb.connect()
+    for text, kept in [("12", True), ("-3", True), ("012", False), ("1.0", False), ("x", False)]:
+        (value,) = connection.execute(f"SELECT {canonical_int_sql('$t')}", {"t": text}).fetchone()
+        assert (value == text) is kept and (value is None) is not kept, text
+
+
+# --- the process of SPEC section 1: process_key and its SQL twin ---------------------------------------------------
+
+RESOURCES = [
+    {"service.instance.id": "run7-rank0", "host.name": "h", "process.pid": "1", "service.name": "driver"},
+    {"host.name": "node-3", "process.pid": "4242", "service.name": "worker"},
+    {"host.name": "node-3", "service.name": "worker"},
+    {"process.pid": "9", "service.name": "worker"},
+    {"service.name": "solo"},
+    {"service.instance.id": "", "host.name": "h", "process.pid": "2"},
+    {"service.name": ""},
+    {},
+]
+
+
+@pytest.mark.parametrize("resource", RESOURCES)
+def test_duckdb_names_the_process_exactly_as_python_does(resource):
+    connection = duckdb.connect()
+    attributes = [{"k": key, "v": value} for key, value in resource.items()]
+    sql = process_key_sql(lambda key: f"list_filter(attrs, lambda e: e.k = '{key}')[-1].v")
+    (process,) = connection.execute(
+        f"SELECT {sql} FROM (SELECT $attrs::STRUCT(k VARCHAR, v VARCHAR)[] AS attrs)", {"attrs": attributes}
+    ).fetchone()
+    assert process == process_key(resource)
+    assert set(resource) <= set(PROCESS_KEYS)
+
+
+# --- the JSON shape: one declaration, two readers -------------------------------------------------------------------
+
+
+def test_the_lean_record_is_a_projection_of_the_full_one_and_duckdb_accepts_its_type():
+    def keys(structure):
+        if isinstance(structure, dict):
+            return {key: keys(value) for key, value in structure.items()}
+        if isinstance(structure, list):
+            return [keys(structure[0])]
+        return None
+
+    def within(lean, full):
+        if isinstance(lean, dict):
+            return all(key in full and within(value, full[key]) for key, value in lean.items())
+        if isinstance(lean, list):
+            return within(lean[0], full[0])
+        return True
+
+    assert within(keys(LEAN_RECORD), keys(RECORD))
+    connection = duckdb.connect()
+    for structure in (LEAN_RECORD, RECORD):
+        connection.execute(f"SELECT NULL::{duckdb_type(structure['resourceSpans'])}")
+
+
+# --- span names: what instrument builds is what the rollup recognizes ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "is_job", "is_step", "is_umbrella"),
+    [
+        (JOB_SPAN_NAME.format(algorithm="grpo"), True, False, True),
+        (STEP_SPAN_NAME.format(algorithm="dpo"), False, True, True),
+        (EVALUATE_SPAN_NAME.format(algorithm="ppo"), False, False, True),
+        (STARTUP_SPAN_NAME, False, False, True),
+        (SETUP_SPAN_NAME.format(phase="ray.init"), False, False, True),
+        ("rl.grpo.generation", False, False, False),
+        (efficiency_span_name("idle/refit_bubble"), False, False, False),
+        ("rl.grpo.stepper", False, False, False),
+    ],
+)
+def test_span_names_built_by_instrument_are_classified_by_the_rollup(name, is_job, is_step, is_umbrella):
+    connection = duckdb.connect()
+    row = connection.execute(
+        f"SELECT {IS_JOB_SQL}, {IS_STEP_SQL}, {IS_UMBRELLA_SQL} FROM (SELECT $name AS name, NULL AS span_group)",
+        {"name": name},
+    ).fetchone()
+    assert row == (is_job, is_step, is_umbrella)
