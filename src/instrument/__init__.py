@@ -8,8 +8,9 @@ is loaded from its module on first use, so `rollup`, which reads only the vocabu
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ._lazy import lazy_exports
 
 # Public name -> the module (under this package) that defines it.
 _HOMES: dict[str, str] = {
@@ -46,18 +47,7 @@ _HOMES: dict[str, str] = {
 __all__ = list(_HOMES)
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'instrument' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{home}", __name__), name)
-    globals()[name] = value  # later lookups are plain attribute reads
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
-
+__getattr__, __dir__ = lazy_exports(__name__, _HOMES)
 
 if TYPE_CHECKING:  # what type checkers and editors see: the same names, imported eagerly
     from ._log import logger

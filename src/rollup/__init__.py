@@ -11,8 +11,9 @@ clock; `report` and `checks` build the results; `views` renders them.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from instrument._lazy import lazy_exports
 
 # Public name -> the module (under this package) that defines it.
 _HOMES: dict[str, str] = {
@@ -29,18 +30,7 @@ _HOMES: dict[str, str] = {
 __all__ = list(_HOMES)
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'rollup' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{home}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
-
+__getattr__, __dir__ = lazy_exports(__name__, _HOMES)
 
 if TYPE_CHECKING:
     from .cache import default_cache_dir
