@@ -107,6 +107,8 @@ def expected_rows(spans) -> list[dict]:
                 "scope_version": "1.0",
                 "service": "trainer",
                 "process": "inst-1",
+                "host_pid": None,  # the resource names neither host nor pid
+                "run_id": None,
                 "bucket": "productive" if leaf else None,
                 "iteration": 3,
                 "span_group": "generation" if leaf else "step",
@@ -386,7 +388,7 @@ def test_every_value_shape_reads_the_same_from_protobuf_and_json(tmp_path):
     assert root["duration_ns"] == 1_700_000_001_500_000_000 - 1_700_000_000_000_000_000
     assert (root["iteration"], root["bucket"], root["efficiency_category"]) == (7, "idle", "idle/refit_bubble")
     assert (child["iteration"], child["parent_span_id"]) == (8, "00000000000000aa")  # 8.0 is an integral double
-    assert (root["service"], root["process"], root["scope_version"]) == ("learner", "node-1:4242", "")
+    assert (root["service"], root["process"], root["scope_version"]) == ("learner", "learner@node-1:4242", "")
     without_file = from_proto.drop_columns(["source_file"])
     assert without_file.equals(from_json.drop_columns(["source_file"]))
     assert without_file.equals(from_pretty.drop_columns(["source_file"]))

@@ -112,7 +112,7 @@ def test_processes_follow_the_resource_rules(tmp_path):
     assert fast == careful_rows(path, tmp_path / "c")
     assert {row[3]: row[6] for row in fast} == {
         "instance": "i-1",
-        "host-pid": "h:42",
+        "host-pid": "unknown_service@h:42",
         "empty-instance": "svc",
         "later-wins": "b",
         "nothing": "unknown_service",

@@ -11,6 +11,7 @@ import pytest
 import rollup.cache as cache_module
 from rollup.cache import MANIFEST, default_cache_dir
 from rollup.lineage import ensure_lineage
+from rollup.schema import SCHEMA_VERSION
 from rollup.store import open_store
 from tracebuild import S, step, write_trace
 
@@ -28,7 +29,7 @@ def steps(count: int) -> list[S]:
 
 
 def entry_folders(cache: Path) -> list[Path]:
-    return sorted(p for p in (cache / "v1").iterdir() if (p / MANIFEST).exists())
+    return sorted(p for p in (cache / f"v{SCHEMA_VERSION}").iterdir() if (p / MANIFEST).exists())
 
 
 def load(path: Path, cache: Path):
@@ -91,7 +92,7 @@ def test_superseded_versions_retire_once_they_have_been_superseded_long_enough(t
         with open_store([path], cache_dir=cache) as store:
             ensure_lineage(store)
         write_trace(path, steps(count), "jsonl")
-    assert len(entry_folders(cache)) == 2 and len(list((cache / "v1" / "sets").glob("*.parquet"))) == 2
+    assert len(entry_folders(cache)) == 2 and len(list((cache / f"v{SCHEMA_VERSION}" / "sets").glob("*.parquet"))) == 2
 
     monkeypatch.setattr(cache_module, "RETIRE_AFTER_S", 0.0)
     with open_store([path], cache_dir=cache) as store:  # the third version: both older ones go
@@ -100,7 +101,7 @@ def test_superseded_versions_retire_once_they_have_been_superseded_long_enough(t
         assert store.sql(ROWS).num_rows == 8
     (folder,) = entry_folders(cache)
     assert Path(current.parts[0]).parent == folder
-    (lineage,) = (cache / "v1" / "sets").glob("*.parquet")
+    (lineage,) = (cache / f"v{SCHEMA_VERSION}" / "sets").glob("*.parquet")
     assert lineage == store.lineage_cache
 
 
@@ -109,7 +110,7 @@ def test_a_damaged_version_index_costs_nothing_and_removes_nothing_outside(tmp_p
     cache = tmp_path / "cache"
     path = write_trace(tmp_path / "run.otlp", steps(2))
     load(path, cache)
-    (index,) = (cache / "v1" / cache_module.INDEX_DIR).iterdir()
+    (index,) = (cache / f"v{SCHEMA_VERSION}" / cache_module.INDEX_DIR).iterdir()
     index.write_text(damage)
     monkeypatch.setattr(cache_module, "RETIRE_AFTER_S", 0.0)
     write_trace(path, steps(3))

@@ -78,7 +78,12 @@ def span_id_of(label: str, trace: str = "t1") -> str:
     return hex_id(trace + "/" + label, 16)
 
 
-def _resource(process: str) -> dict[str, Any]:
+Resources = dict[str, dict[str, Any]]  # process label -> its resource attributes, where not the default
+
+
+def _resource(process: str, resources: Resources | None = None) -> dict[str, Any]:
+    if resources and process in resources:
+        return resources[process]
     return {"service.name": "toy", "service.instance.id": process, "host.name": "host", "process.pid": 1}
 
 
@@ -96,7 +101,7 @@ def _key_values(attributes: dict[str, Any]) -> list[KeyValue]:
     return [KeyValue(key=k, value=_any_value(v)) for k, v in attributes.items()]
 
 
-def to_request(spans: Sequence[S]) -> ExportTraceServiceRequest:
+def to_request(spans: Sequence[S], resources: Resources | None = None) -> ExportTraceServiceRequest:
     """One OTLP request: a ResourceSpans per process, in first-seen order."""
     request = ExportTraceServiceRequest()
     by_process: dict[str, list[S]] = {}
@@ -104,7 +109,7 @@ def to_request(spans: Sequence[S]) -> ExportTraceServiceRequest:
         by_process.setdefault(span.process, []).append(span)
     for process, members in by_process.items():
         resource_spans = ResourceSpans()
-        resource_spans.resource.attributes.extend(_key_values(_resource(process)))
+        resource_spans.resource.attributes.extend(_key_values(_resource(process, resources)))
         scope = ScopeSpans()
         scope.scope.name = "tracebuild"
         for span in members:
@@ -135,7 +140,7 @@ def _json_value(value: Any) -> dict[str, Any]:
     return {"stringValue": str(value)}
 
 
-def to_json_record(spans: Sequence[S]) -> dict[str, Any]:
+def to_json_record(spans: Sequence[S], resources: Resources | None = None) -> dict[str, Any]:
     """The OTLP JSON object of `to_request`, as the OTLP file exporter writes it (hex ids, int64 as strings)."""
     by_process: dict[str, list[S]] = {}
     for span in spans:
@@ -157,11 +162,10 @@ def to_json_record(spans: Sequence[S]) -> dict[str, Any]:
             if span.parent_id:
                 item["parentSpanId"] = span.parent_id
             json_spans.append(item)
+        resource = _resource(process, resources)
         resource_spans.append(
             {
-                "resource": {
-                    "attributes": [{"key": k, "value": _json_value(v)} for k, v in _resource(process).items()]
-                },
+                "resource": {"attributes": [{"key": k, "value": _json_value(v)} for k, v in resource.items()]},
                 "scopeSpans": [{"scope": {"name": "tracebuild"}, "spans": json_spans}],
             }
         )
@@ -173,20 +177,24 @@ def _batches(spans: Sequence[S], batches: int) -> list[list[S]]:
     return [list(spans[i : i + size]) for i in range(0, len(spans), size)] or [[]]
 
 
-def write_trace(path: Path, spans: Sequence[S], shape: str = "framed", batches: int = 1) -> Path:
-    """Write `spans` as `shape`: framed | bare | jsonl | json-document, optionally `+gz` (e.g. "jsonl+gz")."""
+def write_trace(
+    path: Path, spans: Sequence[S], shape: str = "framed", batches: int = 1, resources: Resources | None = None
+) -> Path:
+    """Write `spans` as `shape`: framed | bare | jsonl | json-document, optionally `+gz` (e.g. "jsonl+gz").
+
+    `resources` gives processes other resource attributes than the default (instance id = the process label)."""
     base, _, compression = shape.partition("+")
     if base == "framed":
         data = b"".join(
             struct.pack(">I", len(body)) + body
-            for body in (to_request(batch).SerializeToString() for batch in _batches(spans, batches))
+            for body in (to_request(batch, resources).SerializeToString() for batch in _batches(spans, batches))
         )
     elif base == "bare":
-        data = to_request(spans).SerializeToString()
+        data = to_request(spans, resources).SerializeToString()
     elif base == "jsonl":
-        data = "".join(json.dumps(to_json_record(b)) + "\n" for b in _batches(spans, batches)).encode()
+        data = "".join(json.dumps(to_json_record(b, resources)) + "\n" for b in _batches(spans, batches)).encode()
     elif base == "json-document":
-        data = json.dumps(to_json_record(spans), indent=2).encode()
+        data = json.dumps(to_json_record(spans, resources), indent=2).encode()
     else:
         raise ValueError(shape)
     if compression == "gz":

@@ -18,6 +18,11 @@ RL_ITERATION_ATTR = "rl.iteration"
 RL_IDLE_POLLS_ATTR = "rl.idle.polls"
 RL_SPAN_GROUP_ATTR = "rl.span_group"
 
+# --- resource attributes -----------------------------------------------------------------------------------------
+
+RESOURCE_RUN_ID = "goodput.run.id"  # the attempt a process belongs to (SPEC section 7)
+NEMO_RUN_ID = "nemo.run.id"  # what NeMo-RL's nemo-lens sets instead
+
 # --- span names: what the helpers build, and what a reader of traces without `rl.span_group` matches --------------
 
 JOB_SPAN_NAME = "rl.{algorithm}.job"
@@ -53,6 +58,11 @@ def span_name_regex(*templates: str) -> str:
 
 BAGGAGE_ITERATION = "goodput.iteration"
 BAGGAGE_BUCKET_SCOPE = "goodput.bucket_scope"
+BAGGAGE_RUN_ID = "goodput.run_id"
+# The caller's set-up, so a worker that never called configure() is configured like its caller.
+BAGGAGE_SPAN_GROUPS = "goodput.span_groups"
+BAGGAGE_EXPORTER = "goodput.exporter"
+BAGGAGE_TRACE_PATH = "goodput.trace_path"
 
 # --- environment variables ----------------------------------------------------------------------------------------
 
@@ -60,6 +70,7 @@ ENV_SPAN_GROUPS = "GOODPUT_SPAN_GROUPS"
 ENV_EXPORTER = "GOODPUT_EXPORTER"
 ENV_TRACE_PATH = "GOODPUT_TRACE_PATH"
 ENV_TRACE_OWNER_PID = "GOODPUT_TRACE_OWNER_PID"  # the process that owns a single trace file; others write siblings
+ENV_RUN_ID = "GOODPUT_RUN_ID"
 ENV_CACHE_DIR = "GOODPUT_CACHE_DIR"
 
 OTEL_TRACES_EXPORTER = "OTEL_TRACES_EXPORTER"

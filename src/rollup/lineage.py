@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
     from .store import SpanStore
 
-LINEAGE_VERSION = 2  # part of the cached table's name: bump it whenever `spans_ex` changes
+LINEAGE_VERSION = 3  # part of the cached table's name: bump it whenever `spans_ex` changes
 
 # Deeper than any real trace; it only stops a walk that a corrupt file could otherwise make endless.
 MAX_DEPTH = 10_000

@@ -23,7 +23,7 @@ from instrument.wire import (
     span_name_regex,
 )
 
-SCHEMA_VERSION = 1  # part of the cache key: bump it whenever a reader's output changes
+SCHEMA_VERSION = 2  # part of the cache key: bump it whenever a reader's output changes
 
 ATTRIBUTE_MAP = pa.map_(pa.string(), pa.string())
 
@@ -44,7 +44,9 @@ SPAN_SCHEMA = pa.schema(
         ("scope_name", pa.string()),
         ("scope_version", pa.string()),
         ("service", pa.string()),  # resource service.name
-        ("process", pa.string()),  # SPEC section 1: service.instance.id, else host.name:process.pid, else service
+        ("process", pa.string()),  # as SPEC section 1 shows it: service.instance.id, else service.name@host:pid
+        ("host_pid", pa.string()),  # host.name:process.pid, telling apart two processes shown alike
+        ("run_id", pa.string()),  # the attempt (SPEC section 7): goodput.run.id, else nemo.run.id
         ("bucket", pa.string()),  # rl.bucket as written, valid or not: `check` flags the invalid ones
         ("iteration", pa.int64()),  # rl.iteration when it is an integer
         ("span_group", pa.string()),
@@ -66,8 +68,8 @@ ACCOUNTING_SCHEMA = pa.schema(
     [
         SPAN_SCHEMA.field(name)
         for name in (
-            "trace_id", "span_id", "parent_span_id", "name", "start_ns", "end_ns", "process", "bucket", "iteration",
-            "span_group",
+            "trace_id", "span_id", "parent_span_id", "name", "start_ns", "end_ns", "process", "host_pid", "run_id",
+            "bucket", "iteration", "span_group",
         )
     ]
 )  # fmt: skip

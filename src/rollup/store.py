@@ -96,9 +96,11 @@ def _create_spans_view(
 ) -> bool:
     """`spans`: every span of the parts (and of the tables `read.duckdb_json` filled), each once, with `schema`'s
     columns.
+
     A view over the Parquet parts, read column by column as queries need them, so memory stays far below the
     spans' size; materialized only when duplicates must be dropped (the same span exported twice, same trace and
-    span id, counts once). Returns whether it had to (then `spans` is a table of its own)."""
+    span id, counts once). Processes shown alike (SPEC section 1) get their `[host:pid]` here. Returns whether
+    `spans` is other than the sources as they are (then the lineage cannot walk a source table in their place)."""
     if not parts and not tables:
         connection.register("empty_spans", pa.Table.from_batches([], schema=schema))
         connection.execute("CREATE TABLE spans AS SELECT * FROM empty_spans")
@@ -113,11 +115,24 @@ def _create_spans_view(
     (duplicates,) = connection.execute(
         "SELECT count(*) - count(DISTINCT (trace_id, span_id)) FROM all_spans"
     ).fetchall()[0]
+    shared = [
+        name
+        for (name,) in connection.execute(
+            "SELECT process FROM all_spans GROUP BY process HAVING count(DISTINCT coalesce(host_pid, '')) > 1"
+        ).fetchall()
+    ]
+    columns = "*"
+    if shared:
+        names = ", ".join(sql_text(name) for name in shared)
+        columns = (
+            f"* REPLACE (CASE WHEN process IN ({names}) "
+            "THEN process || ' [' || coalesce(host_pid, '?') || ']' ELSE process END AS process)"
+        )
     if duplicates:
-        connection.execute("CREATE TABLE spans AS SELECT DISTINCT ON (trace_id, span_id) * FROM all_spans")
+        connection.execute(f"CREATE TABLE spans AS SELECT DISTINCT ON (trace_id, span_id) {columns} FROM all_spans")
     else:
-        connection.execute("CREATE VIEW spans AS SELECT * FROM all_spans")
-    return bool(duplicates)
+        connection.execute(f"CREATE VIEW spans AS SELECT {columns} FROM all_spans")
+    return bool(duplicates or shared)
 
 
 def _work_dir(use_cache: bool, cache_dir: Path | None) -> Path:
@@ -194,7 +209,7 @@ def open_store(
         )
         parts = [p for entry in entries for p in entry.parts]
         tables = list(dict.fromkeys(t for entry in entries for t in entry.tables))
-        deduplicated = _create_spans_view(connection, parts, schema, tables)
+        rewritten = _create_spans_view(connection, parts, schema, tables)
     except BaseException:
         connection.close()
         if not use_cache:
@@ -202,7 +217,7 @@ def open_store(
         raise
     if not use_cache:
         # Spans that all sit in one `read.duckdb_json` table, each once, are already the lineage's nodes.
-        nodes = tables[0] if len(tables) == 1 and not parts and not deduplicated else None
+        nodes = tables[0] if len(tables) == 1 and not parts and not rewritten else None
         return SpanStore(connection, entries, temp_dir=work_dir, nodes_table=nodes)
     lineage = lineage_cache_path(work_dir, (entry.cache_key for entry in entries), LINEAGE_VERSION)
     return SpanStore(connection, entries, lineage_cache=lineage)

@@ -15,21 +15,26 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..schema import ATTRIBUTE_MAP, RL_BUCKET, RL_EFFICIENCY_CATEGORY, RL_ITERATION, RL_SPAN_GROUP, SPAN_SCHEMA
-from .values import integral_value, process_key
+from .values import host_pid, integral_value, process_key, run_id
 
 
 @dataclass(frozen=True)
 class ResourceInfo:
-    """One resource: its rendered attributes in order, and the `service` and `process` columns they give."""
+    """One resource: its rendered attributes in order, and the columns they give (`service`, `process`,
+    `host_pid`, `run_id`)."""
 
     entries: tuple[tuple[str, str | None], ...]
     service: str | None
     process: str
+    host_pid: str | None
+    run_id: str | None
 
     @classmethod
     def from_entries(cls, entries: Sequence[tuple[str, str | None]]) -> ResourceInfo:
         as_dict = {key: value for key, value in entries if value is not None}
-        return cls(tuple(entries), as_dict.get("service.name"), process_key(as_dict))
+        return cls(
+            tuple(entries), as_dict.get("service.name"), process_key(as_dict), host_pid(as_dict), run_id(as_dict)
+        )
 
 
 def map_array(sets: Sequence[Sequence[tuple[str, str | None]]]) -> pa.MapArray:
@@ -154,6 +159,8 @@ def span_record_batch(
         "scope_version": lambda: _as_array(scope_version, pa.string()),
         "service": lambda: pa.array([resource.service for resource in resources], pa.string()).take(index),
         "process": lambda: pa.array([resource.process for resource in resources], pa.string()).take(index),
+        "host_pid": lambda: pa.array([resource.host_pid for resource in resources], pa.string()).take(index),
+        "run_id": lambda: pa.array([resource.run_id for resource in resources], pa.string()).take(index),
         "bucket": lambda: _promoted_text(attributes, RL_BUCKET),
         "iteration": lambda: _iterations(_promoted_text(attributes, RL_ITERATION)),
         "span_group": lambda: _promoted_text(attributes, RL_SPAN_GROUP),

@@ -18,9 +18,16 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from ..schema import NODE_COLUMNS_SQL, NODE_TABLE_COLUMNS, RL_BUCKET, RL_ITERATION, RL_SPAN_GROUP
+from ..schema import ACCOUNTING_SCHEMA, NODE_COLUMNS_SQL, NODE_TABLE_COLUMNS, RL_BUCKET, RL_ITERATION, RL_SPAN_GROUP
 from .json_shape import LEAN_RECORD, duckdb_type
-from .values import PROCESS_KEYS, canonical_int_sql, process_key_sql, string_or_int_sql
+from .values import (
+    RESOURCE_KEYS,
+    canonical_int_sql,
+    host_pid_sql,
+    process_key_sql,
+    run_id_sql,
+    string_or_int_sql,
+)
 
 if TYPE_CHECKING:
     import duckdb
@@ -44,7 +51,7 @@ def _time_sure(text: str, value: str) -> str:
     return f"({text} IS NULL OR {value}::VARCHAR = {text})"
 
 
-_PROCESS_KEY_LIST = ", ".join(f"'{key}'" for key in PROCESS_KEYS)
+_RESOURCE_KEY_LIST = ", ".join(f"'{key}'" for key in RESOURCE_KEYS)
 
 
 def _resource_value(key: str) -> str:
@@ -72,23 +79,25 @@ resources AS (
            list_transform(rs.resource.attributes,
                           lambda a: {{'k': a.key, 'v': {string_or_int_sql('a')}}}) AS resource_texts,
            len(list_filter(rs.resource.attributes,
-                           lambda a: a.key IN ({_PROCESS_KEY_LIST}) AND ({string_or_int_sql('a')}) IS NULL))
+                           lambda a: a.key IN ({_RESOURCE_KEY_LIST}) AND ({string_or_int_sql('a')}) IS NULL))
                = 0 AS resource_ok_or_null
     FROM resource_spans
 ),
 processes AS (
     SELECT filename, scope_spans, coalesce(resource_ok_or_null, true) AS resource_ok,
-           {process_key_sql(_resource_value)} AS process
+           {process_key_sql(_resource_value)} AS process,
+           {host_pid_sql(_resource_value)} AS host_pid,
+           {run_id_sql(_resource_value)} AS run_id
     FROM resources
 ),
 scope_spans AS (
-    SELECT filename, resource_ok, process, unnest(scope_spans) AS ss FROM processes
+    SELECT filename, resource_ok, process, host_pid, run_id, unnest(scope_spans) AS ss FROM processes
 ),
 spans AS (
-    SELECT filename, resource_ok, process, unnest(ss.spans) AS s FROM scope_spans
+    SELECT filename, resource_ok, process, host_pid, run_id, unnest(ss.spans) AS s FROM scope_spans
 ),
 promoted AS (
-    SELECT filename, resource_ok, process, s,
+    SELECT filename, resource_ok, process, host_pid, run_id, s,
            {_first(RL_BUCKET)} AS bucket_entry,
            {_first(RL_ITERATION)} AS iteration_entry,
            {_first(RL_SPAN_GROUP)} AS span_group_entry
@@ -102,15 +111,14 @@ rows AS (
            coalesce(s.name, '') AS name,
            s.startTimeUnixNano AS start_text, {_time('s.startTimeUnixNano')} AS start_ns,
            s.endTimeUnixNano AS end_text, {_time('s.endTimeUnixNano')} AS end_ns,
-           process,
+           process, host_pid, run_id,
            bucket_entry, {string_or_int_sql('bucket_entry')} AS bucket,
            iteration_entry, {canonical_int_sql(string_or_int_sql('iteration_entry'))} AS iteration_text,
+           TRY_CAST(iteration_text AS BIGINT) AS iteration,
            span_group_entry, {string_or_int_sql('span_group_entry')} AS span_group
     FROM promoted
 )
-SELECT trace_id, span_id, parent_span_id, name, start_ns, end_ns, process, bucket,
-       TRY_CAST(iteration_text AS BIGINT) AS iteration,
-       span_group,
+SELECT {", ".join(ACCOUNTING_SCHEMA.names)},
        {NODE_COLUMNS_SQL},
        coalesce(
            resource_ok

@@ -19,6 +19,8 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from instrument.wire import NEMO_RUN_ID, RESOURCE_RUN_ID
+
 INTEGER_TEXT = re.compile(r"[+-]?[0-9]+")
 DECIMAL_TEXT = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
@@ -102,27 +104,56 @@ def integral_value(text: str | None) -> int | None:
     return number if INT64_MIN <= number <= INT64_MAX else None
 
 
-# --- the emitting process (SPEC section 1) ------------------------------------------------------------------------
+# --- the emitting process and its attempt (SPEC sections 1 and 7) --------------------------------------------------
 
 PROCESS_KEYS = ("service.instance.id", "host.name", "process.pid", "service.name")
+RUN_ID_KEYS = (RESOURCE_RUN_ID, NEMO_RUN_ID)  # the first one present names the attempt
+RESOURCE_KEYS = (*PROCESS_KEYS, *RUN_ID_KEYS)  # the resource attributes a span row is made of
 UNKNOWN_SERVICE = "unknown_service"
 
 
+def host_pid(resource: Mapping[str, str]) -> str | None:
+    """`host:pid` of a resource (whichever of the two it has), or None: what tells apart two processes shown alike."""
+    present = [value for value in (resource.get("host.name"), resource.get("process.pid")) if value]
+    return ":".join(present) or None
+
+
 def process_key(resource: Mapping[str, str]) -> str:
-    """The emitting process of SPEC section 1, from a resource's rendered attributes."""
+    """How SPEC section 1 shows the emitting process: `service.instance.id`, else `service.name@host:pid`.
+
+    The process itself is this name and `host_pid` together: NeMo-RL's nemo-lens gives the driver and the rank-0
+    worker of every worker group one instance id, so the store appends `[host:pid]` where a name is shared.
+    """
     instance = resource.get("service.instance.id")
     if instance:
         return instance
-    host, pid = resource.get("host.name"), resource.get("process.pid")
-    if host and pid:
-        return f"{host}:{pid}"
-    return resource.get("service.name") or UNKNOWN_SERVICE
+    service = resource.get("service.name") or UNKNOWN_SERVICE
+    where = host_pid(resource)
+    return f"{service}@{where}" if where else service
+
+
+def run_id(resource: Mapping[str, str]) -> str | None:
+    """The attempt of SPEC section 7: `goodput.run.id`, else `nemo.run.id`; None for the unnamed attempt."""
+    return next((resource[key] for key in RUN_ID_KEYS if resource.get(key)), None)
+
+
+def host_pid_sql(resource_value: Callable[[str], str]) -> str:
+    """SQL twin of `host_pid`; `resource_value(key)` is the SQL of a resource attribute's text (NULL if absent)."""
+    host, pid = resource_value("host.name"), resource_value("process.pid")
+    return f"nullif(concat_ws(':', nullif({host}, ''), nullif({pid}, '')), '')"
 
 
 def process_key_sql(resource_value: Callable[[str], str]) -> str:
-    """SQL twin of `process_key`; `resource_value(key)` is the SQL of a resource attribute's text (NULL if absent)."""
-    instance, host, pid, service = (resource_value(key) for key in PROCESS_KEYS)
+    """SQL twin of `process_key`."""
+    instance, service = resource_value("service.instance.id"), resource_value("service.name")
+    where = host_pid_sql(resource_value)
+    service_text = f"coalesce(nullif({service}, ''), '{UNKNOWN_SERVICE}')"
     return f"""CASE WHEN coalesce({instance}, '') <> '' THEN {instance}
-                WHEN coalesce({host}, '') <> '' AND coalesce({pid}, '') <> '' THEN {host} || ':' || {pid}
-                ELSE coalesce(nullif({service}, ''), '{UNKNOWN_SERVICE}')
+                WHEN {where} IS NOT NULL THEN {service_text} || '@' || {where}
+                ELSE {service_text}
            END"""
+
+
+def run_id_sql(resource_value: Callable[[str], str]) -> str:
+    """SQL twin of `run_id`."""
+    return "coalesce(" + ", ".join(f"nullif({resource_value(key)}, '')" for key in RUN_ID_KEYS) + ")"
