@@ -249,7 +249,7 @@ def check(
     """Flag the accounting bugs; exit 1 when any is an error.
 
     Errors: nested-bucket, self-overlap, bucketed-umbrella, unknown-bucket. Warnings: overlapping-steps,
-    orphan-span, iteration-mismatch.
+    orphan-span, iteration-mismatch, inverted-span.
     """
     selected = _iteration_range(iteration, iterations)
     from rollup import check_findings, check_summary

@@ -30,6 +30,7 @@ RULES: dict[str, str] = {
     "overlapping-steps": WARNING,
     "orphan-span": WARNING,
     "iteration-mismatch": WARNING,
+    "inverted-span": WARNING,
 }
 
 
@@ -147,7 +148,7 @@ def overlapping_steps_findings(connection: duckdb.DuckDBPyConnection) -> list[Fi
         """
         WITH steps AS (
             SELECT trace_id, span_id, name, eff_iteration, start_ns, end_ns FROM spans_ex
-            WHERE is_step AND eff_iteration IS NOT NULL
+            WHERE is_step AND eff_iteration IS NOT NULL AND end_ns > start_ns
         )
         SELECT DISTINCT ON (b.trace_id, b.span_id) b.trace_id, b.span_id, b.name, b.eff_iteration, a.span_id,
                b.eff_iteration, a.eff_iteration, least(a.end_ns, b.end_ns) - b.start_ns
@@ -182,6 +183,17 @@ def iteration_mismatch_findings(connection: duckdb.DuckDBPyConnection) -> list[F
     )
 
 
+def inverted_span_findings(connection: duckdb.DuckDBPyConnection) -> list[Finding]:
+    """Spans whose end precedes their start: a clock step or a broken exporter. Counted as zero-length."""
+    return _findings(
+        connection,
+        "inverted-span",
+        "SELECT trace_id, span_id, name, eff_iteration, NULL, inverted_ns FROM spans_ex WHERE inverted_ns > 0",
+        lambda n, ns: f"{n} ends {_seconds(ns)} before it starts: counted as zero-length, so its time is counted "
+        "nowhere",
+    )
+
+
 def check_findings(store: SpanStore) -> list[Finding]:
     """Every finding of every rule, errors first, then by rule, trace and span."""
     connection = store.connection
@@ -195,6 +207,7 @@ def check_findings(store: SpanStore) -> list[Finding]:
         overlapping_steps_findings,
         orphan_span_findings,
         iteration_mismatch_findings,
+        inverted_span_findings,
     ):
         findings.extend(finder(connection))
     rule_order = list(RULES)

@@ -17,10 +17,16 @@ if TYPE_CHECKING:
 
     from .store import SpanStore
 
-LINEAGE_VERSION = 3  # part of the cached table's name: bump it whenever `spans_ex` changes
+LINEAGE_VERSION = 4  # part of the cached table's name: bump it whenever `spans_ex` changes
 
 # Deeper than any real trace; it only stops a walk that a corrupt file could otherwise make endless.
 MAX_DEPTH = 10_000
+
+
+def _node_column(name: str) -> str:
+    """A node column as `spans_ex` holds it: an end before the start is moved to the start (SPEC section 3)."""
+    return "greatest(n.end_ns, n.start_ns) AS end_ns" if name == "end_ns" else f"n.{name}"
+
 
 def build_lineage(connection: duckdb.DuckDBPyConnection, nodes: str | None = None) -> None:
     """Create table `spans_ex`: the columns the accounting reads, plus what each span inherits.
@@ -28,10 +34,11 @@ def build_lineage(connection: duckdb.DuckDBPyConnection, nodes: str | None = Non
     Added columns: `eff_iteration` (own `rl.iteration`, else the nearest ancestor's), `ancestor_iteration` (the
     nearest ancestor's that carries one), `bucketed_chain` (ids of the ancestors with a valid bucket, root first),
     `ancestor_iteration_span` (that ancestor's id), `has_parent` (false when the parent id names no loaded span: an
-    orphan), `bucketed`, `is_step`, `is_umbrella`. Materialized once, narrow, with the ids also as integers (`tkey`,
-    `skey`, `pkey`) so the walk and every check join on numbers rather than hex text; the walk carries each node's
-    row id, so its result joins back on one integer. A span caught in a parent cycle is reached by no walk; it keeps
-    its own iteration and no ancestors.
+    orphan), `bucketed`, `is_step`, `is_umbrella`, `inverted_ns` (how far a span's end precedes its start, else 0).
+    An inverted span counts as zero-length everywhere in the accounting, so its `end_ns` here is its start.
+    Materialized once, narrow, with the ids also as integers (`tkey`, `skey`, `pkey`) so the walk and every check
+    join on numbers rather than hex text; the walk carries each node's row id, so its result joins back on one
+    integer. A span caught in a parent cycle is reached by no walk; it keeps its own iteration and no ancestors.
 
     `nodes` names a table holding every span once with NODE_TABLE_COLUMNS (as `read.duckdb_json` fills), used as it is
     instead of being derived from `spans`.
@@ -75,7 +82,8 @@ def build_lineage(connection: duckdb.DuckDBPyConnection, nodes: str | None = Non
     connection.execute(
         f"""
         CREATE OR REPLACE TABLE spans_ex AS
-        SELECT {", ".join(f"n.{c}" for c in NODE_TABLE_COLUMNS)},
+        SELECT {", ".join(_node_column(c) for c in NODE_TABLE_COLUMNS)},
+               greatest(n.start_ns - n.end_ns, 0) AS inverted_ns,
                coalesce(w.eff_iteration, n.iteration) AS eff_iteration,
                w.ancestor_iteration,
                w.ancestor_iteration_span,
