@@ -1,8 +1,11 @@
 """Cost of goodput's span helpers against the raw OpenTelemetry SDK, measured in one run on one provider.
 
 Prints, per span: the raw `tracer.start_as_current_span`, `managed_span`, `managed_span` inside `iteration_scope` +
-`bucket_scope`, and a disabled group; then the ratios the issue sets bars for (1.3x, 1.5x, 2 us).
-Usage: python bench/instrument.py [--spans N] [--repeats R]
+`bucket_scope`, and a disabled group; then the ratios the issue sets bars for (1.3x, 1.5x, 2 us). Then, on a local
+Ray cluster, what the end-of-call guarantee costs (spans ended in a dispatched call are in the worker's file when
+the caller has the result): a dispatched call that ends 10 spans, with and without it, against the same-run round
+trip of an empty actor call (bar: at most 10% of that round trip).
+Usage: python bench/instrument.py [--spans N] [--repeats R] [--calls N] [--no-ray]
 """
 
 from __future__ import annotations
@@ -44,6 +47,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--spans", type=int, default=20_000)
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--calls", type=int, default=300, help="actor calls per measurement of the Ray figures")
+    parser.add_argument("--no-ray", action="store_true", help="skip the end-of-call figures")
     args = parser.parse_args()
 
     provider = instrument.configure(exporter=DiscardExporter(), span_groups="per_step", service_name="bench")
@@ -115,6 +120,73 @@ def main() -> None:
     print(
         f"disabled group                         {results['disabled']:7.3f} us/span   "
         f"(bar 2 us; empty loop {results['loop']:.3f} us)"
+    )
+
+
+    if not args.no_ray:
+        end_of_call(args.calls, args.repeats)
+
+
+def end_of_call(calls: int, repeats: int) -> None:
+    """The end-of-call guarantee against an empty actor call's round trip, measured in one run on one actor."""
+    import tempfile
+
+    import ray
+
+    from instrument import accepts_trace_context, dispatch_with_trace_context, umbrella_span
+
+    trace_dir = tempfile.mkdtemp(prefix="goodput-bench-")
+    instrument.configure(exporter="otlp-file", path=trace_dir, span_groups="per_step", service_name="bench-driver")
+    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR")
+
+    @ray.remote
+    class Worker:  # never calls configure(): set up from the first carrier, writing framed protobuf files
+        def empty(self):
+            return None
+
+        @accepts_trace_context
+        def ten_spans(self):
+            for _ in range(10):
+                with managed_span(RLSpanGroup.GENERATION, "rl.grpo.generation"):
+                    pass
+
+        def guarantee(self, on: bool) -> None:
+            """Switch the end-of-call flush off (for the comparison only) or back on, in this process."""
+            from instrument import provider, ray_dispatch
+
+            ray_dispatch.flush_ended_spans = provider.flush_ended_spans if on else (lambda: None)
+
+    worker = Worker.remote()
+    with umbrella_span(RLSpanGroup.U_STEP, "rl.grpo.step"):
+        ray.get(dispatch_with_trace_context(worker.ten_spans))  # configures the worker
+
+        def per_call_us(call) -> float:
+            start = time.perf_counter()
+            for _ in range(calls):
+                ray.get(call())
+            return (time.perf_counter() - start) / calls * 1e6
+
+        results = {"empty": float("inf"), "with": float("inf"), "without": float("inf")}
+        for _ in range(repeats):  # interleaved, best of each: drift on a shared machine hits all alike
+            results["empty"] = min(results["empty"], per_call_us(worker.empty.remote))
+            ray.get(worker.guarantee.remote(True))
+            results["with"] = min(results["with"], per_call_us(lambda: dispatch_with_trace_context(worker.ten_spans)))
+            ray.get(worker.guarantee.remote(False))
+            results["without"] = min(
+                results["without"], per_call_us(lambda: dispatch_with_trace_context(worker.ten_spans))
+            )
+        ray.get(worker.guarantee.remote(True))
+    ray.shutdown()
+    instrument.shutdown()
+
+    cost = results["with"] - results["without"]
+    print(f"\nend of a dispatched call, {calls} calls per measurement, best of {repeats} (framed protobuf files)")
+    print(f"empty actor call round trip            {results['empty']:7.1f} us/call  (baseline)")
+    print(f"call ending 10 spans, without flush    {results['without']:7.1f} us/call")
+    print(f"call ending 10 spans, with the flush   {results['with']:7.1f} us/call")
+    print(
+        f"the guarantee adds                     {cost:7.1f} us/call  "
+        f"{cost / results['empty']:.1%} of the empty round trip (bar 10%)"
     )
 
 

@@ -25,9 +25,11 @@ TRACE_CARRIER_KWARG = "_otel_carrier"
 
 
 def _with_carried_scopes(context: Any) -> Any:
-    from .provider import _ITERATION
+    from .provider import _ITERATION, STATE
     from .spans import _BUCKET_OVERRIDE
 
+    for key, value in STATE.handed_on.items():  # the caller's set-up, for a worker that never called configure()
+        context = baggage.set_baggage(key, value, context)
     iteration, bucket = _ITERATION.get(), _BUCKET_OVERRIDE.get()
     if iteration is not None:
         context = baggage.set_baggage(BAGGAGE_ITERATION, str(iteration), context)

@@ -184,8 +184,9 @@ if hasattr(os, "register_at_fork"):
 class FramedProtobufFileExporter(_LazyFileExporter):
     """OTLP protobuf as the OpenTelemetry Collector `file` exporter writes it with `format: proto`.
 
-    Each batch is one `ExportTraceServiceRequest`, encoded by the official OTLP encoder and preceded by its length as
-    a 4-byte big-endian unsigned int, so the files are interchangeable with a Collector's and readable without us.
+    Each batch is one `ExportTraceServiceRequest` (the official OTLP encoder's message, encoded faster by
+    `otlp_encode`) preceded by its length as a 4-byte big-endian unsigned int, so the files are interchangeable with
+    a Collector's and readable without us.
     """
 
     suffix = ".otlp"
@@ -194,9 +195,9 @@ class FramedProtobufFileExporter(_LazyFileExporter):
         return open(path, "ab")
 
     def _write_batch(self, spans: Sequence[ReadableSpan]) -> None:
-        from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+        from .otlp_encode import encode_request
 
-        message = encode_spans(spans).SerializeToString()
+        message = encode_request(spans)
         assert self._file is not None
         self._file.write(struct.pack(">I", len(message)) + message)
         self._file.flush()

@@ -7,7 +7,9 @@ and the tracer live in one module-level object so the hot path reads two attribu
 from __future__ import annotations
 
 import atexit
+import datetime
 import os
+import secrets
 import socket
 import threading
 from collections.abc import Iterable, Mapping
@@ -22,7 +24,13 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from ._log import logger, warn_once
 from .groups import resolve_span_groups
 from .wire import (
+    BAGGAGE_EXPORTER,
+    BAGGAGE_RUN_ID,
+    BAGGAGE_SPAN_GROUPS,
+    BAGGAGE_TRACE_OWNER,
+    BAGGAGE_TRACE_PATH,
     ENV_EXPORTER,
+    ENV_RUN_ID,
     ENV_SPAN_GROUPS,
     ENV_TRACE_OWNER_PID,
     ENV_TRACE_PATH,
@@ -33,6 +41,7 @@ from .wire import (
     OTEL_RESOURCE_ATTRIBUTES,
     OTEL_SERVICE_NAME,
     OTEL_TRACES_EXPORTER,
+    RESOURCE_RUN_ID,
     RL_ITERATION_ATTR,
 )
 
@@ -50,7 +59,7 @@ _ITERATION: ContextVar[int | None] = ContextVar("goodput_iteration", default=Non
 class _Telemetry:
     """What the span helpers read on every call: the enabled groups and the tracer to open spans on."""
 
-    __slots__ = ("enabled", "tracer", "provider", "processor", "carrier_refused")
+    __slots__ = ("enabled", "tracer", "provider", "processor", "carrier_refused", "handed_on")
 
     def __init__(self) -> None:
         self.enabled: frozenset[str] = frozenset()
@@ -60,6 +69,9 @@ class _Telemetry:
         # Ray methods whose signature rejected the trace carrier once (see `ray_dispatch`); a new set-up may come
         # with redefined actors, so it starts empty again.
         self.carrier_refused: set[str] = set()
+        # The set-up a carrier hands on as W3C baggage (wire.BAGGAGE_*), so a worker that never called configure()
+        # is configured like its caller (see `worker_setup`).
+        self.handed_on: dict[str, str] = {}
 
 
 STATE = _Telemetry()
@@ -91,6 +103,28 @@ class _CountingBatchSpanProcessor(BatchSpanProcessor):
         if self._queue is not None and len(self._queue) >= self._capacity:
             self.dropped += 1
         super().on_end(span)
+
+    def has_pending(self) -> bool:
+        """Whether spans wait in the queue (True when the SDK's queue cannot be seen: then flush anyway)."""
+        return self._queue is None or bool(self._queue)
+
+    def export_pending(self) -> None:
+        """Export what waits in the queue, in this thread, as one batch: `force_flush` without its per-batch context
+        switch and bookkeeping, for the end of every dispatched call. Falls back to `force_flush` where the SDK's
+        internals are not as expected."""
+        batch_processor = self._batch_processor
+        lock, queue = getattr(batch_processor, "_export_lock", None), self._queue
+        exporter = getattr(batch_processor, "_exporter", None)
+        if lock is None or queue is None or exporter is None:
+            self.force_flush()
+            return
+        with lock:  # the worker thread exports under the same lock: never both at once, never a span twice
+            batch = [queue.pop() for _ in range(len(queue))]  # the oldest are at the right
+            if batch:
+                metrics = getattr(batch_processor, "_metrics", None)
+                if metrics is not None:
+                    metrics.finish_items(len(batch))
+                exporter.export(batch)
 
 
 class _SwappableTracerProvider(trace.TracerProvider):
@@ -169,7 +203,10 @@ def _resource(service_name: str | None, resource_attributes: Mapping[str, Any] |
     if service_name:
         attributes["service.name"] = service_name
     elif not os.environ.get(OTEL_SERVICE_NAME):
-        attributes["service.name"] = "goodput"
+        # A Ray actor or task that calls configure() bare is named for its class or function, not for this tool.
+        from .worker_setup import ray_worker_name
+
+        attributes["service.name"] = ray_worker_name() or "goodput"
     attributes.update(resource_attributes or {})
     resource = Resource.create(attributes)
     if "service.instance.id" not in (resource_attributes or {}) and "service.instance.id=" not in os.environ.get(
@@ -179,6 +216,30 @@ def _resource(service_name: str | None, resource_attributes: Mapping[str, Any] |
         instance = f"{resource.attributes.get('service.name')}@{host}:{pid}"
         resource = resource.merge(Resource({"service.instance.id": instance}))
     return resource
+
+
+def _run_id(run_id: str | None, resource_attributes: Mapping[str, Any] | None, service: str) -> str:
+    """The attempt this process belongs to (SPEC section 7): the argument, else `GOODPUT_RUN_ID`, else a new one,
+    `<service>-<UTC yyyymmddThhmmss>-<6 hex>`, made once: it goes into the environment for every process started
+    from here on."""
+    chosen = run_id or str((resource_attributes or {}).get(RESOURCE_RUN_ID) or "") or os.environ.get(ENV_RUN_ID)
+    if not chosen:
+        stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%S")
+        chosen = f"{service}-{stamp}-{secrets.token_hex(3)}"
+    os.environ[ENV_RUN_ID] = chosen
+    return chosen
+
+
+def _handed_on(groups: str, exporter_kind: str | None, path: str | None, run_id: str) -> dict[str, str]:
+    """What a carrier hands on of this set-up: the run id, the groups, and the exporter and path where a worker
+    can build the same (a SpanExporter object cannot travel)."""
+    out = {BAGGAGE_RUN_ID: run_id, BAGGAGE_SPAN_GROUPS: groups}
+    if exporter_kind in (*FILE_EXPORTERS, "otlp", "console"):
+        out[BAGGAGE_EXPORTER] = exporter_kind
+    if path is not None and exporter_kind in FILE_EXPORTERS:
+        out[BAGGAGE_TRACE_PATH] = os.path.abspath(path)
+        out[BAGGAGE_TRACE_OWNER] = os.environ.get(ENV_TRACE_OWNER_PID) or str(os.getpid())
+    return out
 
 
 def _export_choice_to_environment(groups: str, exporter_kind: str | None, path: str | None) -> None:
@@ -199,13 +260,16 @@ def configure(
     exporter: str | SpanExporter | None = None,
     path: str | os.PathLike[str] | None = None,
     resource_attributes: Mapping[str, Any] | None = None,
+    run_id: str | None = None,
 ) -> TracerProvider:
     """Wire the SDK: which span groups are on, which exporter writes them, and the process's resource.
 
     Arguments left out come from `GOODPUT_SPAN_GROUPS`, `GOODPUT_EXPORTER` and `GOODPUT_TRACE_PATH`, then from the
     defaults (`span_groups="default"`; a file exporter when a path is given, the OTLP exporter when an
     `OTEL_EXPORTER_OTLP_*ENDPOINT` is set, else framed protobuf files in `./goodput_traces/`). The choice is written
-    back to the environment so Ray workers that call `configure()` bare follow the driver. Calling it again
+    back to the environment so Ray workers that call `configure()` bare follow the driver, and handed on with every
+    trace carrier so a worker that never calls it is configured like its caller. `run_id` names the attempt
+    (SPEC section 7): the argument, else `GOODPUT_RUN_ID`, else generated once. Calling it again
     replaces the earlier set-up, flushing what that one held. An unknown or uninstallable `exporter` argument raises;
     the same named only by the environment gets a warning and the file exporter, since the job did not ask for it.
     """
@@ -224,6 +288,8 @@ def configure(
         exporter_kind = exporter
     resource = _resource(service_name, resource_attributes)
     service = str(resource.attributes.get("service.name"))
+    run = _run_id(run_id, resource_attributes, service)
+    resource = resource.merge(Resource({RESOURCE_RUN_ID: run}))
     if isinstance(exporter, str):
         try:
             span_exporter = make_span_exporter(exporter, trace_path, service)
@@ -256,12 +322,14 @@ def configure(
     _install_global_proxy()
     groups_text = groups_spec if isinstance(groups_spec, str) else ",".join(str(name) for name in groups_spec)
     _export_choice_to_environment(groups_text, exporter_kind, trace_path)
+    STATE.handed_on = _handed_on(groups_text, exporter_kind, trace_path, run)
     return provider
 
 
 def _shutdown_locked() -> None:
     provider, processor = STATE.provider, STATE.processor
     STATE.enabled = frozenset()
+    STATE.handed_on = {}
     STATE.tracer = None
     STATE.provider = None
     STATE.processor = None
@@ -285,6 +353,21 @@ def force_flush(timeout_millis: int = 30_000) -> bool:
     """Export every span ended so far without closing anything (for a worker about to report back)."""
     provider = STATE.provider
     return provider.force_flush(timeout_millis) if provider is not None else True
+
+
+def flush_ended_spans() -> None:
+    """Hand every span ended so far to the exporter, in this thread, now; nearly free when none waits.
+
+    Called as a dispatched Ray call returns (`ray_dispatch`): Ray ends actor processes without running atexit
+    handlers, so a span still in the batch queue when the caller exits or kills the actor would be lost.
+    """
+    processor = STATE.processor
+    if processor is None or not processor.has_pending():
+        return
+    try:
+        processor.export_pending()
+    except Exception:
+        logger.exception("goodput: flushing the spans of a dispatched call failed")
 
 
 def dropped_spans() -> int:

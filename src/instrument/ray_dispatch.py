@@ -12,8 +12,8 @@ import contextlib
 import functools
 import inspect
 import weakref
-from collections.abc import Callable
-from contextlib import nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from typing import Any, TypeVar, cast
 
 from ._log import warn_once
@@ -21,12 +21,12 @@ from .context import (
     TRACE_CARRIER_KWARG,
     attached_context,
     current_trace_carrier,
-    remote_trace_context,
     remote_trace_parent,
     trace_context_kwargs,
     wrap_in_context,
 )
-from .provider import STATE
+from .provider import STATE, flush_ended_spans
+from .worker_setup import configure_from_carrier, service_name_of
 
 __all__ = [
     "TRACE_CARRIER_KWARG",
@@ -141,10 +141,11 @@ def accepts_trace_context(method: _F) -> _F:
     then sets its options on the object Ray reads, the original's `__dict__` is copied so an inner one's carry over,
     and the carrier is declared on the wrapper's own `__signature__`. Either stacking order works.
     """
+    service = service_name_of(method)
     wrapper = wrap_in_context(
         method,
-        lambda kwargs: remote_trace_context(kwargs.pop(TRACE_CARRIER_KWARG, None)),
-        lambda kwargs: nullcontext(functools.partial(attached_context, _carrier_parent(kwargs))),
+        lambda kwargs: _dispatched_call(_carrier_parent(kwargs, service)),
+        lambda kwargs: nullcontext(functools.partial(_dispatched_call, _carrier_parent(kwargs, service))),
     )
     functools.update_wrapper(wrapper, method)
     del wrapper.__wrapped__  # type: ignore[attr-defined]
@@ -156,6 +157,21 @@ def accepts_trace_context(method: _F) -> _F:
     return cast(_F, wrapper)
 
 
-def _carrier_parent(kwargs: dict[str, Any]) -> Any | None:
-    """Pop the carrier out of a call's kwargs and return the context it names, if any."""
-    return remote_trace_parent(kwargs.pop(TRACE_CARRIER_KWARG, None))
+def _carrier_parent(kwargs: dict[str, Any], service: str) -> Any | None:
+    """Pop the carrier out of a call's kwargs and return the context it names, if any; a process that was never
+    configured is configured like the caller first (`worker_setup`)."""
+    parent = remote_trace_parent(kwargs.pop(TRACE_CARRIER_KWARG, None))
+    if parent is not None and STATE.provider is None:
+        configure_from_carrier(parent, service)
+    return parent
+
+
+@contextmanager
+def _dispatched_call(parent: Any | None) -> Iterator[None]:
+    """The body of a dispatched call (or one step of a streamed one) under the caller's context; the spans it ended
+    are handed to the exporter before the caller can see the result (`provider.flush_ended_spans`)."""
+    try:
+        with attached_context(parent):
+            yield
+    finally:
+        flush_ended_spans()

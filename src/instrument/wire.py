@@ -63,6 +63,7 @@ BAGGAGE_RUN_ID = "goodput.run_id"
 BAGGAGE_SPAN_GROUPS = "goodput.span_groups"
 BAGGAGE_EXPORTER = "goodput.exporter"
 BAGGAGE_TRACE_PATH = "goodput.trace_path"
+BAGGAGE_TRACE_OWNER = "goodput.trace_owner_pid"  # the process that owns a single trace file (ENV_TRACE_OWNER_PID)
 
 # --- environment variables ----------------------------------------------------------------------------------------
 

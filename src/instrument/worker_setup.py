@@ -1,0 +1,94 @@
+"""A Ray worker set up like its caller: on a cluster the job joined, no environment variable of the driver reaches it.
+
+`configure()` writes its choice to the environment, which workers of a cluster the job started itself (`ray.init()`)
+inherit. A cluster started before the job (`ray start`, `ray job submit`, KubeRay) runs its workers with the
+environment of whoever started it, so there the choice travels with each trace carrier instead, as W3C baggage
+(`wire.BAGGAGE_*`): a worker that never called `configure()` is configured from the first carrier it receives,
+under the name of its actor class or task function.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from typing import Any
+
+from opentelemetry import baggage
+
+from ._log import logger, warn_once
+from .wire import (
+    BAGGAGE_EXPORTER,
+    BAGGAGE_RUN_ID,
+    BAGGAGE_SPAN_GROUPS,
+    BAGGAGE_TRACE_OWNER,
+    BAGGAGE_TRACE_PATH,
+    ENV_TRACE_OWNER_PID,
+)
+
+_adopt_lock = threading.Lock()
+
+
+def ray_worker_name() -> str | None:
+    """The class of the Ray actor, or the function of the Ray task, this process runs; None elsewhere.
+
+    Reads only a Ray already imported by the process: `instrument` never imports Ray itself.
+    """
+    ray = sys.modules.get("ray")
+    if ray is None:
+        return None
+    try:
+        worker_module = sys.modules.get("ray._private.worker")
+        if worker_module is None or worker_module.global_worker.mode != worker_module.WORKER_MODE:
+            return None  # a driver names itself
+        context = ray.get_runtime_context()
+        if context.get_actor_id():
+            descriptor = context.current_actor._ray_actor_creation_function_descriptor
+            return str(descriptor.class_name) or None
+        task = context.get_task_name()
+        return str(task).rsplit(".", 1)[-1] if task else None
+    except Exception:  # a Ray without these internals: keep the default name
+        return None
+
+
+def service_name_of(function: Any) -> str:
+    """The name a worker running `function` goes by: its class for a method (`Worker.generate` -> `Worker`), else
+    the function's own."""
+    parts = getattr(function, "__qualname__", getattr(function, "__name__", "worker")).split(".")
+    return parts[-2] if len(parts) >= 2 and parts[-2] != "<locals>" else parts[-1]
+
+
+def configure_from_carrier(context: Any, service_name: str) -> None:
+    """Configure this process like the caller whose carrier brought `context`, unless it is configured already or
+    the carrier holds no goodput set-up (a caller without goodput, or one that hands none on). Never raises."""
+    from .provider import STATE, configure
+
+    if STATE.provider is not None:
+        return
+    run_id = baggage.get_baggage(BAGGAGE_RUN_ID, context)
+    if not run_id:
+        return
+    with _adopt_lock:
+        if STATE.provider is not None:  # another thread of this actor got here first
+            return
+        exporter = baggage.get_baggage(BAGGAGE_EXPORTER, context)
+        path = baggage.get_baggage(BAGGAGE_TRACE_PATH, context)
+        owner = baggage.get_baggage(BAGGAGE_TRACE_OWNER, context)
+        if owner:  # a single trace file stays the caller's: this process writes a sibling of it
+            os.environ.setdefault(ENV_TRACE_OWNER_PID, str(owner))
+        choice: dict[str, Any] = {
+            "service_name": service_name,
+            "span_groups": str(baggage.get_baggage(BAGGAGE_SPAN_GROUPS, context) or "") or None,
+            "exporter": str(exporter) if exporter else None,
+            "path": str(path) if path else None,
+            "run_id": str(run_id),
+        }
+        try:
+            configure(**choice)
+        except Exception as error:  # the caller's exporter cannot be built here (a package this node lacks)
+            logger.warning("goodput: this worker cannot use its caller's exporter (%s); writing files instead", error)
+            try:
+                configure(**{**choice, "exporter": None})
+            except Exception:
+                warn_once("configure-from-carrier", "goodput: could not configure this worker like its caller")
+                logger.debug("goodput: configure from carrier failed", exc_info=True)

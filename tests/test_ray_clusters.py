@@ -1,0 +1,184 @@
+"""Workers as real clusters run them (SPEC section 2): an actor that never calls configure(), and a driver that ends
+the way jobs end (os._exit right after the last ray.get; ray.kill then ray.shutdown), on a cluster the job starts
+itself and on one started before it with `ray start --head`, where no variable of the driver reaches the workers.
+
+Each driver is a real process running a real script; the trace files it leaves are read back with goodput itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import invoke
+
+DRIVER = textwrap.dedent(
+    """
+    import os, sys, time
+    import ray
+    import instrument
+    from instrument import (
+        RLSpanGroup, accepts_trace_context, dispatch_with_trace_context, iteration_scope, managed_span, umbrella_span,
+    )
+
+    ending, address, trace_dir, run_id = sys.argv[1:5]
+    instrument.configure(service_name="driver", span_groups="all", exporter="otlp-file", path=trace_dir, run_id=run_id)
+    if address == "start":
+        ray.init(num_cpus=1, include_dashboard=False, logging_level="ERROR")
+    else:
+        ray.init(address=address, logging_level="ERROR")
+
+
+    @ray.remote
+    class Rollout:  # never calls instrument.configure()
+        @accepts_trace_context
+        def generate(self, step):
+            for _ in range(3):
+                with managed_span(RLSpanGroup.GENERATION, "rl.toy.generation"):
+                    time.sleep(0.005)
+            return step
+
+
+    actor = Rollout.remote()
+    with umbrella_span(RLSpanGroup.U_JOB, "rl.toy.job"):
+        for step in range(1, 4):
+            with iteration_scope(step), umbrella_span(RLSpanGroup.U_STEP, "rl.toy.step"):
+                ray.get(dispatch_with_trace_context(actor.generate, step))
+    instrument.shutdown()  # the driver's own spans; the worker's must already be in its file
+    if ending == "kill":
+        ray.kill(actor)
+        ray.shutdown()
+    os._exit(0)
+    """
+)
+
+
+def run_driver(tmp_path: Path, ending: str, address: str, env: dict[str, str]) -> tuple[Path, str]:
+    """Run the driver script to its end; the folder of traces it left, and its run id."""
+    script = tmp_path / "driver.py"
+    script.write_text(DRIVER)
+    traces = tmp_path / "traces"
+    run_id = f"test-{ending}-{os.getpid()}-{time.monotonic_ns()}"
+    result = subprocess.run(
+        [sys.executable, str(script), ending, address, str(traces), run_id],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    return traces, run_id
+
+
+def spans_of(traces: Path) -> list[dict]:
+    result = invoke(
+        [
+            "query", str(traces), "--format", "json",
+            "SELECT span_id, parent_span_id, trace_id, name, service, run_id, iteration FROM spans",
+        ]
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def assert_every_worker_span_arrived(traces: Path, run_id: str) -> None:
+    spans = spans_of(traces)
+    steps = {row["span_id"]: row for row in spans if row["name"] == "rl.toy.step"}
+    generation = [row for row in spans if row["name"] == "rl.toy.generation"]
+    assert len(steps) == 3
+    assert len(generation) == 3 * 3  # three steps, three spans each: none lost at the driver's exit or the kill
+    for row in generation:
+        step = steps[row["parent_span_id"]]  # under the driver's step ...
+        assert (row["trace_id"], row["iteration"]) == (step["trace_id"], step["iteration"])
+        assert row["service"] == "Rollout"  # ... named for the actor's class ...
+        assert row["run_id"] == run_id  # ... in the driver's attempt
+    assert {row["run_id"] for row in spans} == {run_id}
+    worker_files = [path.name for path in traces.iterdir() if path.name.startswith("Rollout-")]
+    assert len(worker_files) == 1, sorted(path.name for path in traces.iterdir())
+    report = invoke(["report", str(traces), "--format", "json"])
+    assert report.exit_code == 0, report.output
+    assert all(row["productive_s"] > 0 for row in json.loads(report.stdout)["iterations"])
+
+
+def clean_environment() -> dict[str, str]:
+    """The environment with no GOODPUT_* variable: nothing of a driver's choice may reach a worker through it."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("GOODPUT_")}
+    env["RAY_AUTH_MODE"] = "disabled"
+    env.pop("RAY_ADDRESS", None)
+    return env
+
+
+@pytest.mark.parametrize("ending", ["exit", "kill"])
+def test_a_cluster_the_job_starts_loses_no_worker_span(tmp_path, ending):
+    traces, run_id = run_driver(tmp_path, ending, "start", clean_environment())
+    assert_every_worker_span_arrived(traces, run_id)
+
+
+def _free_ports(count: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+@pytest.fixture(scope="module")
+def started_cluster():
+    """A cluster started before the job, as `ray start --head` starts one: its own temp dir and ports, in a session
+    of its own, ended by its process group (never `ray stop`, which would stop every Ray process on the machine)."""
+    gcs, node_manager, object_manager, client = _free_ports(4)
+    low = _free_ports(1)[0] % 20_000 + 30_000
+    temp_dir = tempfile.mkdtemp(prefix="rs", dir="/tmp")  # short: Ray's socket paths must fit in 107 bytes
+    command = [
+        str(Path(sys.executable).with_name("ray")), "start", "--head", "--block", "--num-cpus=2",
+        f"--port={gcs}", f"--node-manager-port={node_manager}", f"--object-manager-port={object_manager}",
+        f"--ray-client-server-port={client}", f"--min-worker-port={low}", f"--max-worker-port={low + 200}",
+        "--include-dashboard=false", f"--temp-dir={temp_dir}", "--node-ip-address=127.0.0.1",
+    ]  # fmt: skip
+    log = open(Path(temp_dir) / "ray-start.log", "w")  # noqa: SIM115 - closed when the fixture ends
+    process = subprocess.Popen(command, env=clean_environment(), stdout=log, stderr=subprocess.STDOUT,
+                               start_new_session=True)  # fmt: skip
+    address = f"127.0.0.1:{gcs}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert process.poll() is None, (Path(temp_dir) / "ray-start.log").read_text()
+            try:
+                socket.create_connection(("127.0.0.1", gcs), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "ray start did not come up"
+                time.sleep(0.5)
+        time.sleep(2)  # the raylet registers after the GCS listens
+        yield address
+    finally:
+        for sig, grace in ((signal.SIGTERM, 20), (signal.SIGKILL, 20)):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, sig)  # every process of its session: raylet, GCS, workers
+            try:
+                process.wait(timeout=grace)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        log.close()
+
+
+@pytest.mark.parametrize("ending", ["exit", "kill"])
+def test_a_cluster_started_before_the_job_loses_no_worker_span(tmp_path, started_cluster, ending):
+    traces, run_id = run_driver(tmp_path, ending, started_cluster, clean_environment())
+    assert_every_worker_span_arrived(traces, run_id)
