@@ -194,6 +194,9 @@ def _iteration_range(iteration: int | None, iterations: str | None) -> tuple[int
 
 IterationOption = typer.Option(None, "--iteration", "-i", help="Only iteration N.")
 IterationsOption = typer.Option(None, "--iterations", help="Only iterations A to B inclusive (A:B, A:, :B).")
+AttemptOption = typer.Option(
+    None, "--attempt", help="Read one attempt only: its run id (goodput.run.id, else nemo.run.id), or 'latest'."
+)
 
 
 @app.command()
@@ -207,6 +210,7 @@ def report(
         help="Bucket order for instants where several are active (default productive,overhead,idle,wasted).",
     ),
     by: str | None = typer.Option(None, "--by", help="'process': each process's own breakdown within the windows."),
+    attempt: str | None = AttemptOption,
     fmt: OutputFormat = FormatOption,
     output: Path | None = OutputOption,
     no_cache: bool = NoCacheOption,
@@ -215,7 +219,9 @@ def report(
 
     Each instant of an iteration's window is charged once, to the first active bucket in precedence order; the
     naive span-seconds sum is shown beside it so the overcount is visible. Then totals, and the time outside
-    every iteration (start-up, gaps, shutdown).
+    every iteration (start-up, gaps, shutdown). A job restarted from a checkpoint writes several attempts: an
+    iteration's row is its latest attempt's, the windows it replaced are rework, the time between attempts is
+    downtime, and the job's goodput over all of it is shown below.
     """
     if by not in (None, "process"):
         raise typer.BadParameter("the only grouping is 'process'", param_hint="--by")
@@ -223,7 +229,9 @@ def report(
     from rollup import build_report, report_json
 
     with _user_errors(), _opened_store(paths, no_cache) as store:
-        built = build_report(store, iterations=selected, precedence=precedence, by_process=by is not None)
+        built = build_report(
+            store, iterations=selected, precedence=precedence, by_process=by is not None, attempt=attempt
+        )
         payload = report_json(built)
     if not payload["iterations"] and selected is None:
         _stderr().print("note: no iterations in these traces (no rl.iteration on any step or span)")
@@ -242,20 +250,21 @@ def check(
     paths: list[str] = typer.Argument(..., metavar="PATH...", help="Trace files, directories or globs."),
     iteration: int | None = IterationOption,
     iterations: str | None = IterationsOption,
+    attempt: str | None = AttemptOption,
     fmt: OutputFormat = FormatOption,
     output: Path | None = OutputOption,
     no_cache: bool = NoCacheOption,
 ) -> None:
     """Flag the accounting bugs; exit 1 when any is an error.
 
-    Errors: nested-bucket, self-overlap, bucketed-umbrella, unknown-bucket. Warnings: overlapping-steps,
-    orphan-span, iteration-mismatch, inverted-span.
+    Errors: nested-bucket, self-overlap, bucketed-umbrella, unknown-bucket. Warnings: overlapping-steps (within
+    an attempt), orphan-span, iteration-mismatch, inverted-span, overlapping-attempts.
     """
     selected = _iteration_range(iteration, iterations)
     from rollup import check_findings, check_summary
 
     with _user_errors(), _opened_store(paths, no_cache) as store:
-        findings = check_findings(store)
+        findings = check_findings(store, attempt=attempt)
     if selected is not None:
         findings = [f for f in findings if f.iteration is not None and selected[0] <= f.iteration <= selected[1]]
     summary = check_summary(findings)
@@ -279,18 +288,20 @@ def spans(
     iteration: int = typer.Option(..., "--iteration", "-i", help="The iteration whose window to list."),
     bucket: str | None = typer.Option(None, "--bucket", help="Only spans of this bucket."),
     process: str | None = typer.Option(None, "--process", help="Only spans of this process."),
+    attempt: str | None = AttemptOption,
     fmt: OutputFormat = FormatOption,
     output: Path | None = OutputOption,
     no_cache: bool = NoCacheOption,
 ) -> None:
     """What else was happening in step N: every span active in its window.
 
-    Whatever the span's own iteration or process; sorted by start, offsets from the window's start.
+    Whatever the span's own iteration, process or attempt; sorted by start, offsets from the window's start. The
+    window is the report's row for N, its latest attempt's.
     """
     from rollup import spans_in_window
 
     with _user_errors(), _opened_store(paths, no_cache) as store:
-        window, table = spans_in_window(store, iteration, bucket=bucket, process=process)
+        window, table = spans_in_window(store, iteration, bucket=bucket, process=process, attempt=attempt)
     if fmt is OutputFormat.table:  # ids that only a script needs would push the readable columns off the screen
         table = table.drop_columns(["parent_span_id", "trace_id"])
     columns, rows = _arrow_rows(table)

@@ -199,10 +199,16 @@ def test_a_trace_without_iterations_reports_an_empty_list_and_a_note(tmp_path):
 def test_report_json_has_exactly_the_spec_shape(tmp_path):
     out = report(tmp_path, [step("step1", 1, 0, 1)])
     figures = {"wall_s", "productive_s", "overhead_s", "idle_s", "wasted_s", "unaccounted_s"}
-    assert set(out) == {"iterations", "total", "outside"}
+    assert set(out) == {"iterations", "total", "outside", "attempts", "rework", "downtime", "job"}
     assert set(out["iterations"][0]) == {"iteration", "start_ns", "end_ns", "goodput", "span_seconds"} | figures
     assert set(out["total"]) == {"goodput", "span_seconds"} | figures
     assert set(out["total"]["span_seconds"]) == {"productive", "overhead", "idle", "wasted"}
+    assert set(out["rework"]) == set(out["outside"]) == figures
+    assert set(out["downtime"]) == {"wall_s"}
+    assert set(out["job"]) == {"wall_s", "productive_s", "goodput"}
+    assert set(out["attempts"][0]) == {
+        "run_id", "start_ns", "end_ns", "first_iteration", "last_iteration", "processes", "superseded",
+    }  # fmt: skip
 
 
 @pytest.mark.parametrize("fmt", ["table", "csv", "markdown"])

@@ -5,8 +5,9 @@ importing `rollup` (or `rollup.views` for the CLI's option types) does not impor
 
 The path of a span: `read` (paths, sniff, chunks, otlp_proto / otlp_json / duckdb_json, plan) turns files into
 Parquet parts or DuckDB rows; `store` puts them behind one `spans` view, with `cache` in between; `lineage` gives
-each span its effective iteration; `windows` cuts the run into iteration windows; `attribution` charges their wall
-clock; `report` and `checks` build the results; `views` renders them.
+each span its effective iteration; `attempts` tells a job's restarts apart; `windows` cuts each attempt into
+iteration windows; `attribution` charges their wall clock; `report` and `checks` build the results; `views` renders
+them.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ _HOMES: dict[str, str] = {
     **dict.fromkeys(["GoodputError", "InputError", "TraceFormatError"], "errors"),
     **dict.fromkeys(["SpanStore", "open_store", "ingest"], "store"),
     **dict.fromkeys(["SPAN_SCHEMA", "ACCOUNTING_SCHEMA", "BUCKETS"], "schema"),
-    **dict.fromkeys(["Report", "IterationRow", "Figures", "build_report", "report_json"], "report"),
+    **dict.fromkeys(["Report", "IterationRow", "Figures", "JobFigures", "build_report", "report_json"], "report"),
+    "Attempt": "attempts",
     **dict.fromkeys(["Finding", "RULES", "check_findings", "check_summary"], "checks"),
     **dict.fromkeys(["Window", "iteration_windows", "spans_in_window"], "windows"),
     **dict.fromkeys(["ray_runner", "RAY_CHUNK_BYTES"], "read.ray_tasks"),
@@ -33,11 +35,12 @@ __all__ = list(_HOMES)
 __getattr__, __dir__ = lazy_exports(__name__, _HOMES)
 
 if TYPE_CHECKING:
+    from .attempts import Attempt
     from .cache import default_cache_dir
     from .checks import RULES, Finding, check_findings, check_summary
     from .errors import GoodputError, InputError, TraceFormatError
     from .read.ray_tasks import RAY_CHUNK_BYTES, ray_runner
-    from .report import Figures, IterationRow, Report, build_report, report_json
+    from .report import Figures, IterationRow, JobFigures, Report, build_report, report_json
     from .schema import ACCOUNTING_SCHEMA, BUCKETS, SPAN_SCHEMA
     from .store import SpanStore, ingest, open_store
     from .windows import Window, iteration_windows, spans_in_window

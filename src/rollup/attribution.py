@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from .attempts import ATTEMPT_SQL
 from .errors import GoodputError
 from .schema import BUCKETS
 
@@ -164,11 +165,12 @@ def charge_wall_clock(
 
 
 def span_seconds_ns(connection: duckdb.DuckDBPyConnection, by_process: bool = False) -> dict[Any, dict[str, int]]:
-    """Per effective iteration (and process), per bucket: the summed full durations of its bucketed spans.
+    """Per (attempt, effective iteration[, process]), per bucket: the summed full durations of its bucketed spans.
 
-    The naive view a monitor computes: it exceeds the wall clock wherever spans nest or run concurrently.
+    The naive view a monitor computes: it exceeds the wall clock wherever spans nest or run concurrently. Keyed by
+    attempt (its run id, `""` when unnamed) because a row counts the spans of its own attempt only.
     """
-    keys = "eff_iteration, process" if by_process else "eff_iteration"
+    keys = f"{ATTEMPT_SQL}, eff_iteration" + (", process" if by_process else "")
     rows = connection.execute(
         f"""
         SELECT {keys}, bucket, sum(end_ns - start_ns)::BIGINT FROM spans_ex
@@ -177,7 +179,7 @@ def span_seconds_ns(connection: duckdb.DuckDBPyConnection, by_process: bool = Fa
     ).fetchall()
     out: dict[Any, dict[str, int]] = {}
     for row in rows:
-        key = (int(row[0]), row[1]) if by_process else int(row[0])
+        key = (row[0], int(row[1]), row[2]) if by_process else (row[0], int(row[1]))
         out.setdefault(key, dict.fromkeys(BUCKETS, 0))[row[-2]] = int(row[-1])
     return out
 

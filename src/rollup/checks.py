@@ -11,12 +11,13 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from .attempts import ATTEMPT_SQL, attempt_label, find_attempts, keep_attempt, overlapping_attempts
 from .lineage import ensure_lineage
 from .schema import BUCKET_LIST_SQL
 
 if TYPE_CHECKING:
     import duckdb
-    
+
     from .store import SpanStore
 
 ERROR = "error"
@@ -31,6 +32,7 @@ RULES: dict[str, str] = {
     "orphan-span": WARNING,
     "iteration-mismatch": WARNING,
     "inverted-span": WARNING,
+    "overlapping-attempts": WARNING,
 }
 
 
@@ -142,17 +144,19 @@ def unknown_bucket_findings(connection: duckdb.DuckDBPyConnection) -> list[Findi
 
 
 def overlapping_steps_findings(connection: duckdb.DuckDBPyConnection) -> list[Finding]:
+    """Step spans of different iterations overlapping within one attempt (two attempts overlapping in time are
+    `overlapping-attempts`, one finding for the pair rather than one per step)."""
     return _findings(
         connection,
         "overlapping-steps",
-        """
+        f"""
         WITH steps AS (
-            SELECT trace_id, span_id, name, eff_iteration, start_ns, end_ns FROM spans_ex
+            SELECT trace_id, span_id, name, eff_iteration, start_ns, end_ns, {ATTEMPT_SQL} AS attempt FROM spans_ex
             WHERE is_step AND eff_iteration IS NOT NULL AND end_ns > start_ns
         )
         SELECT DISTINCT ON (b.trace_id, b.span_id) b.trace_id, b.span_id, b.name, b.eff_iteration, a.span_id,
                b.eff_iteration, a.eff_iteration, least(a.end_ns, b.end_ns) - b.start_ns
-        FROM steps a JOIN steps b ON b.start_ns < a.end_ns AND b.start_ns >= a.start_ns
+        FROM steps a JOIN steps b ON b.start_ns < a.end_ns AND b.start_ns >= a.start_ns AND b.attempt = a.attempt
         WHERE a.eff_iteration <> b.eff_iteration AND (a.start_ns < b.start_ns OR a.span_id < b.span_id)
         ORDER BY b.trace_id, b.span_id, a.start_ns
         """,
@@ -194,10 +198,47 @@ def inverted_span_findings(connection: duckdb.DuckDBPyConnection) -> list[Findin
     )
 
 
-def check_findings(store: SpanStore) -> list[Finding]:
-    """Every finding of every rule, errors first, then by rule, trace and span."""
+def overlapping_attempts_findings(connection: duckdb.DuckDBPyConnection) -> list[Finding]:
+    """Two attempts whose extents overlap: two jobs writing into one folder. Each window then charges the other
+    job's spans too, so neither job's figures are its own. One finding per pair, on the later attempt's
+    earliest-starting span, related to the earlier attempt's."""
+    pairs = overlapping_attempts(find_attempts(connection))
+    if not pairs:
+        return []
+    earliest = {
+        run_id: first
+        for run_id, first in connection.execute(
+            f"""
+            SELECT {ATTEMPT_SQL}, min({{'start_ns': start_ns, 'span_id': span_id, 'trace_id': trace_id, 'name': name,
+                                        'iteration': eff_iteration}})
+            FROM spans_ex GROUP BY ALL
+            """
+        ).fetchall()
+    }
+    findings = []
+    for later, earlier, overlap_ns in pairs:
+        span, related = earliest[later.run_id], earliest[earlier.run_id]
+        message = (
+            f"attempt {attempt_label(later.run_id)} overlaps attempt {attempt_label(earlier.run_id)} for "
+            f"{_seconds(overlap_ns)}: two jobs writing into one folder? Every window charges both jobs' spans; "
+            "read one with --attempt"
+        )
+        findings.append(
+            Finding("overlapping-attempts", RULES["overlapping-attempts"], span["trace_id"], span["span_id"],
+                    span["name"], span["iteration"], related["span_id"], message)
+        )  # fmt: skip
+    return findings
+
+
+def check_findings(store: SpanStore, *, attempt: str | None = None) -> list[Finding]:
+    """Every finding of every rule, errors first, then by rule, trace and span.
+
+    `attempt` (a run id or `latest`) checks that attempt alone.
+    """
     connection = store.connection
     ensure_lineage(store)
+    if attempt is not None:
+        keep_attempt(store, attempt)
     findings: list[Finding] = []
     for finder in (
         nested_bucket_findings,
@@ -208,6 +249,7 @@ def check_findings(store: SpanStore) -> list[Finding]:
         orphan_span_findings,
         iteration_mismatch_findings,
         inverted_span_findings,
+        overlapping_attempts_findings,
     ):
         findings.extend(finder(connection))
     rule_order = list(RULES)

@@ -1,22 +1,24 @@
-"""The per-iteration goodput report of SPEC section 4: wall-clock view, span-seconds view, total, outside.
+"""The per-iteration goodput report of SPEC sections 4 and 7: wall-clock view, span-seconds view, total, outside,
+and over the job's attempts the rework, the downtime and the job's own goodput.
 
-Returns plain dataclasses; `report_json` gives the exact JSON object of SPEC section 6.
+Returns plain dataclasses; `report_json` gives the exact JSON object of SPEC section 6 with section 7's keys.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from .attempts import Attempt, downtime_stretches, find_attempts, keep_attempt
 from .attribution import Charge, Frame, charge_wall_clock, parse_precedence, processes_in_frames, span_seconds_ns
 from .lineage import ensure_lineage
 from .schema import BUCKETS
-from .windows import Window, iteration_windows, outside_stretches, run_extent
+from .windows import Window, attempt_windows, latest_windows, outside_stretches
 
 if TYPE_CHECKING:
     import duckdb
-    
+
     from .store import SpanStore
 
 NS_PER_S = 1e9
@@ -73,18 +75,36 @@ def _sum_figures(parts: Sequence[Figures]) -> Figures:
 
 @dataclass
 class IterationRow:
-    """One row of the report: iteration `iteration`'s window and its figures (of one process, with `--by process`)."""
+    """One row of the report: iteration `iteration`'s window and its figures (of one process, with `--by process`).
+
+    `run_id` is the attempt whose window it is (the latest one with a window for `iteration`).
+    """
 
     iteration: int
     start_ns: int
     end_ns: int
     figures: Figures
     process: str | None = None
+    run_id: str = ""
+
+
+@dataclass(frozen=True)
+class JobFigures:
+    """The whole job's wall clock (every window, superseded or not, outside and downtime) and the productive time
+    it kept: the share of the job that became training progress."""
+
+    wall_s: float
+    productive_s: float
+
+    @property
+    def goodput(self) -> float:
+        return self.productive_s / self.wall_s if self.wall_s > 0 else 0.0
 
 
 @dataclass
 class Report:
-    """The report of SPEC section 4: a row per window, their total, the time outside every window."""
+    """The report of SPEC sections 4 and 7: a row per window, their total, the time outside every window, the
+    superseded windows (rework), the time between attempts (downtime), and the attempts themselves."""
 
     iterations: list[IterationRow]
     total: Figures
@@ -92,6 +112,14 @@ class Report:
     precedence: list[str]
     by_process: bool = False
     process_totals: dict[str, Figures] = field(default_factory=dict)
+    rework: Figures = field(default_factory=Figures)
+    downtime_s: float = 0.0
+    attempts: list[Attempt] = field(default_factory=list)
+
+    @property
+    def job(self) -> JobFigures:
+        wall_s = self.total.wall_s + self.rework.wall_s + self.outside.wall_s + self.downtime_s
+        return JobFigures(wall_s, self.total.productive_s)
 
 
 def select_windows(windows: list[Window], iterations: tuple[int, int] | None) -> list[Window]:
@@ -108,29 +136,73 @@ def build_report(
     iterations: tuple[int, int] | None = None,
     precedence: str | None = None,
     by_process: bool = False,
+    attempt: str | None = None,
 ) -> Report:
-    """The report over the store's spans; `iterations` keeps the windows in that inclusive range."""
+    """The report over the store's spans.
+
+    `iterations` keeps the windows in that inclusive range, superseded ones included (rework); outside and
+    downtime stay the whole run's. `attempt` (a run id or `latest`) reads that attempt alone.
+    """
     order = parse_precedence(precedence)
     connection = store.connection
     ensure_lineage(store)
-    all_windows = iteration_windows(connection)
-    windows = select_windows(all_windows, iterations)
-    frames = [Frame(i, w.start_ns, w.end_ns) for i, w in enumerate(windows)]
-    outside = outside_stretches(run_extent(connection), all_windows)
+    if attempt is not None:
+        keep_attempt(store, attempt)
+    attempts = find_attempts(connection)
+    every = attempt_windows(connection, [a.run_id for a in attempts])
+    latest, superseded = latest_windows(every)
+    windows = select_windows(latest, iterations)
+    lost = select_windows(superseded, iterations)
+    by_attempt: dict[str, list[Window]] = {}
+    for window in every:
+        by_attempt.setdefault(window.run_id, []).append(window)
+    outside = [s for a in attempts for s in outside_stretches(a.extent, by_attempt.get(a.run_id, []))]
+    # One charge for every frame: the rows' windows, the superseded ones, then the stretches outside.
+    frames = [Frame(i, w.start_ns, w.end_ns) for i, w in enumerate([*windows, *lost])]
     outside_frames = [Frame(len(frames) + i, s, e) for i, (s, e) in enumerate(outside)]
     charges = charge_wall_clock(connection, frames + outside_frames, order)
     span_ns = span_seconds_ns(connection)
 
     rows = [
-        IterationRow(w.iteration, w.start_ns, w.end_ns, Figures.from_ns(charges[i], span_ns.get(w.iteration)))
+        IterationRow(
+            w.iteration, w.start_ns, w.end_ns, Figures.from_ns(charges[i], span_ns.get((w.run_id, w.iteration))),
+            run_id=w.run_id,
+        )
         for i, w in enumerate(windows)
-    ]
-    total = _sum_figures([row.figures for row in rows])
-    outside_figures = Figures.from_ns(_sum_charges([charges[f.frame_id] for f in outside_frames]))
-    report = Report(rows, total, outside_figures, order)
+    ]  # fmt: skip
+    report = Report(
+        rows,
+        _sum_figures([row.figures for row in rows]),
+        Figures.from_ns(_sum_charges([charges[f.frame_id] for f in outside_frames])),
+        order,
+        rework=Figures.from_ns(_sum_charges([charges[len(windows) + i] for i in range(len(lost))])),
+        downtime_s=sum(end - start for start, end in downtime_stretches(attempts)) / NS_PER_S,
+        attempts=_with_windows(attempts, by_attempt, superseded),
+    )
     if by_process:
         _add_process_rows(connection, report, windows, order)
     return report
+
+
+def _with_windows(
+    attempts: list[Attempt], by_attempt: dict[str, list[Window]], superseded: list[Window]
+) -> list[Attempt]:
+    """The attempts with their first and last iteration and their superseded iterations filled in."""
+    lost: dict[str, list[int]] = {}
+    for window in superseded:
+        lost.setdefault(window.run_id, []).append(window.iteration)
+    out = []
+    for attempt in attempts:
+        numbers = [w.iteration for w in by_attempt.get(attempt.run_id, [])]
+        out.append(
+            replace(
+                attempt,
+                first_iteration=min(numbers, default=None),
+                last_iteration=max(numbers, default=None),
+                superseded=tuple(sorted(lost.get(attempt.run_id, []))),
+            )
+        )
+    return out
 
 
 def _add_process_rows(
@@ -147,9 +219,9 @@ def _add_process_rows(
     span_ns = span_seconds_ns(connection, by_process=True)
     rows = []
     for frame, pframe in process_frames:
-        window = windows[frame.frame_id]
-        figures = Figures.from_ns(charges[pframe.frame_id], span_ns.get((window.iteration, pframe.process)))
-        rows.append(IterationRow(window.iteration, window.start_ns, window.end_ns, figures, pframe.process))
+        w = windows[frame.frame_id]
+        figures = Figures.from_ns(charges[pframe.frame_id], span_ns.get((w.run_id, w.iteration, pframe.process)))
+        rows.append(IterationRow(w.iteration, w.start_ns, w.end_ns, figures, pframe.process, w.run_id))
     report.iterations = rows
     report.by_process = True
     by_process: dict[str, list[Figures]] = {}
@@ -169,8 +241,23 @@ def _figures_json(figures: Figures, *, with_goodput: bool = True, with_span_seco
     return out
 
 
+def attempt_json(attempt: Attempt) -> dict[str, Any]:
+    """One item of the report's `attempts` list (SPEC section 7)."""
+    return {
+        "run_id": attempt.run_id,
+        "start_ns": attempt.start_ns,
+        "end_ns": attempt.end_ns,
+        "first_iteration": attempt.first_iteration,
+        "last_iteration": attempt.last_iteration,
+        "processes": attempt.processes,
+        "superseded": list(attempt.superseded),
+    }
+
+
 def report_json(report: Report) -> dict[str, Any]:
-    """The object `report --format json` prints (SPEC section 6); `--by process` adds `process` and `processes`."""
+    """The object `report --format json` prints (SPEC sections 6 and 7); `--by process` adds `process` and
+    `processes`."""
+    job = report.job
     iterations = []
     for row in report.iterations:
         item: dict[str, Any] = {"iteration": row.iteration, "start_ns": row.start_ns, "end_ns": row.end_ns}
@@ -182,6 +269,10 @@ def report_json(report: Report) -> dict[str, Any]:
         "iterations": iterations,
         "total": _figures_json(report.total),
         "outside": _figures_json(report.outside, with_goodput=False, with_span_seconds=False),
+        "rework": _figures_json(report.rework, with_goodput=False, with_span_seconds=False),
+        "downtime": {"wall_s": report.downtime_s},
+        "job": {"wall_s": job.wall_s, "productive_s": job.productive_s, "goodput": job.goodput},
+        "attempts": [attempt_json(a) for a in report.attempts],
     }
     if report.by_process:
         out["processes"] = [{"process": p, **_figures_json(f)} for p, f in report.process_totals.items()]

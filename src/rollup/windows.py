@@ -1,19 +1,22 @@
 """Iteration windows, and the stretches of the run that no window covers.
 
-Window N is the step span with `rl.iteration = N` (the envelope when there are several). A trace with no step
-spans at all gets, for each N, the envelope of the spans whose effective iteration is N. Outside is the run's own
-time (its job spans, else all spans) minus every window: start-up, gaps between steps, shutdown. And what else was
-happening in step N: every span active during its window, whatever its own iteration (`goodput spans`).
+Windows are found per attempt (`attempts`). In an attempt, window N is the step span carrying its own
+`rl.iteration = N` (the envelope when there are several); an attempt with no such step span gets, for each N, the
+envelope of its spans whose effective iteration is N. When several attempts have a window for N, the latest one's
+is the report's row and the earlier ones are superseded. Outside is each attempt's extent minus its windows:
+start-up, gaps between steps, shutdown. And what else was happening in step N: every span active during its window,
+whatever its own iteration (`goodput spans`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from .attempts import ATTEMPT_SQL, find_attempts, keep_attempt
 from .errors import GoodputError
 from .lineage import ensure_lineage
-from .schema import IS_JOB_SQL
 
 if TYPE_CHECKING:
     import duckdb
@@ -24,40 +27,63 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Window:
-    """Iteration `iteration`'s stretch of the run, `[start_ns, end_ns)`."""
+    """Iteration `iteration`'s stretch of attempt `run_id`, `[start_ns, end_ns)`."""
 
     iteration: int
     start_ns: int
     end_ns: int
+    run_id: str = ""
 
     @property
     def wall_ns(self) -> int:
         return self.end_ns - self.start_ns
 
 
-def iteration_windows(connection: duckdb.DuckDBPyConnection) -> list[Window]:
-    """Every iteration's window, sorted by iteration (needs the `spans_ex` view of `lineage.build_lineage`)."""
-    (has_steps,) = connection.execute(
-        "SELECT count(*) > 0 FROM spans_ex WHERE is_step AND eff_iteration IS NOT NULL"
-    ).fetchall()[0]
-    source = "is_step" if has_steps else "true"
+def attempt_windows(connection: duckdb.DuckDBPyConnection, order: Sequence[str]) -> list[Window]:
+    """Every attempt's windows, superseded or not: by attempt in `order` (run ids), then by iteration.
+
+    One pass over `spans_ex` gives, per attempt and effective iteration, both the envelope of the step spans that
+    carry their own iteration and the envelope of all spans; which one is the window depends on whether the
+    attempt has such step spans at all.
+    """
+    own_step = "is_step AND iteration IS NOT NULL"
     rows = connection.execute(
         f"""
-        SELECT eff_iteration, min(start_ns), max(end_ns) FROM spans_ex
-        WHERE {source} AND eff_iteration IS NOT NULL
-        GROUP BY eff_iteration ORDER BY eff_iteration
+        SELECT {ATTEMPT_SQL} AS attempt, eff_iteration,
+               min(start_ns) FILTER (WHERE {own_step}), max(end_ns) FILTER (WHERE {own_step}),
+               min(start_ns), max(end_ns)
+        FROM spans_ex WHERE eff_iteration IS NOT NULL GROUP BY ALL
         """
     ).fetchall()
-    return [Window(int(i), int(s), int(e)) for i, s, e in rows]
+    stepped = {row[0] for row in rows if row[2] is not None}
+    windows = []
+    for run_id, iteration, step_start, step_end, start, end in rows:
+        if run_id in stepped:
+            if step_start is None:
+                continue
+            start, end = step_start, step_end
+        windows.append(Window(int(iteration), int(start), int(end), run_id))
+    rank = {run_id: index for index, run_id in enumerate(order)}
+    windows.sort(key=lambda w: (rank[w.run_id], w.iteration))
+    return windows
 
 
-def run_extent(connection: duckdb.DuckDBPyConnection) -> tuple[int, int] | None:
-    """The run's `[start, end]`: the envelope of its job spans, else of every span; None for no spans."""
-    for where in (IS_JOB_SQL, "true"):
-        start, end = connection.execute(f"SELECT min(start_ns), max(end_ns) FROM spans_ex WHERE {where}").fetchall()[0]
-        if start is not None:
-            return int(start), int(end)
-    return None
+def latest_windows(windows: Sequence[Window]) -> tuple[list[Window], list[Window]]:
+    """(rows, superseded) of `windows` in attempt order: per iteration the latest attempt's window, sorted by
+    iteration, and every earlier one, in the order given."""
+    latest = {w.iteration: w for w in windows}  # a later attempt's window replaces an earlier one's
+    rows = sorted(latest.values(), key=lambda w: w.iteration)
+    return rows, [w for w in windows if latest[w.iteration] is not w]
+
+
+def iteration_windows(connection: duckdb.DuckDBPyConnection) -> list[Window]:
+    """The report's windows, one per iteration (the latest attempt's), sorted by iteration.
+
+    Needs the `spans_ex` table of `lineage.build_lineage`.
+    """
+    order = [a.run_id for a in find_attempts(connection)]
+    rows, _ = latest_windows(attempt_windows(connection, order))
+    return rows
 
 
 def outside_stretches(extent: tuple[int, int] | None, windows: list[Window]) -> list[tuple[int, int]]:
@@ -86,15 +112,24 @@ def window_of(connection: duckdb.DuckDBPyConnection, iteration: int) -> Window:
 
 
 def spans_in_window(
-    store: SpanStore, iteration: int, *, bucket: str | None = None, process: str | None = None
+    store: SpanStore,
+    iteration: int,
+    *,
+    bucket: str | None = None,
+    process: str | None = None,
+    attempt: str | None = None,
 ) -> tuple[Window, pa.Table]:
     """(window, Arrow table) of the spans overlapping window `iteration`, sorted by start.
 
-    `start_offset_s` is from the window's start (negative for a span that began before it); `iteration` is the
-    span's effective iteration, which differs from the window's for work that spills across steps.
+    The window is the report's row for `iteration` (the latest attempt's); the spans are of any attempt, as the
+    wall clock is charged. `attempt` (a run id or `latest`) reads that attempt alone. `start_offset_s` is from the
+    window's start (negative for a span that began before it); `iteration` is the span's effective iteration,
+    which differs from the window's for work that spills across steps.
     """
     connection = store.connection
     ensure_lineage(store)
+    if attempt is not None:
+        keep_attempt(store, attempt)
     window = window_of(connection, iteration)
     filters = ["start_ns < $end", "(end_ns > $start OR (end_ns = start_ns AND start_ns >= $start))"]
     params: dict[str, object] = {"start": window.start_ns, "end": window.end_ns}

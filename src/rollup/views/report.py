@@ -1,4 +1,9 @@
-"""The report (SPEC section 6's JSON object) as the per-iteration table a person reads, or as flat rows."""
+"""The report (SPEC section 6's JSON object) as the per-iteration table a person reads, or as flat rows.
+
+Below `total` and `outside`: `rework` and `downtime` when the job lost work or time between attempts (SPEC section
+7), and, when there was more than one attempt, the job's own wall clock and goodput. A run of one attempt reads as
+it always did.
+"""
 
 from __future__ import annotations
 
@@ -16,20 +21,42 @@ def _percent(value: float) -> str:
     return f"{100 * value:.1f}%"
 
 
+def _job_rows(payload: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """The whole-run rows below the iterations: total, outside, then rework, downtime and job where they say
+    something (rework and downtime when not zero, job when there was more than one attempt)."""
+    rows = [("total", payload["total"]), ("outside", payload["outside"])]
+    for label in ("rework", "downtime"):
+        item = payload.get(label)
+        if item and item["wall_s"] > 0:
+            rows.append((label, item))
+    if len(payload.get("attempts", ())) > 1:
+        rows.append(("job", payload["job"]))
+    return rows
+
+
+def job_line(payload: dict[str, Any]) -> str | None:
+    """`job: 1234.567 s wall clock, 61.2% goodput over 2 attempts`, when there was more than one attempt."""
+    attempts = len(payload.get("attempts", ()))
+    if attempts <= 1:
+        return None
+    job = payload["job"]
+    return f"job: {job['wall_s']:.3f} s wall clock, {_percent(job['goodput'])} goodput over {attempts} attempts"
+
+
 def report_rows(payload: dict[str, Any], by_process: bool) -> tuple[list[str], list[list[Any]]]:
-    """Columns and rows of the report for CSV and Markdown: one row an iteration, then `total` and `outside`."""
+    """Columns and rows of the report for CSV and Markdown: one row an iteration, then `total`, `outside` and the
+    job's rows (see `_job_rows`); a figure a row does not have is left empty."""
     head = ["iteration"] + (["process"] if by_process else []) + ["wall_s"] + [f"{b}_s" for b in BUCKETS]
     head += ["unaccounted_s", "goodput"] + [f"span_{b}_s" for b in BUCKETS]
 
     def row(label: Any, process: Any, item: dict[str, Any]) -> list[Any]:
         values = [label] + ([process] if by_process else []) + [item["wall_s"]]
-        values += [item[f"{b}_s"] for b in BUCKETS] + [item["unaccounted_s"], item.get("goodput")]
+        values += [item.get(f"{b}_s") for b in BUCKETS] + [item.get("unaccounted_s"), item.get("goodput")]
         spans = item.get("span_seconds") or {}
         return values + [spans.get(b) for b in BUCKETS]
 
     rows = [row(it["iteration"], it.get("process"), it) for it in payload["iterations"]]
-    rows.append(row("total", None, payload["total"]))
-    rows.append(row("outside", None, payload["outside"]))
+    rows += [row(label, None, item) for label, item in _job_rows(payload)]
     return head, rows
 
 
@@ -38,19 +65,23 @@ def report_table(payload: dict[str, Any], by_process: bool, *, width: int) -> st
     headers = ["iter"] + (["process"] if by_process else []) + ["wall s", *[f"{_SHORT[b]} s" for b in BUCKETS]]
     headers += ["unacct s", "goodput", "span s", "span/wall"]
 
+    def seconds(value: float | None) -> str:
+        return "" if value is None else f"{value:.3f}"
+
     def cells(label: str, process: str | None, item: dict[str, Any]) -> list[str]:
         span_total = sum((item.get("span_seconds") or {}).values())
         wall = item["wall_s"]
         out = [label] + ([process or ""] if by_process else []) + [f"{wall:.3f}"]
-        out += [f"{item[f'{b}_s']:.3f}" for b in BUCKETS] + [f"{item['unaccounted_s']:.3f}"]
+        out += [seconds(item.get(f"{b}_s")) for b in BUCKETS] + [seconds(item.get("unaccounted_s"))]
         out.append(_percent(item["goodput"]) if "goodput" in item else "")
         out.append(f"{span_total:.3f}" if "span_seconds" in item else "")
         out.append(f"{span_total / wall:.2f}x" if "span_seconds" in item and wall > 0 else "")
         return out
 
     rows = [cells(str(item["iteration"]), item.get("process"), item) for item in payload["iterations"]]
-    rows += [cells("total", None, payload["total"]), cells("outside", None, payload["outside"])]
+    rows += [cells(label, None, item) for label, item in _job_rows(payload) if label != "job"]
     right = [header != "process" for header in headers]
+    line = job_line(payload)
     return table_text(
         headers,
         rows,
@@ -59,4 +90,4 @@ def report_table(payload: dict[str, Any], by_process: bool, *, width: int) -> st
         right=right,
         section_at=len(payload["iterations"]),
         width=width,
-    )
+    ) + (f"{line}\n" if line else "")
