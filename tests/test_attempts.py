@@ -151,6 +151,21 @@ def test_attempts_are_ordered_by_their_first_span_not_by_name(tmp_path):
     assert out["attempts"][0]["superseded"] == [3]  # the earlier attempt's window is the one replaced
 
 
+def test_windows_are_found_per_attempt_with_or_without_step_spans(tmp_path):
+    # B has no step spans: its windows are the envelopes of its iterations, though A's come from step spans.
+    spans, res = attempt_b()
+    stepless = [s for s in spans if s.group != "step"]
+    for span in stepless:
+        if span.label.startswith("gen"):
+            span.iteration, span.parent = int(span.label[-1]), "job"
+    out = report(restarted_job(tmp_path, b=(stepless, res)))
+    rows = {it["iteration"]: it for it in out["iterations"]}
+    assert (rows[1]["start_ns"], rows[1]["end_ns"]) == (seconds_ns(2), seconds_ns(10))  # A's step1
+    assert (rows[3]["start_ns"], rows[3]["end_ns"]) == (seconds_ns(53), seconds_ns(60))  # B's gen3, no step
+    assert out["rework"]["wall_s"] == 35.0 - 20.0
+    assert out["outside"]["wall_s"] == ((2 - 0) + (40 - 35)) + ((53 - 50) + (63 - 60) + (73 - 70) + (90 - 80))
+
+
 def test_an_iteration_filter_keeps_the_superseded_windows_of_those_iterations(tmp_path):
     path = restarted_job(tmp_path)
     three = report(path, "--iteration", "3")

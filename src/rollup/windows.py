@@ -42,28 +42,26 @@ class Window:
 def attempt_windows(connection: duckdb.DuckDBPyConnection, order: Sequence[str]) -> list[Window]:
     """Every attempt's windows, superseded or not: by attempt in `order` (run ids), then by iteration.
 
-    One pass over `spans_ex` gives, per attempt and effective iteration, both the envelope of the step spans that
-    carry their own iteration and the envelope of all spans; which one is the window depends on whether the
-    attempt has such step spans at all.
+    The step spans carrying their own iteration make the windows of the attempts that have any; only the attempts
+    that have none (rare: a trace with no step spans) cost a second pass, for the envelopes of their iterations.
     """
-    own_step = "is_step AND iteration IS NOT NULL"
     rows = connection.execute(
         f"""
-        SELECT {ATTEMPT_SQL} AS attempt, eff_iteration,
-               min(start_ns) FILTER (WHERE {own_step}), max(end_ns) FILTER (WHERE {own_step}),
-               min(start_ns), max(end_ns)
-        FROM spans_ex WHERE eff_iteration IS NOT NULL GROUP BY ALL
+        SELECT {ATTEMPT_SQL}, iteration, min(start_ns), max(end_ns) FROM spans_ex
+        WHERE is_step AND iteration IS NOT NULL GROUP BY ALL
         """
     ).fetchall()
-    stepped = {row[0] for row in rows if row[2] is not None}
-    windows = []
-    for run_id, iteration, step_start, step_end, start, end in rows:
-        if run_id in stepped:
-            if step_start is None:
-                continue
-            start, end = step_start, step_end
-        windows.append(Window(int(iteration), int(start), int(end), run_id))
+    stepless = sorted(set(order) - {row[0] for row in rows})
+    if stepless:
+        rows += connection.execute(
+            f"""
+            SELECT {ATTEMPT_SQL} AS attempt, eff_iteration, min(start_ns), max(end_ns) FROM spans_ex
+            WHERE eff_iteration IS NOT NULL AND list_contains(?, attempt) GROUP BY ALL
+            """,
+            [stepless],
+        ).fetchall()
     rank = {run_id: index for index, run_id in enumerate(order)}
+    windows = [Window(int(i), int(start), int(end), run_id) for run_id, i, start, end in rows]
     windows.sort(key=lambda w: (rank[w.run_id], w.iteration))
     return windows
 
