@@ -23,7 +23,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import SpanKind, StatusCode
+from opentelemetry.trace import Link, SpanKind, StatusCode
 
 from instrument.exporters import FramedProtobufFileExporter, JsonLinesFileExporter
 from rollup.errors import GoodputError, InputError, TraceFormatError
@@ -70,19 +70,31 @@ def sdk_spans():
 
 
 def make_sdk_spans():
-    """Real SDK spans: a root with three children, attributes of every type the SDK allows, an error status."""
+    """Real SDK spans: a root with three children, attributes of every type the SDK allows, an error status with the
+    exception recorded as an event, a link from one child to another."""
     memory = InMemorySpanExporter()
     provider = TracerProvider(resource=Resource.create({"service.name": "trainer", "service.instance.id": "inst-1"}))
     provider.add_span_processor(SimpleSpanProcessor(memory))
     tracer = provider.get_tracer("goodput.test", "1.0")
     with tracer.start_as_current_span("rl.grpo.step", attributes={"rl.span_group": "step", "rl.iteration": 3}):
+        linked = []
         for index in range(3):
             kind = SpanKind.SERVER if index == 1 else SpanKind.INTERNAL
-            with tracer.start_as_current_span("rl.grpo.generation", kind=kind, attributes=ATTRIBUTES) as span:
+            links = [Link(linked[0], {"rl.link": "previous"})] if index == 1 else []
+            with tracer.start_as_current_span(
+                "rl.grpo.generation", kind=kind, attributes=ATTRIBUTES, links=links, record_exception=False
+            ) as span:
+                linked.append(span.get_span_context())
                 if index == 2:
+                    span.record_exception(MemoryError("out of memory"), attributes={"rl.retry": 2})
                     span.set_status(StatusCode.ERROR, "out of memory")
     provider.shutdown()
     return list(memory.get_finished_spans())
+
+
+def _text(value) -> str:
+    """An event's or link's attribute value as stored (only the kinds the SDK spans above use)."""
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
 
 
 def expected_rows(spans) -> list[dict]:
@@ -103,6 +115,22 @@ def expected_rows(spans) -> list[dict]:
                 "status_code": span.status.status_code.value,
                 "status_message": span.status.description or "",
                 "attributes": ATTRIBUTE_TEXT if leaf else {"rl.span_group": "step", "rl.iteration": "3"},
+                "events": [
+                    {
+                        "time_ns": event.timestamp,
+                        "name": event.name,
+                        "attributes": [(key, _text(value)) for key, value in event.attributes.items()],
+                    }
+                    for event in span.events
+                ],
+                "links": [
+                    {
+                        "trace_id": format(link.context.trace_id, "032x"),
+                        "span_id": format(link.context.span_id, "016x"),
+                        "attributes": [(key, _text(value)) for key, value in link.attributes.items()],
+                    }
+                    for link in span.links
+                ],
                 "scope_name": "goodput.test",
                 "scope_version": "1.0",
                 "service": "trainer",
@@ -643,10 +671,13 @@ def test_corrupt_middle_framed_record_names_its_byte_offset(tmp_path, sdk_spans)
     assert raised.value.where == f"byte {offsets[1]}"
 
 
-def test_span_without_real_ids_in_the_middle_names_its_record(tmp_path, sdk_spans):
+@pytest.mark.parametrize("bad_span", [0, 1])
+def test_span_without_real_ids_in_the_middle_names_its_record(tmp_path, sdk_spans, bad_span):
+    """A record where some span has real ids is a trace record, and a span beside it without is corrupt (a record
+    where none has is another signal's: see test_reading_rules)."""
     bad = trace_pb2.TracesData()
-    bad.MergeFromString(encode_spans(sdk_spans[:1]).SerializeToString())
-    bad.resource_spans[0].scope_spans[0].spans[0].trace_id = b"\x01" * 15
+    bad.MergeFromString(encode_spans(sdk_spans[:2]).SerializeToString())
+    bad.resource_spans[0].scope_spans[0].spans[bad_span].trace_id = b"\x01" * 15
     good = encode_spans(sdk_spans[1:]).SerializeToString()
     path = tmp_path / "bad-id.otlp"
     path.write_bytes(collector_framing([good, bad.SerializeToString(), good]))

@@ -23,9 +23,13 @@ from instrument.wire import (
     span_name_regex,
 )
 
-SCHEMA_VERSION = 2  # part of the cache key: bump it whenever a reader's output changes
+SCHEMA_VERSION = 3  # part of the cache key: bump it whenever a reader's output changes
 
 ATTRIBUTE_MAP = pa.map_(pa.string(), pa.string())
+# A span's events (`record_exception` writes one named `exception`) and links, attribute values rendered as the
+# span's are; a span without any has an empty list.
+EVENT = pa.struct([("time_ns", pa.int64()), ("name", pa.string()), ("attributes", ATTRIBUTE_MAP)])
+LINK = pa.struct([("trace_id", pa.string()), ("span_id", pa.string()), ("attributes", ATTRIBUTE_MAP)])
 
 SPAN_SCHEMA = pa.schema(
     [
@@ -40,6 +44,8 @@ SPAN_SCHEMA = pa.schema(
         ("status_code", pa.int8()),  # 0 unset, 1 ok, 2 error
         ("status_message", pa.string()),
         ("attributes", ATTRIBUTE_MAP),
+        ("events", pa.list_(EVENT)),
+        ("links", pa.list_(LINK)),
         ("resource", ATTRIBUTE_MAP),
         ("scope_name", pa.string()),
         ("scope_version", pa.string()),

@@ -132,12 +132,15 @@ def span_record_batch(
     scope_version: Any,
     source_file: str,
     schema: pa.Schema = SPAN_SCHEMA,
+    events: pa.Array | None = None,
+    links: pa.Array | None = None,
 ) -> pa.RecordBatch:
     """One batch of `schema` (SPAN_SCHEMA or a projection of it) from decoded columns (Python lists or Arrow arrays).
 
     Only the columns `schema` names are built, so a projection skips the rest (the maps above all). `attributes`
     must hold at least the promoted keys. Resources come once each, with a per-span index into them, since every
-    span of a process shares one.
+    span of a process shares one. `events` and `links` (list columns, `read.events`) are needed only when `schema`
+    has them.
     """
     start = _as_array(start_ns, pa.int64())
     end = _as_array(end_ns, pa.int64())
@@ -154,6 +157,8 @@ def span_record_batch(
         "status_code": lambda: _small_int(status_code),
         "status_message": lambda: _as_array(status_message, pa.string()),
         "attributes": lambda: attributes,
+        "events": lambda: events,
+        "links": lambda: links,
         "resource": lambda: map_array([resource.entries for resource in resources]).take(index),
         "scope_name": lambda: _as_array(scope_name, pa.string()),
         "scope_version": lambda: _as_array(scope_version, pa.string()),

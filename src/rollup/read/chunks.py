@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 
 from ..errors import GoodputError, InputError, TraceFormatError
 from ..schema import SPAN_SCHEMA
+from .signals import JSON_SIGNAL_KEYS, NotATrace, not_a_trace_error
 from .sniff import DECOMPRESSION_ERRORS, compression_of, open_plain, read_failure, sniff_format
 
 DEFAULT_CHUNK_BYTES = 64 << 20
@@ -53,11 +54,15 @@ class Chunk:
 
 @dataclass
 class ChunkResult:
-    """What converting a chunk produced: how many spans it wrote, and notices for the user (torn tail, empty file)."""
+    """What converting a chunk produced: how many spans it wrote, notices for the user (torn tail, empty file), the
+    records of other signals it skipped (signal -> records: `signals`), and, for a load that decides itself whether
+    a file that is no trace is an error (`convert_chunk(report_not_a_trace=True)`), why it is none."""
 
     chunk: Chunk
     spans: int
     notices: list[str] = field(default_factory=list)
+    other_signals: dict[str, int] = field(default_factory=dict)
+    not_a_trace: NotATrace | None = None
 
 
 def plan_chunks(path: str, target_bytes: int = DEFAULT_CHUNK_BYTES, kind: str | None = None) -> list[Chunk]:
@@ -124,17 +129,36 @@ def _line_cuts(file, size: int, target_bytes: int) -> list[int]:
 
 
 def convert_chunk(
-    chunk: Chunk, out_path: str, batch_rows: int = DEFAULT_BATCH_ROWS, schema: pa.Schema = SPAN_SCHEMA
+    chunk: Chunk,
+    out_path: str,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+    schema: pa.Schema = SPAN_SCHEMA,
+    *,
+    report_not_a_trace: bool = False,
 ) -> ChunkResult:
     """Decode `chunk` and write its spans to `out_path` as Parquet (zstd, row groups of `batch_rows`).
 
     `schema` is SPAN_SCHEMA or a projection of it (`schema.ACCOUNTING_SCHEMA`): only its columns are built.
 
     No file is written when the chunk holds no span. A file from which no span at all can be read (and that is
-    not empty, nor just one torn record) is not a trace: TraceFormatError, as is a corrupt record, named by byte
-    offset or line. Every failure of the decoders surfaces as a GoodputError, never as a bare exception.
+    not empty, nor just one torn record) is not a trace: `signals.NotATrace` (a TraceFormatError), as is one that
+    holds only other signals; with `report_not_a_trace`, it comes back in the result instead, for the load to
+    decide. A corrupt record is a TraceFormatError named by byte offset or line. Every failure of the decoders
+    surfaces as a GoodputError, never as a bare exception.
     """
     notices: list[str] = []
+    other_signals: dict[str, int] = {}
+    try:
+        return _convert(chunk, out_path, batch_rows, schema, notices, other_signals)
+    except NotATrace as error:
+        if not report_not_a_trace:
+            raise
+        return ChunkResult(chunk, 0, notices, other_signals, not_a_trace=error)
+
+
+def _convert(
+    chunk: Chunk, out_path: str, batch_rows: int, schema: pa.Schema, notices: list[str], other_signals: dict[str, int]
+) -> ChunkResult:
     path = chunk.path
     kind = sniff_format(path)
     if kind == "empty":
@@ -143,7 +167,7 @@ def convert_chunk(
     pending: list[pa.RecordBatch] = []
     pending_rows = written = 0
     try:
-        for batch in _guarded(_batches(chunk, kind, batch_rows, notices, schema), path):
+        for batch in _guarded(_batches(chunk, kind, batch_rows, notices, schema, other_signals), path):
             if not batch.num_rows:
                 continue
             pending.append(batch)
@@ -166,13 +190,13 @@ def convert_chunk(
                 writer.close()
         _remove(out_path)
         raise
-    if not written and chunk.whole_file and not notices:
-        raise TraceFormatError(path, "", f"not a trace file: no span could be read from it ({kind})")
-    return ChunkResult(chunk, written, notices)
+    if not written and chunk.whole_file and (other_signals or not notices):
+        raise not_a_trace_error(path, kind, other_signals)
+    return ChunkResult(chunk, written, notices, other_signals)
 
 
 def _batches(
-    chunk: Chunk, kind: str, batch_rows: int, notices: list[str], schema: pa.Schema
+    chunk: Chunk, kind: str, batch_rows: int, notices: list[str], schema: pa.Schema, other_signals: dict[str, int]
 ) -> Iterator[pa.RecordBatch]:
     path = chunk.path
     if kind == "parquet":
@@ -185,7 +209,8 @@ def _batches(
         if start:
             stream.seek(start)
         if kind in ("framed-proto", "bare-proto"):
-            from .otlp_proto import decode_records, framed_records, read_up_to
+            from .framing import framed_records, read_up_to
+            from .otlp_proto import decode_records
 
             def where(offset: int) -> str:
                 return f"byte {offset}" + (" of the decompressed content" if compressed else "")
@@ -194,13 +219,19 @@ def _batches(
                 records = framed_records(stream, path, where, start=start, limit=limit, notices=notices)
             else:
                 records = iter([(0, read_up_to(stream, limit if limit is not None else 1 << 62))])
-            yield from decode_records(records, path, where, batch_rows, schema)
+            yield from decode_records(records, path, where, batch_rows, schema, other_signals)
         else:
-            yield from _json_batches(stream, chunk, kind, compressed, notices, schema)
+            yield from _json_batches(stream, chunk, kind, compressed, notices, schema, other_signals)
 
 
 def _json_batches(
-    stream, chunk: Chunk, kind: str, compressed: bool, notices: list[str], schema: pa.Schema
+    stream,
+    chunk: Chunk,
+    kind: str,
+    compressed: bool,
+    notices: list[str],
+    schema: pa.Schema,
+    other_signals: dict[str, int],
 ) -> Iterator[pa.RecordBatch]:
     from .json_lines import json_line_batches
     from .otlp_json import JsonDecoder
@@ -217,13 +248,14 @@ def _json_batches(
     def where(relative_line: int, offset: int) -> str:
         return f"line {line_number(relative_line)}"
 
-    decoder = JsonDecoder(path, where, schema)
+    decoder = JsonDecoder(path, where, schema, other_signals, at_file_start=chunk.start == 0)
 
-    def on_torn_line(relative_line: int, offset: int, text: bytes) -> bool:
+    def on_torn_line(relative_line: int, offset: int, text: bytes, first: bool) -> bool:
         if decoder.is_valid_json(text):
             return True
         if not _starts_like_a_record(text):  # not the torn start of a trace record: plain garbage, or a text file
-            raise TraceFormatError(path, where(relative_line, offset), "not valid JSON, nor an OTLP trace record")
+            error = NotATrace if first and chunk.start == 0 else TraceFormatError
+            raise error(path, where(relative_line, offset), "not valid JSON, nor an OTLP trace record")
         at = f"byte {offset}" + (" of the decompressed content" if compressed else "")
         notices.append(
             f"{path}: truncated final record at {at} (line {line_number(relative_line)}) skipped "
@@ -246,13 +278,17 @@ def _json_batches(
         decoder.close()
 
 
-_RECORD_STARTS = (b'{"resourceSpans"', b'{"resource_spans"')
+# How an OTLP JSON record begins: of traces (also in Tempo's wrapper), or of another signal sharing the file.
+_RECORD_STARTS = tuple(
+    b'{"' + key.encode() + b'"'
+    for key in ("resourceSpans", "resource_spans", "batches", *JSON_SIGNAL_KEYS)
+)
 
 
 def _starts_like_a_record(text: bytes) -> bool:
-    """Whether `text` begins as an OTLP JSON trace record does (or is a prefix of that beginning)."""
-    head = re.sub(rb"\s+", b"", text[:64])[: len(_RECORD_STARTS[1])]
-    return any(start.startswith(head) or head.startswith(start) for start in _RECORD_STARTS)
+    """Whether `text` begins as an OTLP JSON record does (or is a prefix of that beginning)."""
+    head = re.sub(rb"\s+", b"", text[:64])
+    return any(start.startswith(head[: len(start)]) or head.startswith(start) for start in _RECORD_STARTS)
 
 
 def _count_newlines(path: str, end: int) -> int:
@@ -273,12 +309,23 @@ def _parquet_batches(path: str, batch_rows: int, schema: pa.Schema) -> Iterator[
     columns only."""
     try:
         parquet = pq.ParquetFile(path)
-        if not set(SPAN_SCHEMA.names) <= set(parquet.schema_arrow.names):
-            raise TraceFormatError(path, "", "a Parquet file that is not a goodput span table")
+        problem = parquet_problem(parquet.schema_arrow.names)
+        if problem:
+            raise NotATrace(path, "", problem)
         for batch in parquet.iter_batches(batch_size=batch_rows, columns=schema.names):
             yield batch.cast(schema)
     except (pa.ArrowException, OSError) as error:
         raise TraceFormatError(path, "", f"unreadable Parquet file ({error})") from None
+
+
+def parquet_problem(columns: list[str]) -> str | None:
+    """Why a Parquet file with `columns` is not a goodput span table (None when it is one)."""
+    missing = [name for name in SPAN_SCHEMA.names if name not in columns]
+    if not missing:
+        return None
+    if len(missing) < len(SPAN_SCHEMA.names) // 2:  # most columns there: a span table of an older version
+        return f"a goodput span table of an older version (no {', '.join(missing)}): ingest its traces again"
+    return f"a Parquet file that is not a goodput span table (no {missing[0]})"
 
 
 def _guarded(batches: Iterator[pa.RecordBatch], path: str) -> Iterator[pa.RecordBatch]:

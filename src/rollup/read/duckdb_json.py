@@ -7,9 +7,11 @@ threads and types the few fields the accounting reads as it parses, `unnest` fla
 DuckDB table, with no Arrow round trip, no Parquet and no worker process.
 
 It claims a file only when it is sure to give the careful reader's rows exactly. Any doubt (DuckDB refuses the file,
-a record without `resourceSpans`, an id that is not lowercase-able hex of its length, a time that is not an integer
-in range, a goodput or process attribute of another kind, no span at all) and it gives the file back: the careful
-reader then reads it, or words its error, as always. The tests hold the two to the same rows.
+a record without `resourceSpans` such as `{}`, Tempo's `batches` or another signal's record, an id that is not
+lowercase-able hex of its length such as a base64 one, a time that is not an integer in range, a goodput or process
+attribute of another kind, no span at all) and it gives the file back: the careful reader then reads it, words its
+notes, or words its error, as always. Pre-1.0 `instrumentationLibrarySpans` it reads as the careful reader does. The
+tests hold the two to the same rows.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from ..schema import ACCOUNTING_SCHEMA, NODE_COLUMNS_SQL, NODE_TABLE_COLUMNS, RL_BUCKET, RL_ITERATION, RL_SPAN_GROUP
-from .json_shape import LEAN_RECORD, duckdb_type
+from .json_shape import LEAN_RECORD, LEGACY_NAMES, duckdb_type
 from .values import (
     RESOURCE_KEYS,
     canonical_int_sql,
@@ -75,7 +77,9 @@ WITH resource_spans AS (
     WHERE resourceSpans IS NOT NULL OR error('a record without resourceSpans')
 ),
 resources AS (
-    SELECT filename, rs.scopeSpans AS scope_spans,
+    SELECT filename,
+           CASE WHEN coalesce(len(rs.scopeSpans), 0) > 0 THEN rs.scopeSpans
+                ELSE rs.{LEGACY_NAMES["scopeSpans"]} END AS scope_spans,
            list_transform(rs.resource.attributes,
                           lambda a: {{'k': a.key, 'v': {string_or_int_sql('a')}}}) AS resource_texts,
            len(list_filter(rs.resource.attributes,

@@ -62,12 +62,13 @@ def json_line_batches(
     limit: int | None,
     first_line: int,
     is_document: bool,
-    on_torn_line: Callable[[int, int, bytes], bool],
+    on_torn_line: Callable[[int, int, bytes, bool], bool],
 ) -> Iterator[JsonRecords]:
     """Cut the stream (positioned at byte `start`, `limit` bytes or to the end) into blocks of whole lines.
 
-    Blank lines are skipped. A last line without its newline is offered to `on_torn_line(line, offset, text)`, which
-    returns whether to keep it. A document is one record, however many lines it spans.
+    Blank lines are skipped. A last line without its newline is offered to `on_torn_line(line, offset, text, first)`
+    (`first`: it is the first record of the stream), which returns whether to keep it. A document is one record,
+    however many lines it spans.
     """
     if is_document:
         text = stream.read() if limit is None else stream.read(limit)
@@ -78,6 +79,7 @@ def json_line_batches(
             yield JsonRecords(text, [first.start()], len(text), [line], start)
         return
     offset, line_number, carry, remaining = start, first_line, [], limit
+    records_before = False
     while True:
         want = BATCH_BYTES if remaining is None else min(BATCH_BYTES, remaining)
         block = stream.read(want) if want > 0 else b""
@@ -101,10 +103,12 @@ def json_line_batches(
             line_number += 1
         # A final line that lacks its newline is usable if it parses, else the torn write of a dying job.
         torn = at_end and starts and not text.endswith(b"\n") and _NON_BLANK.search(text, text.rfind(b"\n") + 1)
-        if torn and not on_torn_line(numbers[-1], offset + starts[-1], text[starts[-1] :]):
+        first_record = not records_before and len(starts) == 1
+        if torn and not on_torn_line(numbers[-1], offset + starts[-1], text[starts[-1] :], first_record):
             complete = starts.pop()
             numbers.pop()
         if starts:
+            records_before = True
             yield JsonRecords(text, starts, complete, numbers, offset)
         if at_end:
             return

@@ -4,6 +4,11 @@
 structures for the careful reader (`otlp_json`); `duckdb_type` spells the same declaration as the DuckDB type the
 direct reader (`duckdb_json`) hands `read_json`, so the two cannot drift apart. Also here: the Python decoding of
 an AnyValue and of OTLP's enums and 64-bit integers, as proto3 JSON allows them to be written.
+
+The other names a record is written with are declared beside today's, each with the same shape, and read as them:
+Grafana Tempo's trace API wraps the resource spans in `batches`; writers before OTLP 1.0 said
+`instrumentationLibrarySpans` and `instrumentationLibrary` for `scopeSpans` and `scope`. A key that is absent
+costs the transform nothing.
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ VALUE = {
 }
 _ATTRIBUTES = [{"key": "VARCHAR", "value": VALUE}]
 _CAMEL_VALUE_KEYS = {_SNAKE.sub("_", key).lower(): key for key in VALUE}
+_EVENTS = [{"timeUnixNano": "VARCHAR", "name": "VARCHAR", "attributes": _ATTRIBUTES}]
+_LINKS = [{"traceId": "VARCHAR", "spanId": "VARCHAR", "attributes": _ATTRIBUTES}]
 _SPAN = {
     "traceId": "VARCHAR",
     "spanId": "VARCHAR",
@@ -42,38 +49,52 @@ _SPAN = {
     "attributes": _ATTRIBUTES,
     "status": {"code": "VARCHAR", "message": "VARCHAR"},
 }
-RECORD = {
-    "resourceSpans": [
-        {
-            "resource": {"attributes": _ATTRIBUTES},
-            "scopeSpans": [{"scope": {"name": "VARCHAR", "version": "VARCHAR"}, "spans": [_SPAN]}],
-        }
-    ]
-}
+LEGACY_NAMES = {"scopeSpans": "instrumentationLibrarySpans", "scope": "instrumentationLibrary"}  # before OTLP 1.0
+WRAPPER = "batches"  # Tempo's trace API: {"batches": [resource spans ...]}
+
+
+def _record(resource_spans: dict[str, Any]) -> dict[str, Any]:
+    """A record whose resource spans (and their scope spans) are declared under today's names and the others."""
+    scope_spans = resource_spans["scopeSpans"][0]
+    if "scope" in scope_spans:
+        scope_spans = {**scope_spans, LEGACY_NAMES["scope"]: scope_spans["scope"]}
+    both = {**resource_spans, "scopeSpans": [scope_spans], LEGACY_NAMES["scopeSpans"]: [scope_spans]}
+    return {"resourceSpans": [both], WRAPPER: [both]}
+
+
+RECORD = _record(
+    {
+        "resource": {"attributes": _ATTRIBUTES},
+        "scopeSpans": [
+            {
+                "scope": {"name": "VARCHAR", "version": "VARCHAR"},
+                "spans": [{**_SPAN, "events": _EVENTS, "links": _LINKS}],
+            }
+        ],
+    }
+)
 # For the accounting columns alone: no kind, status or scope, and span attribute values read only as the string or
 # int the goodput attributes hold. The transform's cost grows with every field asked of every object, and the
 # attribute values are most of the objects (measured: about 0.6 of the full transform's time). A batch where a
 # goodput attribute holds another kind of value is transformed again in full.
 LEAN_VALUE = {"stringValue": "VARCHAR", "intValue": "VARCHAR"}
-LEAN_RECORD = {
-    "resourceSpans": [
-        {
-            "resource": {"attributes": _ATTRIBUTES},
-            "scopeSpans": [
-                {
-                    "spans": [
-                        {
-                            **{name: _SPAN[name] for name in ("traceId", "spanId", "parentSpanId", "name")},
-                            "startTimeUnixNano": "VARCHAR",
-                            "endTimeUnixNano": "VARCHAR",
-                            "attributes": [{"key": "VARCHAR", "value": LEAN_VALUE}],
-                        }
-                    ]
-                }
-            ],
-        }
-    ]
-}
+LEAN_RECORD = _record(
+    {
+        "resource": {"attributes": _ATTRIBUTES},
+        "scopeSpans": [
+            {
+                "spans": [
+                    {
+                        **{name: _SPAN[name] for name in ("traceId", "spanId", "parentSpanId", "name")},
+                        "startTimeUnixNano": "VARCHAR",
+                        "endTimeUnixNano": "VARCHAR",
+                        "attributes": [{"key": "VARCHAR", "value": LEAN_VALUE}],
+                    }
+                ]
+            }
+        ],
+    }
+)
 
 
 def duckdb_type(structure: Any) -> str:

@@ -3,59 +3,54 @@
 DuckDB parses the JSON: `json_transform` turns each record into nested Arrow lists and structs in C++, about eight
 times faster than Python's `json` module on OTLP's object-heavy text (measured: 18 us a span for `json.loads` alone,
 against 3-4 us for the whole transform). Arrow compute then flattens the nesting and normalizes ids, enums and 64-bit
-integers column by column, and a second DuckDB query renders scalar attribute values (its double-to-text is Python's
-repr); only bytes, arrays and maps go through Python, rendered exactly as the protobuf reader renders them. Python
-cuts the input into lines, so every line keeps its number for error messages, decides whether an unterminated last
-line is a torn write, and, when DuckDB refuses a batch, finds the line to blame.
+integers column by column (`json_columns`), and a second DuckDB query renders scalar attribute values (its
+double-to-text is Python's repr); only bytes, arrays and maps go through Python, rendered exactly as the protobuf
+reader renders them. Python cuts the input into lines, so every line keeps its number for error messages, decides
+whether an unterminated last line is a torn write, and, when DuckDB refuses a batch, finds the line to blame.
+
+A record without spans is told by its top-level keys (`read.signals`): `{}` is an empty batch, another signal's
+record (`resourceMetrics`, `resourceLogs`) is skipped and counted, anything else is not an OTLP trace record.
 """
 
 from __future__ import annotations
 
-import bisect
 import json
 import os
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import TraceFormatError
-from ..schema import ATTRIBUTE_MAP, PROMOTED_KEYS, SPAN_SCHEMA, accounting_only
+from ..schema import EVENT, LINK, PROMOTED_KEYS, SPAN_SCHEMA, accounting_only
 from .batch import ResourceInfo, first_invalid_span, span_record_batch
+from .events import EVENTS, LINKS
+from .json_columns import (
+    AttributeRenderer,
+    BadRow,
+    NeedsFullTransform,
+    enum,
+    field,
+    hex_ids,
+    list_offsets,
+    times,
+)
 from .json_lines import JsonRecords
 from .json_shape import (
     LEAN_RECORD,
+    LEGACY_NAMES,
     RECORD,
     SPAN_KINDS,
     STATUS_CODES,
-    VALUE,
-    json_any_value,
-    json_integer,
     snake_case,
     snake_name,
 )
-from .values import RENDER_SCALARS_SQL, render_value
+from .signals import NotATrace, json_record_signal
 
 if TYPE_CHECKING:
     import duckdb
-
-_VALUE_CACHE_LIMIT = 200_000
-
-
-def _enum(texts: pa.Array, names: dict[str, int]) -> pa.Array:
-    """An OTLP enum column given as numbers or (proto3 JSON) names; missing is 0, an unknown name null."""
-
-    def number(text: str | None) -> int | None:
-        if text is None:
-            return 0
-        if text in names:
-            return names[text]
-        return json_integer(text)
-
-    encoded = pc.dictionary_encode(texts, null_encoding="encode")
-    return pa.array([number(text) for text in encoded.dictionary.to_pylist()], pa.int64()).take(encoded.indices)
 
 
 _connections = threading.local()
@@ -82,15 +77,26 @@ class JsonDecoder:
 
     `where(line, offset)` words a record's position for messages ("line 17"). `schema` is SPAN_SCHEMA or a
     projection of it; for the accounting columns alone, records go through the lean `LEAN_RECORD` transform.
+    Records of other signals are counted in `other_signals` (signal -> records). While `at_file_start`, the next
+    record is the file's first: if that one is no OTLP record at all, the file is not a trace (`signals.NotATrace`).
     """
 
-    def __init__(self, path: str, where: Callable[[int, int], str], schema: pa.Schema = SPAN_SCHEMA) -> None:
+    def __init__(
+        self,
+        path: str,
+        where: Callable[[int, int], str],
+        schema: pa.Schema = SPAN_SCHEMA,
+        other_signals: dict[str, int] | None = None,
+        at_file_start: bool = False,
+    ) -> None:
         self.path = path
         self.where = where
         self.schema = schema
+        self.other_signals = {} if other_signals is None else other_signals
+        self.at_file_start = at_file_start
         self._lean = accounting_only(schema)  # then `LEAN_RECORD` is enough
         self.connection = _thread_connection()
-        self._value_cache: dict[tuple[str, str], str | None] = {}
+        self.attributes = AttributeRenderer(self.connection)
 
     def close(self) -> None:
         """Nothing to release: the connection serves every decoder of this thread (see `_thread_connection`)."""
@@ -117,29 +123,34 @@ class JsonDecoder:
             if self._lean:
                 try:
                     return self._spans(records, self._transform(records, LEAN_RECORD, snake), snake, lean=True)
-                except _NeedsFullTransform:
+                except NeedsFullTransform:
                     pass
-            return self._spans(records, self._transform(records, RECORD, snake), snake, lean=False)
+            batch = self._spans(records, self._transform(records, RECORD, snake), snake, lean=False)
         finally:
             self.connection.unregister("goodput_lines")
+        self.at_file_start = False
+        return batch
 
     def _transform(self, records: JsonRecords, structure: dict, snake: bool) -> pa.ListArray:
-        """Each registered line's resourceSpans, typed by `structure`, as one nested Arrow list array."""
+        """Each registered line's resource spans (under `resourceSpans`, or Tempo's `batches`), typed by
+        `structure`, as one nested Arrow list array; null for a record with neither."""
         import duckdb
 
         text = json.dumps(snake_case(structure) if snake else structure)
-        field = "resource_spans" if snake else "resourceSpans"
+        wrapped = [snake_name(key) if snake else key for key in structure]
+        spans = ", ".join(f"struct_extract(record, '{key}')" for key in wrapped)
         try:
             # No ORDER BY: on one thread DuckDB keeps a projection's input order (checked below); sorting the
             # nested rows would copy them all.
             result = self.connection.sql(
-                f"SELECT line_no, json_transform(line, '{text}').{field} AS rss FROM goodput_lines"
+                f"SELECT line_no, coalesce({spans}) AS rss "
+                f"FROM (SELECT line_no, json_transform(line, '{text}') AS record FROM goodput_lines)"
             ).to_arrow_table()
         except duckdb.Error as error:
             first_invalid = self.connection.sql(
                 "SELECT min(line_no) FROM goodput_lines WHERE NOT json_valid(line)"
             ).fetchall()[0][0]
-            self._raise_invalid_json(records, first_invalid, error)
+            raise self._invalid_json(records, first_invalid, error) from None
         line_numbers = result.column("line_no").combine_chunks()
         rss = result.column("rss").combine_chunks()
         if not line_numbers.equals(pa.array(range(len(records)), line_numbers.type)):
@@ -154,189 +165,158 @@ class JsonDecoder:
                 try:
                     records.text(index).decode("utf-8")
                 except UnicodeDecodeError as error:
-                    raise TraceFormatError(
-                        self.path, self._where(records, index), f"not UTF-8 text ({error.reason} at byte {error.start})"
-                    ) from None
+                    problem = f"not UTF-8 text ({error.reason} at byte {error.start})"
+                    raise self._not_a_record(records, index, problem) from None
             raise
 
     def _where(self, records: JsonRecords, index: int) -> str:
         return self.where(records.line_numbers[index], records.offset(index))
 
-    def _raise_invalid_json(self, records: JsonRecords, index: int | None, error: Exception) -> NoReturn:
+    def _not_a_record(self, records: JsonRecords, index: int, problem: str, where: str = "") -> TraceFormatError:
+        """The error for record `index`, which is no OTLP record: the file's first record makes it no trace."""
+        error = NotATrace if self.at_file_start and index == 0 else TraceFormatError
+        return error(self.path, where or self._where(records, index), problem)
+
+    def _invalid_json(self, records: JsonRecords, index: int | None, error: Exception) -> TraceFormatError:
         if index is None:  # DuckDB refused the batch, yet every record is valid JSON: report its own words
-            raise TraceFormatError(self.path, self._where(records, 0), f"not an OTLP JSON record ({error})")
-        problem, line_in_record = _json_problem(records.text(index))
+            if len(records) == 1:
+                return self._not_a_record(records, 0, f"not an OTLP JSON record ({error})")
+            return TraceFormatError(self.path, self._where(records, 0), f"not an OTLP JSON record ({error})")
+        text = records.text(index)
+        problem, line_in_record = _json_problem(text)
+        line_in_record = min(line_in_record, text.rstrip().count(b"\n") + 1)  # "at the end" is on its last line
         where = self.where(records.line_numbers[index] + line_in_record - 1, records.offset(index))
-        raise TraceFormatError(self.path, where, f"not valid JSON ({problem})")
+        return self._not_a_record(records, index, f"not valid JSON ({problem})", where)
+
+    def _records_without_spans(self, records: JsonRecords, rss: pa.Array) -> dict[str, int]:
+        """Records with no span list: `{}` is an empty batch, another signal's record is skipped and counted (the
+        counts are returned), any other record is not an OTLP trace record. Told by their top-level keys, asked of
+        DuckDB for these records alone."""
+        counts: dict[str, int] = {}
+        missing = pc.is_null(rss)
+        if not pc.any(missing).as_py():
+            return counts
+        rows = pc.indices_nonzero(missing).to_pylist()
+        keys = dict(
+            self.connection.execute(
+                "SELECT line_no, CASE WHEN json_type(line) = 'OBJECT' THEN json_keys(line) END FROM goodput_lines "
+                "WHERE line_no IN (SELECT unnest($rows))",
+                {"rows": rows},
+            ).fetchall()
+        )
+        for index in rows:
+            signal = json_record_signal(keys.get(index))
+            if signal is None:
+                problem = "JSON without a resourceSpans list: not an OTLP trace record"
+                raise self._not_a_record(records, index, problem)
+            if signal:
+                counts[signal] = counts.get(signal, 0) + 1
+        return counts
 
     def _spans(self, records: JsonRecords, rss: pa.ListArray, snake: bool, lean: bool) -> pa.RecordBatch:
         """The batch from the transformed records; `lean`: they went through `LEAN_RECORD`, and
-        _NeedsFullTransform says when that was not enough."""
+        NeedsFullTransform says when that was not enough."""
         names = snake_name if snake else str
-        missing = pc.is_null(rss)
-        if pc.any(missing).as_py():
-            index = pc.index(missing, True).as_py()
-            raise TraceFormatError(
-                self.path, self._where(records, index), "JSON without a resourceSpans list: not an OTLP trace record"
-            )
+        skipped = self._records_without_spans(records, rss)
         rs_line = pc.list_parent_indices(rss)
         resource_spans = rss.flatten()
         try:
-            resource_maps = self._attributes(_field(_field(resource_spans, names("resource")), "attributes"), names)
-        except _BadSpan as bad:
+            resource_attributes = field(field(resource_spans, names("resource")), "attributes")
+            resource_maps = self.attributes.maps(resource_attributes, names)
+        except BadRow as bad:
             where = self._where(records, rs_line[bad.row].as_py())
             raise TraceFormatError(self.path, where, f"{bad.problem}, in a resource") from None
         resources = [ResourceInfo.from_entries(entries) for entries in resource_maps.to_pylist()]
-        scope_lists = _field(resource_spans, names("scopeSpans"))
+        scope_lists = _today_or_legacy(resource_spans, "scopeSpans", names)
         scope_resource = pc.list_parent_indices(scope_lists)
         scope_spans = scope_lists.flatten()
-        span_lists = _field(scope_spans, "spans")
+        span_lists = field(scope_spans, "spans")
         span_scope = pc.list_parent_indices(span_lists)
         spans = span_lists.flatten()
         span_resource = scope_resource.take(span_scope)
         span_line = rs_line.take(span_resource)
-        trace_ids = pc.utf8_lower(_field(spans, names("traceId")))
-        span_ids = pc.utf8_lower(_field(spans, names("spanId")))
-        parents = pc.utf8_lower(_field(spans, names("parentSpanId")))
+        parents = hex_ids(field(spans, names("parentSpanId")), 8)
         parents = pc.if_else(pc.equal(parents, ""), pa.scalar(None, pa.string()), parents)
         if lean:  # columns the accounting does not read were not even transformed
             kind = status_code = status_message = scope_name = scope_version = None
         else:
-            status, scope = _field(spans, "status"), _field(scope_spans, "scope")
-            kind = _enum(_field(spans, "kind"), SPAN_KINDS)
-            status_code = _enum(_field(status, "code"), STATUS_CODES)
-            status_message = _field(status, "message").fill_null("")
-            scope_name = _field(scope, "name").fill_null("").take(span_scope)
-            scope_version = _field(scope, "version").fill_null("").take(span_scope)
+            status, scope = field(spans, "status"), _today_or_legacy(scope_spans, "scope", names)
+            kind = enum(field(spans, "kind"), SPAN_KINDS)
+            status_code = enum(field(status, "code"), STATUS_CODES)
+            status_message = field(status, "message").fill_null("")
+            scope_name = field(scope, "name").fill_null("").take(span_scope)
+            scope_version = field(scope, "version").fill_null("").take(span_scope)
         try:
             batch = span_record_batch(
-                trace_id=trace_ids.fill_null(""),
-                span_id=span_ids.fill_null(""),
+                trace_id=hex_ids(field(spans, names("traceId")), 16).fill_null(""),
+                span_id=hex_ids(field(spans, names("spanId")), 8).fill_null(""),
                 parent_span_id=parents,
-                name=_field(spans, "name").fill_null(""),
+                name=field(spans, "name").fill_null(""),
                 kind=kind,
-                start_ns=self._times(_field(spans, names("startTimeUnixNano")), span_line, records),
-                end_ns=self._times(_field(spans, names("endTimeUnixNano")), span_line, records),
+                start_ns=times(field(spans, names("startTimeUnixNano"))),
+                end_ns=times(field(spans, names("endTimeUnixNano"))),
                 status_code=status_code,
                 status_message=status_message,
-                attributes=self._attributes(_field(spans, "attributes"), names, PROMOTED_KEYS if lean else None),
+                attributes=self.attributes.maps(field(spans, "attributes"), names, PROMOTED_KEYS if lean else None),
                 resources=resources,
                 resource_index=span_resource,
                 scope_name=scope_name,
                 scope_version=scope_version,
                 source_file=self.path,
                 schema=self.schema,
+                events=None if lean else self._events(field(spans, "events"), names),
+                links=None if lean else self._links(field(spans, "links"), names),
             )
-        except _BadSpan as bad:
+        except BadRow as bad:
             raise TraceFormatError(self.path, self._where(records, span_line[bad.row].as_py()), bad.problem) from None
         invalid = first_invalid_span(batch)
         if invalid is not None:
             row, problem = invalid
             raise TraceFormatError(self.path, self._where(records, span_line[row].as_py()), problem)
+        for signal, count in skipped.items():
+            self.other_signals[signal] = self.other_signals.get(signal, 0) + count
         return batch
 
-    def _attributes(
-        self, lists: pa.ListArray, names: Callable[[str], str], keep: frozenset[str] | None = None
-    ) -> pa.MapArray:
-        """OTLP JSON attribute lists as maps of rendered text: scalars rendered by DuckDB, the rest by Python.
-
-        With `keep`, each map holds only those keys (a projection that leaves the full maps out). Value kinds the
-        transform did not ask for read as missing; a kept entry left without text then raises _NeedsFullTransform.
-        """
-        lengths = pc.list_value_length(lists).fill_null(0)
-        offsets = pa.concat_arrays([pa.array([0], pa.int32()), pc.cumulative_sum(lengths.cast(pa.int32()))])
-        entries = lists.flatten()
-        keys = _field(entries, "key").fill_null("")
-        if keep is not None:  # only these keys are wanted: drop the others before rendering anything
-            wanted = pc.is_in(keys, value_set=pa.array(sorted(keep), pa.string()))
-            offsets = pa.concat_arrays(
-                [pa.array([0], pa.int32()), pc.cumulative_sum(wanted.cast(pa.int32()))]
-            ).take(offsets)
-            entries, keys = entries.filter(wanted), keys.filter(wanted)
-        values = _field(entries, "value")
-        transformed = {field.name for field in values.type}
-
-        def kind(name: str, type_: pa.DataType) -> pa.Array:
-            return _field(values, names(name)) if names(name) in transformed else pa.nulls(len(values), type_)
-
-        scalars = pa.table(
-            {
-                "s": kind("stringValue", pa.string()),
-                "b": kind("boolValue", pa.bool_()),
-                "i": kind("intValue", pa.string()),
-                "d": kind("doubleValue", pa.float64()),
-            }
-        )
-        self.connection.register("goodput_values", scalars)
+    def _events(self, lists: pa.Array, names: Callable[[str], str]) -> pa.Array | None:
+        """The events column (`schema.EVENT`), when the schema has it; BadRow names the span of a bad event."""
+        if "events" not in self.schema.names:
+            return None
+        flat = lists.flatten()
         try:
-            rendered = self.connection.sql(RENDER_SCALARS_SQL.format(relation="goodput_values")).to_arrow_table()
-            texts = rendered.column("text").combine_chunks()
-        finally:
-            self.connection.unregister("goodput_values")
-        if len(texts) != len(keys):  # DuckDB keeps a plain projection's row order; make sure it did
-            raise RuntimeError("attribute rendering lost rows")
-        if len(transformed) < len(VALUE):  # a lean transform: only strings and ints, which DuckDB rendered
-            if texts.null_count:
-                raise _NeedsFullTransform
-            return pa.MapArray.from_arrays(offsets, keys, texts, type=ATTRIBUTE_MAP)
-        others = {name: _field(values, names(name)) for name in ("bytesValue", "arrayValue", "kvlistValue")}
-        unrendered = pc.and_(pc.is_null(texts), pc.is_valid(pc.coalesce(*others.values())))
-        if pc.any(unrendered).as_py():
-            texts = self._render_others(texts, unrendered, others, offsets)
-        return pa.MapArray.from_arrays(offsets, keys, texts, type=ATTRIBUTE_MAP)
+            items = [
+                times(field(flat, names("timeUnixNano")), "an event time"),
+                field(flat, "name").fill_null(""),
+                self.attributes.maps(field(flat, "attributes"), names),
+            ]
+        except BadRow as bad:
+            raise BadRow(pc.list_parent_indices(lists)[bad.row].as_py(), f"{bad.problem}, in an event") from None
+        values = pa.StructArray.from_arrays(items, fields=list(EVENT))
+        return pa.ListArray.from_arrays(list_offsets(lists), values, type=EVENTS)
 
-    def _render_others(
-        self, texts: pa.Array, unrendered: pa.Array, others: dict[str, pa.Array], offsets: pa.Array
-    ) -> pa.Array:
-        """Bytes, arrays and maps, rendered in Python (each distinct JSON text once)."""
-        rows = pc.indices_nonzero(unrendered).to_pylist()
-        columns = {name: column.take(pa.array(rows, pa.int64())).to_pylist() for name, column in others.items()}
-        rendered = []
-        for position, row in enumerate(rows):
-            name, raw = next((name, items[position]) for name, items in columns.items() if items[position] is not None)
-            key = (name, raw)
-            if key not in self._value_cache:
-                if len(self._value_cache) > _VALUE_CACHE_LIMIT:
-                    self._value_cache.clear()
-                try:
-                    value = raw if name == "bytesValue" else json.loads(raw)
-                    self._value_cache[key] = render_value(json_any_value({name: value}))
-                except (ValueError, RecursionError) as error:
-                    span = bisect.bisect_right(offsets.to_pylist(), row) - 1
-                    raise _BadSpan(span, f"an attribute value does not decode ({error})") from None
-            rendered.append(self._value_cache[key])
-        return pc.replace_with_mask(texts, unrendered, pa.array(rendered, pa.string()))
-
-    def _times(self, texts: pa.Array, span_line: pa.Array, records: JsonRecords) -> pa.Array:
-        """Span times written as digits or numbers (proto3 JSON's uint64); missing is 0, as protobuf omits it."""
+    def _links(self, lists: pa.Array, names: Callable[[str], str]) -> pa.Array | None:
+        """The links column (`schema.LINK`), ids normalized as a span's, when the schema has it."""
+        if "links" not in self.schema.names:
+            return None
+        flat = lists.flatten()
         try:
-            times = pc.cast(texts, pa.int64())
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            parsed = [None if text is None else json_integer(text) for text in texts.to_pylist()]
-            unusable = (
-                row for row, value in enumerate(parsed) if texts[row].is_valid and (value is None or value >= 1 << 63)
-            )
-            bad = next(unusable, None)
-            if bad is not None:
-                raise _BadSpan(bad, f"a span time {texts[bad].as_py()!r} is not an integer nanosecond count") from None
-            times = pa.array(parsed, pa.int64())
-        return times.fill_null(0)
+            attributes = self.attributes.maps(field(flat, "attributes"), names)
+        except BadRow as bad:
+            raise BadRow(pc.list_parent_indices(lists)[bad.row].as_py(), f"{bad.problem}, in a link") from None
+        ids = [hex_ids(field(flat, names("traceId")), 16), hex_ids(field(flat, names("spanId")), 8)]
+        values = pa.StructArray.from_arrays([*ids, attributes], fields=list(LINK))
+        return pa.ListArray.from_arrays(list_offsets(lists), values, type=LINKS)
 
 
-class _NeedsFullTransform(Exception):
-    """A goodput attribute holds a kind of value the lean transform does not read."""
-
-
-class _BadSpan(Exception):
-    def __init__(self, row: int, problem: str) -> None:
-        super().__init__(problem)
-        self.row = row
-        self.problem = problem
-
-
-def _field(array: pa.Array, name: str) -> pa.Array:
-    """A struct array's child `name` with the struct's own nulls applied (a missing object reads as nulls)."""
-    return pc.struct_field(array, name)
+def _today_or_legacy(structs: pa.Array, name: str, names: Callable[[str], str]) -> pa.Array:
+    """The child `name` of each struct, or where that is missing or empty its pre-1.0 name's (`LEGACY_NAMES`)."""
+    today, legacy = field(structs, names(name)), field(structs, names(LEGACY_NAMES[name]))
+    if legacy.null_count == len(legacy):  # no record used the old name: the usual case
+        return today
+    if pa.types.is_list(today.type):
+        present = pc.greater(pc.list_value_length(today), 0).fill_null(False)
+    else:
+        present = pc.is_valid(today)
+    return pc.if_else(present, today, legacy)
 
 
 def _json_problem(text: bytes) -> tuple[str, int]:

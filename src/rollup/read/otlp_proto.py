@@ -6,17 +6,20 @@ encoded attribute over as one bytes object. Arrow then finds the distinct encode
 (`dictionary_encode`), and only those are decoded with the official `opentelemetry.proto` classes and rendered, once
 each, cached across batches: a training job repeats most attribute values on thousands of spans. Measured on a
 200k-span trace, this reads a file in about 0.7-0.9x the time of a plain loop over the official classes that only
-collects the values. The price: events and links are skipped unparsed, so damage inside them goes unnoticed.
+collects the values. Events and links are parsed only for a load that keeps them (`read.events`), and decoded only
+for the spans that have some; a load for the accounting alone skips them unparsed, damage inside them unnoticed.
+
+A record of another signal (a Collector's metrics or logs in the same file) is skipped and counted
+(`read.signals`); pre-1.0 writers' `instrumentation_library_spans` (field 1000) reads as `scope_spans`.
 """
 
 from __future__ import annotations
 
 import bisect
-import struct
 from array import array
 from collections.abc import Callable, Iterator
 from itertools import accumulate
-from typing import BinaryIO
+from typing import Any
 
 import pyarrow as pa
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
@@ -28,16 +31,19 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Status
 from ..errors import TraceFormatError
 from ..schema import ATTRIBUTE_MAP, SPAN_SCHEMA
 from .batch import ResourceInfo, first_invalid_span, span_record_batch
+from .events import EVENTS, LINKS, proto_events, proto_links, sparse_lists
+from .signals import UNKNOWN_SIGNAL, plausible_span, proto_signal
 from .values import render_value
 
-READ_PIECE = 16 << 20  # a record is read in pieces, so a corrupt length cannot make us allocate gigabytes up front
 _KV_CACHE_LIMIT = 200_000  # distinct attributes remembered across batches; cleared when full
 
 
-def _lean_traces_class() -> type[Message]:
-    """`TracesData` with the same field numbers as OTLP, but the fields we do not walk into kept as raw bytes."""
+def _lean_traces_class(with_events: bool = False) -> type[Message]:
+    """`TracesData` with the same field numbers as OTLP, but the fields we do not walk into kept as raw bytes; a
+    span's events and links are declared only `with_events` (otherwise skipped as unknown fields)."""
     field = descriptor_pb2.FieldDescriptorProto
     file = descriptor_pb2.FileDescriptorProto(name="goodput_lean_trace.proto", package="goodput.lean", syntax="proto3")
+    extras = [("events", 11, field.TYPE_BYTES, True, None), ("links", 13, field.TYPE_BYTES, True, None)]
     layout: dict[str, list[tuple[str, int, int, bool, str | None]]] = {
         "Span": [
             ("trace_id", 1, field.TYPE_BYTES, False, None),
@@ -49,11 +55,13 @@ def _lean_traces_class() -> type[Message]:
             ("end_time_unix_nano", 8, field.TYPE_FIXED64, False, None),
             ("attributes", 9, field.TYPE_BYTES, True, None),
             ("status", 15, field.TYPE_BYTES, False, None),
+            *(extras if with_events else []),
         ],
         "ScopeSpans": [("scope", 1, field.TYPE_BYTES, False, None), ("spans", 2, field.TYPE_MESSAGE, True, "Span")],
         "ResourceSpans": [
             ("resource", 1, field.TYPE_BYTES, False, None),
             ("scope_spans", 2, field.TYPE_MESSAGE, True, "ScopeSpans"),
+            ("instrumentation_library_spans", 1000, field.TYPE_MESSAGE, True, "ScopeSpans"),
         ],
         "TracesData": [("resource_spans", 1, field.TYPE_MESSAGE, True, "ResourceSpans")],
     }
@@ -74,6 +82,7 @@ def _lean_traces_class() -> type[Message]:
 
 
 LeanTracesData = _lean_traces_class()
+LeanTracesWithEvents = _lean_traces_class(with_events=True)
 
 
 def any_value(value: AnyValue) -> object:
@@ -97,13 +106,23 @@ class ProtoBatchBuilder:
     """Accumulates the spans of decoded records and hands them out as span-schema batches.
 
     `where(offset)` words a record's position for messages ("byte 1234"); a record that does not decode, or holds a
-    span without real ids, raises TraceFormatError there.
+    span without real ids, raises TraceFormatError there. A record of another signal is skipped and counted in
+    `other_signals` (signal -> records, `read.signals`).
     """
 
-    def __init__(self, path: str, where: Callable[[int], str], schema: pa.Schema = SPAN_SCHEMA) -> None:
+    def __init__(
+        self,
+        path: str,
+        where: Callable[[int], str],
+        schema: pa.Schema = SPAN_SCHEMA,
+        other_signals: dict[str, int] | None = None,
+    ) -> None:
         self.path = path
         self.where = where
         self.schema = schema
+        self.other_signals = {} if other_signals is None else other_signals
+        self._with_events = "events" in schema.names or "links" in schema.names
+        self._message_class = LeanTracesWithEvents if self._with_events else LeanTracesData
         self._kv_cache: dict[bytes, tuple[str, str | None]] = {}
         self._status_cache: dict[bytes, tuple[int, str]] = {b"": (0, "")}
         self._reset()
@@ -122,6 +141,8 @@ class ProtoBatchBuilder:
         self._context_index: list[int] = []
         self._contexts: dict[tuple[bytes, bytes], int] = {}
         self._record_rows: list[tuple[int, int]] = []  # (first row, record offset): which record a row came from
+        self._events: dict[int, list[bytes]] = {}  # row -> its encoded events, for the rows that have some
+        self._links: dict[int, list[bytes]] = {}
 
     @property
     def pending(self) -> int:
@@ -130,11 +151,18 @@ class ProtoBatchBuilder:
     def add_record(self, data: bytes, offset: int) -> None:
         """Decode one ExportTraceServiceRequest / TracesData and append its spans."""
         try:
-            message = LeanTracesData.FromString(data)
+            message = self._message_class.FromString(data)
         except (DecodeError, RecursionError, ValueError) as error:
-            raise TraceFormatError(
-                self.path, self.where(offset), f"record of {len(data)} bytes is not an OTLP trace message ({error})"
-            ) from None
+            signal = proto_signal(data)
+            if signal is None:
+                raise TraceFormatError(
+                    self.path, self.where(offset), f"record of {len(data)} bytes is not an OTLP trace message ({error})"
+                ) from None
+            self._skip(signal)
+            return
+        if _of_another_signal(message):
+            self._skip(proto_signal(data) or UNKNOWN_SIGNAL)
+            return
         self._record_rows.append((len(self._trace_ids), offset))
         trace_ids, span_ids, parents, names = self._trace_ids, self._span_ids, self._parents, self._names
         kinds, starts, ends, statuses = self._kinds, self._starts, self._ends, self._statuses
@@ -142,8 +170,9 @@ class ProtoBatchBuilder:
         context_index, contexts = self._context_index, self._contexts
         for resource_spans in message.resource_spans:
             resource = resource_spans.resource
-            for scope_spans in resource_spans.scope_spans:
+            for scope_spans in resource_spans.scope_spans or resource_spans.instrumentation_library_spans:
                 spans = scope_spans.spans
+                first_row = len(trace_ids)
                 context = contexts.setdefault((resource, scope_spans.scope), len(contexts))
                 context_index.extend([context] * len(spans))
                 for span in spans:
@@ -159,6 +188,19 @@ class ProtoBatchBuilder:
                     attributes = span.attributes
                     add_attribute_count(len(attributes))
                     add_attributes(attributes)
+                if self._with_events:  # a pass of its own: the loop above stays as lean as it was
+                    self._collect_events(spans, first_row)
+
+    def _collect_events(self, spans: Any, first_row: int) -> None:
+        for row, span in enumerate(spans, first_row):
+            events, links = span.events, span.links
+            if events:
+                self._events[row] = list(events)
+            if links:
+                self._links[row] = list(links)
+
+    def _skip(self, signal: str) -> None:
+        self.other_signals[signal] = self.other_signals.get(signal, 0) + 1
 
     def take_batch(self) -> pa.RecordBatch:
         """The pending spans as one batch (possibly empty); the builder starts afresh."""
@@ -193,6 +235,10 @@ class ProtoBatchBuilder:
             scope_names.append(name)
             scope_versions.append(version)
         context = pa.array(self._context_index, pa.int32())
+        events = links = None
+        if self._with_events:
+            events = self._decoded_lists(self._events, proto_events, EVENTS, "a span event")
+            links = self._decoded_lists(self._links, proto_links, LINKS, "a span link")
         return span_record_batch(
             trace_id=self._trace_ids,
             span_id=self._span_ids,
@@ -210,7 +256,21 @@ class ProtoBatchBuilder:
             scope_version=pa.array(scope_versions, pa.string()).take(context),
             source_file=self.path,
             schema=self.schema,
+            events=events,
+            links=links,
         )
+
+    def _decoded_lists(
+        self, encoded: dict[int, list[bytes]], decode: Callable, list_type: pa.ListType, what: str
+    ) -> pa.Array:
+        """The events or links column: each row's encoded items decoded (`read.events`), empty lists elsewhere."""
+        items = {}
+        for row, raw in encoded.items():
+            try:
+                items[row] = decode(raw, rendered_attributes)
+            except (DecodeError, RecursionError, ValueError) as error:
+                raise _BadRecord(row, f"{what} does not decode ({error})") from None
+        return sparse_lists(len(self._trace_ids), items, list_type)
 
     def _attribute_maps(self) -> pa.MapArray:
         """Every span's attributes as a map; each distinct encoded attribute is decoded once (Arrow finds them)."""
@@ -277,6 +337,19 @@ class ProtoBatchBuilder:
             raise _BadRecord(row, f"a span time of {values[row]} ns is past the year 2262") from None
 
 
+def _of_another_signal(message: Message) -> bool:
+    """Whether no span of `message` has the ids of a span: a metrics or logs message read as traces. The first span
+    decides for a trace record; all are looked at only when it has no real ids."""
+    spans = (
+        span
+        for resource_spans in message.resource_spans  # type: ignore[attr-defined]
+        for scope_spans in resource_spans.scope_spans or resource_spans.instrumentation_library_spans
+        for span in scope_spans.spans
+    )
+    first = next(spans, None)
+    return first is not None and not plausible_span(first) and not any(plausible_span(span) for span in spans)
+
+
 class _BadRecord(Exception):
     """Raised while building a batch; carries the row so the caller can name the record's byte offset."""
 
@@ -286,67 +359,17 @@ class _BadRecord(Exception):
         self.problem = problem
 
 
-def read_up_to(stream: BinaryIO, size: int) -> bytes:
-    """Up to `size` bytes, fewer only at the end of the stream (a decompressor may return short reads)."""
-    pieces, wanted = [], size
-    while wanted > 0:
-        piece = stream.read(min(wanted, READ_PIECE))
-        if not piece:
-            break
-        pieces.append(piece)
-        wanted -= len(piece)
-    return pieces[0] if len(pieces) == 1 else b"".join(pieces)
-
-
-def framed_records(
-    stream: BinaryIO, path: str, where: Callable[[int], str], *, start: int, limit: int | None, notices: list[str]
-) -> Iterator[tuple[int, bytes]]:
-    """(offset, message bytes) of each length-prefixed record from `stream`, which is positioned at byte `start`.
-
-    `limit` is the number of bytes this chunk spans, None to the end of the stream. A record whose length runs past
-    the end of the stream (or a header cut short) is the torn final write of a dying job: a notice, not an error.
-    """
-    offset = start
-    end = None if limit is None else start + limit
-    while end is None or offset < end:
-        header = read_up_to(stream, 4 if end is None else min(4, end - offset))
-        if not header:
-            return
-        if len(header) < 4:
-            notices.append(
-                f"{path}: truncated final record at {where(offset)} skipped "
-                f"(its 4-byte length header has only {len(header)} bytes)"
-            )
-            return
-        (length,) = struct.unpack(">I", header)
-        body_end = offset + 4 + length
-        if end is not None and body_end > end:
-            # The chunk was cut frame-aligned, so this only happens for the file's torn final record.
-            body = read_up_to(stream, end - offset - 4)
-        else:
-            body = read_up_to(stream, length)
-        if len(body) < length:
-            if end is not None and body_end > end and stream.read(1):
-                raise TraceFormatError(path, where(offset), "record runs past the end of its chunk (chunks misaligned)")
-            notices.append(
-                f"{path}: truncated final record at {where(offset)} skipped "
-                f"(length {length} bytes, only {len(body)} present)"
-            )
-            return
-        yield offset, body
-        offset = body_end
-
-
 def decode_records(
     records: Iterator[tuple[int, bytes]],
     path: str,
     where: Callable[[int], str],
     batch_rows: int,
     schema: pa.Schema = SPAN_SCHEMA,
+    other_signals: dict[str, int] | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Batches of `schema` (the span schema or a projection of it), about `batch_rows` rows, from (offset, message)
-    records."""
-    builder = ProtoBatchBuilder(path, where, schema)
+    records; records of other signals are counted in `other_signals`."""
+    builder = ProtoBatchBuilder(path, where, schema, other_signals)
     for offset, data in records:
         builder.add_record(data, offset)
         if builder.pending >= batch_rows:

@@ -6,6 +6,7 @@ import glob
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 from ..errors import InputError
 
@@ -21,14 +22,23 @@ def _files_under(directory: Path) -> list[Path]:
     return found
 
 
-def expand_paths(paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
+class InputFile(NamedTuple):
+    """A file to read, and whether it was named as such on the command line (`named`) or found by listing a
+    directory or matching a glob: a file found that way that is not a trace is skipped with a note (a README beside
+    the traces), a file named directly is an error."""
+
+    path: Path
+    named: bool
+
+
+def expand_paths(paths: Sequence[str | os.PathLike[str]]) -> list[InputFile]:
     """Files named by `paths`, absolute, each once, in argument order.
 
     A directory stands for every file below it; a pattern with `*`, `?` or `[` is a glob (`**` recurses). A path
     that names nothing, a directory with no files and a pattern that matches none are errors: a typo must not read
-    as a run with no spans.
+    as a run with no spans. A file both named and found counts as named.
     """
-    files: list[Path] = []
+    files: list[InputFile] = []
     for raw in paths:
         text = os.fspath(raw)
         path = Path(text).expanduser()
@@ -37,7 +47,8 @@ def expand_paths(paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
             if not matched:
                 raise InputError(f"{text}: directory holds no trace files")
         elif path.is_file():
-            matched = [path]
+            files.append(InputFile(path, named=True))
+            continue
         elif _GLOB_CHARS & set(text):
             matched = []
             for hit in sorted(glob.glob(os.path.expanduser(text), recursive=True)):
@@ -49,8 +60,9 @@ def expand_paths(paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
             raise InputError(f"{text}: not a regular file")
         else:
             raise InputError(f"{text}: no such file or directory")
-        files.extend(matched)
-    unique: dict[Path, None] = {}
-    for file in files:
-        unique.setdefault(file.resolve(), None)
-    return list(unique)
+        files.extend(InputFile(file, named=False) for file in matched)
+    unique: dict[Path, bool] = {}
+    for file, named in files:
+        resolved = file.resolve()
+        unique[resolved] = unique.get(resolved, False) or named
+    return [InputFile(path, named) for path, named in unique.items()]

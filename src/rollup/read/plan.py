@@ -4,10 +4,15 @@
 it becomes, the columns it keeps); `load_direct` lets DuckDB read plain JSON Lines itself when only the accounting
 columns are wanted; `execute_plan` runs the jobs (on all cores, in this process, or through any runner such as
 `ray_tasks.ray_runner`) and publishes each converted file to the cache.
+
+A file that is not a trace (`signals.NotATrace`) is an error when named on the command line, and skipped with a note
+when found in a directory or by a glob; a load where every file is skipped is an error. The verdict is cached with
+the file's entry, so a large metrics file beside the traces is read once, not by every command.
 """
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import shutil
@@ -23,10 +28,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..cache import file_cache_key, publish_entry, read_manifest
-from ..errors import GoodputError, TraceFormatError
+from ..errors import GoodputError, InputError, TraceFormatError
 from ..schema import SPAN_SCHEMA
-from .chunks import Chunk, ChunkResult, convert_chunk, plan_chunks
+from .chunks import Chunk, ChunkResult, convert_chunk, parquet_problem, plan_chunks
 from .paths import expand_paths
+from .signals import NotATrace, not_a_trace_error, skip_notice, skipped_notice
 from .sniff import compression_of, sniff_format
 
 if TYPE_CHECKING:
@@ -38,6 +44,7 @@ IN_PROCESS_BYTES = 8 << 20
 IN_PROCESS_JOBS = 16
 MIN_CHUNK_BYTES = 4 << 20
 DIRECT_TABLE = "direct_spans"  # where `duckdb_json` puts the spans of the JSON Lines files DuckDB reads itself
+NOT_A_TRACE_MARK = "not-a-trace.json"  # in a cache entry: the file is no trace, and why
 
 ConvertJob = tuple[Chunk, str, pa.Schema]  # a chunk, the Parquet part it becomes, the columns it keeps
 Runner = Callable[[Sequence[ConvertJob]], Iterator[ChunkResult]]
@@ -56,20 +63,39 @@ class FileEntry:
     notices: list[str] = field(default_factory=list)
     cached: bool = False
     tables: list[str] = field(default_factory=list)  # DuckDB tables holding its spans, when `duckdb_json` read it
+    named: bool = True  # named on the command line, not found in a directory or by a glob (`paths.InputFile`)
+    skipped: bool = False  # not a trace, found in a directory: skipped with a note
 
     @property
     def cache_key(self) -> str:
         return file_cache_key(self.path, self.size, self.mtime_ns)
 
 
-def _stat_entry(path: Path) -> FileEntry:
+def _stat_entry(path: Path, named: bool = True) -> FileEntry:
     try:
         stat = path.stat()
     except OSError as exc:
         raise GoodputError(f"{path}: cannot read: {exc.strerror or exc}") from None
     if not os.access(path, os.R_OK):
         raise GoodputError(f"{path}: cannot read: permission denied")
-    return FileEntry(path=path, size=stat.st_size, mtime_ns=stat.st_mtime_ns)
+    return FileEntry(path=path, size=stat.st_size, mtime_ns=stat.st_mtime_ns, named=named)
+
+
+def _skip(entry: FileEntry, error: NotATrace) -> None:
+    """`entry` is not a trace: an error when it was named, else skipped with a note."""
+    if entry.named:
+        raise error
+    entry.skipped = True
+    entry.parts, entry.spans, entry.notices = [], 0, [skip_notice(error)]
+
+
+def _cached_verdict(entry_dir: Path, path: Path) -> NotATrace | None:
+    """The NotATrace a cache entry recorded for its file, if it did."""
+    try:
+        mark = json.loads((entry_dir / NOT_A_TRACE_MARK).read_text(encoding="utf-8"))
+        return NotATrace(str(path), str(mark["where"]), str(mark["problem"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def run_in_processes(jobs: Sequence[ConvertJob], workers: int | None = None) -> Iterator[ChunkResult]:
@@ -77,13 +103,16 @@ def run_in_processes(jobs: Sequence[ConvertJob], workers: int | None = None) -> 
     workers = workers or os.cpu_count() or 1
     if workers <= 1 or len(jobs) <= 1:
         for chunk, out_path, schema in jobs:
-            yield convert_chunk(chunk, out_path, schema=schema)
+            yield convert_chunk(chunk, out_path, schema=schema, report_not_a_trace=True)
         return
     # fork is cheap and safe while this process runs no other thread; otherwise a forkserver, which is safe anyway.
     method = "fork" if threading.active_count() == 1 and "fork" in multiprocessing.get_all_start_methods() else None
     context = multiprocessing.get_context(method or "forkserver")
     with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=context) as pool:
-        futures = [pool.submit(convert_chunk, chunk, out_path, schema=schema) for chunk, out_path, schema in jobs]
+        futures = [
+            pool.submit(convert_chunk, chunk, out_path, schema=schema, report_not_a_trace=True)
+            for chunk, out_path, schema in jobs
+        ]
         try:
             for future in as_completed(futures):
                 yield future.result()
@@ -103,6 +132,7 @@ class Plan:
     total_bytes: int
     direct: list[FileEntry] = field(default_factory=list)  # JSON Lines files DuckDB is to read itself first
     done_bytes: int = 0  # of total_bytes, read before the jobs run
+    kinds: dict[Path, str] = field(default_factory=dict)  # entry path -> its format, for the files converted
 
 
 def plan_load(
@@ -120,7 +150,7 @@ def plan_load(
     `load_direct` instead. Chunks are sized for `workers`, and at most `max_chunk_bytes` when given."""
     schema = SPAN_SCHEMA if use_cache else schema
     files = expand_paths(paths)
-    entries = [_stat_entry(path) for path in files]
+    entries = [_stat_entry(path, named) for path, named in files]
     jobs: list[ConvertJob] = []
     staging: dict[Path, Path] = {}
     pending: list[tuple[FileEntry, str]] = []  # with the format sniffed once, here
@@ -130,10 +160,17 @@ def plan_load(
             if manifest is not None:
                 entry.parts, entry.spans, entry.notices = manifest["parts"], manifest["spans"], manifest["notices"]
                 entry.cached = True
+                verdict = _cached_verdict(work_dir / entry.cache_key, entry.path)
+                if verdict is not None:
+                    _skip(entry, verdict)
                 continue
-        kind = sniff_format(str(entry.path)) if entry.size else "empty"
-        if kind == "parquet":
-            _check_parquet_spans(entry)
+        try:
+            kind = sniff_format(str(entry.path)) if entry.size else "empty"
+            if kind == "parquet":
+                _check_parquet_spans(entry)
+                continue
+        except NotATrace as error:
+            _skip(entry, error)
             continue
         pending.append((entry, kind))
     direct = [entry for entry, kind in pending if direct_json and kind == "json-lines"]
@@ -156,6 +193,7 @@ def _add_jobs(plan: Plan, entry: FileEntry, kind: str, target: int, work_dir: Pa
     folder = work_dir / f"{entry.cache_key}.staging-{uuid.uuid4().hex[:8]}"
     folder.mkdir(parents=True, exist_ok=True)
     plan.staging[entry.path] = folder
+    plan.kinds[entry.path] = kind
     for chunk in plan_chunks(str(entry.path), target_bytes=target, kind=kind):
         plan.jobs.append((chunk, str(folder / f"part-{chunk.index:05d}.parquet"), schema))
 
@@ -199,17 +237,18 @@ def _check_parquet_spans(entry: FileEntry) -> None:
         rows = pq.read_metadata(entry.path).num_rows
     except Exception as exc:
         raise TraceFormatError(str(entry.path), "", f"unreadable Parquet file ({exc})") from None
-    missing = [name for name in SPAN_SCHEMA.names if name not in schema.names]
-    if missing:
-        problem = f"a Parquet file that is not a goodput span table (no {missing[0]})"
-        raise TraceFormatError(str(entry.path), "", problem)
+    problem = parquet_problem(schema.names)
+    if problem:
+        raise NotATrace(str(entry.path), "", problem)
     entry.parts, entry.spans = [str(entry.path)], rows
 
 
 def execute_plan(
     plan: Plan, *, use_cache: bool, work_dir: Path, runner: Runner, progress: Progress | None = None
 ) -> None:
-    """Run the plan's jobs, then publish each converted file (to the cache, or in place for an uncached load)."""
+    """Run the plan's jobs, then publish each converted file (to the cache, or in place for an uncached load).
+
+    Raises NotATrace for a named file that is not a trace, and InputError when every file was skipped as none."""
     by_path = {entry.path: entry for entry in plan.entries}
     part_of = {(chunk.path, chunk.index): out_path for chunk, out_path, _ in plan.jobs}
     done_bytes = plan.done_bytes
@@ -220,18 +259,48 @@ def execute_plan(
             done_bytes += _chunk_bytes(result.chunk, by_path[Path(result.chunk.path)].size)
             if progress is not None:
                 progress(min(done_bytes, plan.total_bytes), plan.total_bytes)
+        for path in plan.staging:
+            entry = by_path[path]
+            ordered = sorted(results[path], key=lambda r: r.chunk.index)
+            entry.spans = sum(r.spans for r in ordered)
+            entry.notices = [n for r in ordered for n in r.notices]
+            entry.parts = [part_of[(r.chunk.path, r.chunk.index)] for r in ordered if r.spans]
+            _file_verdict(entry, ordered, plan.kinds[path], plan.staging[path] if use_cache else None)
     except BaseException:
         for folder in plan.staging.values():
             shutil.rmtree(folder, ignore_errors=True)
         raise
-    for path, folder in plan.staging.items():
-        entry = by_path[path]
-        ordered = sorted(results[path], key=lambda r: r.chunk.index)
-        entry.spans = sum(r.spans for r in ordered)
-        entry.notices = [n for r in ordered for n in r.notices]
-        entry.parts = [part_of[(r.chunk.path, r.chunk.index)] for r in ordered if r.spans]
-        if use_cache:
-            publish_entry(entry, folder, work_dir / entry.cache_key)
+    if use_cache:
+        for path, folder in plan.staging.items():
+            publish_entry(by_path[path], folder, work_dir / by_path[path].cache_key)
+    skipped = [entry for entry in plan.entries if entry.skipped]
+    if skipped and len(skipped) == len(plan.entries):
+        more = f" (and {len(skipped) - 1} more)" if len(skipped) > 1 else ""
+        raise InputError(f"no trace file found: {skipped[0].notices[0]}{more}")
+
+
+def _file_verdict(entry: FileEntry, results: list[ChunkResult], kind: str, cache_entry: Path | None) -> None:
+    """Whether a converted file is a trace, from its chunks' results: a note for the other signals skipped in it;
+    for one that is not, `_skip` (recorded in `cache_entry` as NOT_A_TRACE_MARK). A chunk that found no trace in a
+    file whose other chunks hold spans met a corrupt record: TraceFormatError."""
+    counts: dict[str, int] = {}
+    for result in results:
+        for signal, count in result.other_signals.items():
+            counts[signal] = counts.get(signal, 0) + count
+    failures = [result.not_a_trace for result in results if result.not_a_trace is not None]
+    error = failures[0] if failures else None
+    if error is not None and entry.spans:
+        raise TraceFormatError(error.path, error.where, error.problem)
+    if error is None and not entry.spans and len(results) > 1 and (counts or not entry.notices):
+        error = not_a_trace_error(str(entry.path), kind, counts)  # a large file cut into chunks, none with a span
+    if error is None:
+        if counts:
+            entry.notices.append(skipped_notice(str(entry.path), counts))
+        return
+    _skip(entry, error)
+    if cache_entry is not None:
+        mark = {"where": error.where, "problem": error.problem}
+        (cache_entry / NOT_A_TRACE_MARK).write_text(json.dumps(mark), encoding="utf-8")
 
 
 def _chunk_bytes(chunk: Chunk, file_size: int) -> int:

@@ -62,7 +62,8 @@ def _run_on_ray(ray: Any, address: str | None, jobs: Sequence[ConvertJob]) -> It
     try:
         convert = ray.remote(num_cpus=1)(convert_chunk)
         job_of = {
-            convert.remote(chunk, out_path, schema=schema): (chunk, out_path) for chunk, out_path, schema in jobs
+            convert.remote(chunk, out_path, schema=schema, report_not_a_trace=True): (chunk, out_path)
+            for chunk, out_path, schema in jobs
         }
         pending = list(job_of)
         try:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, BinaryIO
 import zstandard
 
 from ..errors import InputError, TraceFormatError
+from .signals import NotATrace
 
 if TYPE_CHECKING:
     from google.protobuf.message import Message
@@ -137,7 +138,8 @@ def read_failure(path: str, error: BaseException) -> Exception:
 def sniff_format(path: str) -> str:
     """The format of the trace file at `path`: one of FORMATS.
 
-    Raises InputError for a missing or unreadable file and TraceFormatError for a file that is none of them.
+    Raises InputError for a missing or unreadable file and NotATrace (a TraceFormatError) for a file that is none
+    of them.
     """
     try:
         with open_plain(path) as stream:
@@ -204,23 +206,27 @@ def _json_shape(stream: BinaryIO, head: bytes) -> str:
 
 
 def _proto_shape(stream: BinaryIO, head: bytes, path: str) -> str:
-    """framed-proto when the first length header frames a message, bare-proto when the file starts like one."""
-    from .otlp_proto import LeanTracesData, read_up_to
+    """framed-proto when the first length header frames a message (of traces, or of another signal the decoder
+    skips), bare-proto when the file starts like one. Text never does: a message's first bytes hold field tags
+    such as 0x12, so a text file that starts with a blank line is not taken for one."""
+    from .framing import read_up_to
+    from .otlp_proto import LeanTracesData
+    from .signals import proto_signal
 
     if len(head) >= 5:
         (length,) = struct.unpack_from(">I", head)
         body = head[4 : 4 + length]
         if len(body) < length:
             body += read_up_to(stream, length - len(body))
-        if len(body) == length and _holds_a_span(LeanTracesData, body):
+        if len(body) == length and (_holds_a_span(LeanTracesData, body) or proto_signal(body) is not None):
             return "framed-proto"
-        if head[0] == 0x0A:
+        if head[0] == 0x0A and not _looks_like_text(head):
             return "bare-proto"
-        if len(body) < length and head[4] == 0x0A:
+        if len(body) < length and head[4] == 0x0A and not _looks_like_text(head):
             return "framed-proto"  # the first record is torn: the decoder reports it as a truncated final record
     elif head[:1] == b"\x0a":
         return "bare-proto"
-    raise TraceFormatError(path, "", "not a trace file: neither OTLP JSON nor OTLP protobuf")
+    raise NotATrace(path, "", "not a trace file: neither OTLP JSON nor OTLP protobuf")
 
 
 def _holds_a_span(message_class: type[Message], body: bytes) -> bool:
@@ -232,7 +238,7 @@ def _holds_a_span(message_class: type[Message], body: bytes) -> bool:
     except (DecodeError, RecursionError, ValueError):
         return False
     for resource_spans in message.resource_spans:
-        for scope_spans in resource_spans.scope_spans:
+        for scope_spans in resource_spans.scope_spans or resource_spans.instrumentation_library_spans:
             for span in scope_spans.spans:
                 return len(span.trace_id) == 16 and len(span.span_id) == 8
     return False
