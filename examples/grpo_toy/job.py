@@ -19,6 +19,9 @@ so a run takes a few seconds on two cores. The shape is that of a real job:
   `evaluate_span("grpo")` every third step, and the checkpoint's `rl.checkpoint.finalize` tail on a thread;
 - step 2's rollout loses a trajectory: it hangs until a time-out, tagged `wasted/failed_trajectory`, and is redone.
 
+`--resume-from N` starts at step N, as a job relaunched after a crash does: into the same `--out`, it is a second
+attempt (its own run id), and `goodput report` shows the steps it redid as rework and the gap as downtime.
+
 `--buggy` plants, in step 2 only, a reward span inside a worker's generation span (`nested-bucket`) and the reward
 phase as three concurrent asyncio tasks each opening `rl.grpo.reward` (`self-overlap`): `goodput check` reports
 exactly those three findings and nothing else; a clean run gives none.
@@ -84,9 +87,18 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="sync: generate, then train; async: a streaming rollout runs one step ahead",
     )
     parser.add_argument("--buggy", action="store_true", help="plant the nested-bucket and self-overlap mistakes")
+    parser.add_argument(
+        "--resume-from",
+        type=int,
+        default=1,
+        metavar="N",
+        help="start at step N, as a job relaunched after a crash resumes from its last checkpoint (default 1)",
+    )
     options = parser.parse_args(argv)
     if options.steps < 1:
         parser.error("--steps must be at least 1")
+    if not 1 <= options.resume_from <= options.steps:
+        parser.error(f"--resume-from must be a step from 1 to {options.steps}")
     if options.out is None:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         options.out = Path("goodput_traces") / f"grpo_{options.mode}{'_buggy' if options.buggy else ''}-{stamp}"
@@ -170,7 +182,9 @@ def written_files(out: Path) -> list[Path]:
 def main(argv: Sequence[str] | None = None, log: Callable[[str], None] = print) -> Path:
     """Run the job as `argv` says and return where its traces are."""
     options = parse_args(argv)
-    plans = make_plan(options.seed, options.steps, buggy=options.buggy)
+    # A relaunch resumes at --resume-from with the same seeded schedule: the steps it redoes sleep as they did.
+    plans = [plan for plan in make_plan(options.seed, options.steps, buggy=options.buggy)
+             if plan.step >= options.resume_from]  # fmt: skip
     # Before ray.init: configure() leaves its choice in GOODPUT_* for every process started afterwards.
     instrument.configure(
         service_name="grpo-driver", span_groups="per_step", exporter=options.exporter, path=options.out

@@ -51,7 +51,8 @@ def _field(tag: bytes, payload: bytes) -> bytes:
 
 
 def _cache_key(key: str, value: Any) -> Any:
-    """What tells two attribute values apart for the cache: True is not 1, -0.0 is not 0.0, NaN is itself."""
+    """What tells two attribute values apart for the cache: True is not 1, -0.0 is not 0.0, NaN is itself. For a
+    string, int or bool it is `(key, class, value)`, which `_span` looks up first without calling anything."""
     if isinstance(value, float):
         return key, float, struct.pack("<d", value)
     if isinstance(value, (tuple, list)):
@@ -61,11 +62,6 @@ def _cache_key(key: str, value: Any) -> Any:
 
 def _attribute(key: str, value: Any) -> bytes:
     """One span attribute as an encoded `KeyValue` field of a span (tag 9)."""
-    kind = value.__class__
-    if kind is str or kind is int or kind is bool:  # the common kinds, looked up without building a key first
-        cached = _attribute_bytes.get((key, kind, value))
-        if cached is not None:
-            return cached
     try:
         cache_key = _cache_key(key, value)
         cached = _attribute_bytes.get(cache_key)
@@ -92,43 +88,54 @@ def _status(span: ReadableSpan) -> bytes:
     return _field(b"\x7a", body)
 
 
+def _is_plain(span: ReadableSpan) -> bool:
+    """Whether the span has nothing but what the fast path writes: no events, links, trace state or dropped counts.
+
+    The SDK's public properties copy (events, links) or wrap (attributes) on every read, so its fields are read
+    directly where they exist, the properties otherwise.
+    """
+    context = span.context
+    if context is None or span.start_time is None or span.end_time is None or context.trace_state:
+        return False
+    events, links = getattr(span, "_events", None), getattr(span, "_links", None)
+    if events is None or links is None:
+        return not (span.events or span.links or span.dropped_attributes or span.dropped_events or span.dropped_links)
+    attributes = getattr(span, "_attributes", None)
+    return not (
+        events or links or getattr(events, "dropped", 0) or getattr(links, "dropped", 0)
+        or getattr(attributes, "dropped", 0)
+    )  # fmt: skip
+
+
 def _span(span: ReadableSpan) -> bytes:
     """One `Span` message; the official encoder's for a span with events, links, a trace state or dropped counts."""
-    context = span.context
-    # The SDK's public properties copy (events, links) or wrap (attributes) on every read; its fields are read
-    # directly where they exist, the properties otherwise.
-    events, links = getattr(span, "_events", None), getattr(span, "_links", None)
-    if (
-        (span.events if events is None else len(events))
-        or (span.links if links is None else len(links))
-        or (context is not None and context.trace_state)
-        or span.dropped_attributes
-        or span.dropped_events
-        or span.dropped_links
-        or context is None
-        or span.start_time is None
-        or span.end_time is None
-    ):
+    if not _is_plain(span):
         return _encode_span(span).SerializeToString()
+    context, parent = span.context, span.parent
     name = _name_bytes.get(span.name)
     if name is None:
         if len(_name_bytes) >= _ATTRIBUTE_CACHE_LIMIT:
             _name_bytes.clear()
         name = _name_bytes[span.name] = _field(b"\x2a", span.name.encode()) if span.name else b""
-    parent = span.parent
     parts = [
         b"\x0a\x10", context.trace_id.to_bytes(16, "big"),
         b"\x12\x08", context.span_id.to_bytes(8, "big"),
         b"\x22\x08" + parent.span_id.to_bytes(8, "big") if parent is not None else b"",
         name,
         _KIND[span.kind.value],
-        b"\x39", _pack_fixed64(span.start_time),
-        b"\x41", _pack_fixed64(span.end_time),
+        b"\x39", _pack_fixed64(span.start_time),  # type: ignore[arg-type]
+        b"\x41", _pack_fixed64(span.end_time),  # type: ignore[arg-type]
     ]  # fmt: skip
     attributes = getattr(span, "_attributes", None)
     attributes = span.attributes if attributes is None else getattr(attributes, "_dict", attributes)
     if attributes:
-        parts.extend([_attribute(key, value) for key, value in attributes.items()])
+        cached = _attribute_bytes.get
+        for key, value in attributes.items():
+            try:
+                encoded = cached((key, value.__class__, value))
+            except TypeError:  # an unhashable value (the SDK makes sequences tuples, but a caller's may slip by)
+                encoded = None
+            parts.append(encoded or _attribute(key, value))
     parts.append(_status(span))
     parts.append(_REMOTE_PARENT_FLAGS if parent is not None and parent.is_remote else _LOCAL_PARENT_FLAGS)
     return b"".join(parts)

@@ -1,0 +1,84 @@
+"""A real crash and a restart: the toy job killed with SIGKILL mid-iteration, then relaunched into the same folder.
+
+    python -m examples.grpo_toy.restart --out run/restart/        # 6 steps, killed in step 4, resumed from 3
+    goodput report run/restart/                                   # rework (step 3's first try) and downtime
+
+The first attempt runs in a session of its own; once it has logged step `kill_in - 1` and is `KILL_DELAY_S` into
+step `kill_in`, its whole process group (the driver and the Ray cluster it started) gets SIGKILL: nothing runs at
+exit, as when a node dies. The relaunch is a fresh process with `--resume-from`, so it is a second attempt with a
+run id of its own. Both run with `OTEL_BSP_SCHEDULE_DELAY=100`, the OpenTelemetry SDK's own variable: the driver's
+batches reach the file every 0.1 s instead of every 5 s, which a job that wants its crashes measured sets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+KILL_DELAY_S = 0.15  # into the killed step: its rollout alone takes at least 0.2 s, so this is mid-iteration
+
+
+def job_environment() -> dict[str, str]:
+    """This environment without any GOODPUT_* choice (each attempt makes its own run id), exporting often."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("GOODPUT_")}
+    env["OTEL_BSP_SCHEDULE_DELAY"] = "100"
+    env.setdefault("RAY_AUTH_MODE", "disabled")  # a local toy cluster: no token to hand around
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    return env
+
+
+def crash_and_resume(
+    out: Path, *, steps: int = 6, seed: int = 0, kill_in: int = 4, resume_from: int = 3, args: Sequence[str] = ()
+) -> int:
+    """Run the job into `out/`, SIGKILL it in step `kill_in`, relaunch it with `--resume-from resume_from`; returns
+    when the relaunch has finished, with the time of the kill (ns since the epoch)."""
+    command = [
+        sys.executable, "-u", "-m", "examples.grpo_toy.job", "--steps", str(steps), "--seed", str(seed),
+        "--out", f"{out}/", *args,
+    ]  # fmt: skip
+    env = job_environment()
+    first = subprocess.Popen(
+        command, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    assert first.stdout is not None
+    logged = []
+    for line in first.stdout:
+        logged.append(line)
+        if line.startswith(f"step {kill_in - 1}:"):
+            break
+    else:
+        first.wait()
+        raise RuntimeError(f"the job ended before step {kill_in}:\n{''.join(logged)}")
+    time.sleep(KILL_DELAY_S)
+    killed_at = time.time_ns()
+    os.killpg(first.pid, signal.SIGKILL)  # the driver and every process of its session: its Ray cluster too
+    first.wait()
+    first.stdout.close()
+    subprocess.run([*command, "--resume-from", str(resume_from)], cwd=REPO_ROOT, env=env, check=True,
+                   stdout=subprocess.DEVNULL)  # fmt: skip
+    return killed_at
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m examples.grpo_toy.restart", description=__doc__.split("\n")[0])
+    parser.add_argument("--out", type=Path, required=True, help="the folder both attempts write into")
+    parser.add_argument("--steps", type=int, default=6)
+    parser.add_argument("--kill-in", type=int, default=4, help="the step the first attempt is killed in")
+    parser.add_argument("--resume-from", type=int, default=3, help="the step the relaunch starts at")
+    options, job_args = parser.parse_known_args(argv)
+    crash_and_resume(
+        options.out, steps=options.steps, kill_in=options.kill_in, resume_from=options.resume_from, args=job_args
+    )
+    print(f"next: goodput report {options.out}")
+
+
+if __name__ == "__main__":
+    main()
