@@ -1,10 +1,13 @@
-"""Rewrite sample_traces/ from the toy GRPO job (examples/grpo_toy): three runs, one directory each.
+"""Rewrite sample_traces/ from the toy GRPO job (examples/grpo_toy): four runs, one directory each.
 
-    python examples/regenerate_sample_traces.py
+    python examples/regenerate_sample_traces.py              # all of them
+    python examples/regenerate_sample_traces.py grpo_restart # only the ones named
 
 - sample_traces/grpo_sync/   the sync run, framed OTLP protobuf (`.otlp`), one file per process
 - sample_traces/grpo_async/  the async run (streaming rollouts one step ahead), OTLP JSON Lines (`.jsonl`)
 - sample_traces/grpo_buggy/  the sync run with `--buggy`: `goodput check` finds exactly its three planted errors
+- sample_traces/grpo_restart/ the sync run killed with SIGKILL in step 4 and relaunched from step 3 into the same
+  folder (`examples.grpo_toy.restart`): two attempts, step 3's first try is rework, the gap is downtime
 
 Each run is a process of its own that starts and stops its own Ray cluster, one after the other, as a user would
 run the job; a directory is emptied before its run, so stale files of an earlier run (other pids) never mix in.
@@ -19,20 +22,33 @@ import sys
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))  # run as a script from anywhere: the examples package must import
+
+from examples.grpo_toy.restart import crash_and_resume  # noqa: E402 - needs the path above
+
 SAMPLES = REPO_ROOT / "sample_traces"
 STEPS, SEED = 6, 0
 RUNS = {
     "grpo_sync": ["--mode", "sync", "--exporter", "otlp-file"],
     "grpo_async": ["--mode", "async", "--exporter", "json-file"],
     "grpo_buggy": ["--mode", "sync", "--exporter", "otlp-file", "--buggy"],
+    "grpo_restart": ["--mode", "sync", "--exporter", "otlp-file"],  # killed and resumed: see crash_and_resume
 }
 MAX_TOTAL_BYTES = 2_000_000
 
 
 def main() -> None:
-    for name, args in RUNS.items():
+    names = sys.argv[1:] or list(RUNS)
+    unknown = sorted(set(names) - set(RUNS))
+    if unknown:
+        sys.exit(f"no sample run named {', '.join(unknown)}; the runs are {', '.join(RUNS)}")
+    for name in names:
+        args = RUNS[name]
         out = SAMPLES / name
         shutil.rmtree(out, ignore_errors=True)
+        if name == "grpo_restart":
+            crash_and_resume(out, steps=STEPS, seed=SEED, kill_in=4, resume_from=3, args=args)
+            continue
         command = [sys.executable, "-m", "examples.grpo_toy.job", *args, "--steps", str(STEPS), "--seed", str(SEED)]
         subprocess.run([*command, "--out", f"{out}/"], cwd=REPO_ROOT, check=True)
     files = sorted(path for path in SAMPLES.rglob("*") if path.is_file())
