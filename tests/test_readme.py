@@ -60,3 +60,10 @@ def test_the_layout_section_names_modules_that_exist():
         assert (REPO / path).exists(), path
     for module in re.findall(r"`((?:read|views)/\w+\.py)`", README):
         assert (REPO / "src" / "rollup" / module).exists(), module
+
+
+def test_the_restart_report_shown_is_the_report_printed(monkeypatch):
+    monkeypatch.chdir(REPO)
+    result = run("report", "sample_traces/grpo_restart/")
+    assert result.exit_code == 0
+    assert result.stdout.rstrip("\n") == block_after("`goodput report sample_traces/grpo_restart/` prints:\n")
