@@ -7,8 +7,9 @@ an AnyValue and of OTLP's enums and 64-bit integers, as proto3 JSON allows them 
 
 The other names a record is written with are declared beside today's, each with the same shape, and read as them:
 Grafana Tempo's trace API wraps the resource spans in `batches`; writers before OTLP 1.0 said
-`instrumentationLibrarySpans` and `instrumentationLibrary` for `scopeSpans` and `scope`. A key that is absent
-costs the transform nothing.
+`instrumentationLibrarySpans` and `instrumentationLibrary` for `scopeSpans` and `scope`. Every key declared costs
+the transform a little on every object, so the careful reader transforms with today's names alone first
+(`todays_names_only`) and again with all of them only when a record lacks today's.
 """
 
 from __future__ import annotations
@@ -62,6 +63,15 @@ def _record(resource_spans: dict[str, Any]) -> dict[str, Any]:
     return {"resourceSpans": [both], WRAPPER: [both]}
 
 
+def todays_names_only(structure: Any) -> Any:
+    """A record structure without the other names."""
+    if isinstance(structure, dict):
+        return {key: todays_names_only(value) for key, value in structure.items() if key not in _OTHER_NAMES}
+    if isinstance(structure, list):
+        return [todays_names_only(item) for item in structure]
+    return structure
+
+
 RECORD = _record(
     {
         "resource": {"attributes": _ATTRIBUTES},
@@ -95,6 +105,9 @@ LEAN_RECORD = _record(
         ],
     }
 )
+
+
+_OTHER_NAMES = frozenset({WRAPPER, *LEGACY_NAMES.values()})
 
 
 def duckdb_type(structure: Any) -> str:

@@ -44,8 +44,10 @@ from .json_shape import (
     RECORD,
     SPAN_KINDS,
     STATUS_CODES,
+    WRAPPER,
     snake_case,
     snake_name,
+    todays_names_only,
 )
 from .signals import NotATrace, json_record_signal
 
@@ -120,16 +122,24 @@ class JsonDecoder:
         snake = snake and not any(b'"resourceSpans"' in head for head in heads)
         self.connection.register("goodput_lines", pa.table({"line_no": pa.array(range(len(records))), "line": texts}))
         try:
-            if self._lean:
-                try:
-                    return self._spans(records, self._transform(records, LEAN_RECORD, snake), snake, lean=True)
-                except NeedsFullTransform:
-                    pass
-            batch = self._spans(records, self._transform(records, RECORD, snake), snake, lean=False)
+            try:
+                batch = self._decode(records, snake, _TODAYS_NAMES_ONLY)
+            except _OtherNames:  # a record in Tempo's wrapper or with pre-1.0 names: again, knowing those
+                batch = self._decode(records, snake, (RECORD, LEAN_RECORD))
         finally:
             self.connection.unregister("goodput_lines")
         self.at_file_start = False
         return batch
+
+    def _decode(self, records: JsonRecords, snake: bool, structures: tuple[dict, dict]) -> pa.RecordBatch:
+        """The batch, through the lean structure of `structures` (full, lean) when it is enough, else the full."""
+        full, lean = structures
+        if self._lean:
+            try:
+                return self._spans(records, self._transform(records, lean, snake), snake, lean=True)
+            except NeedsFullTransform:
+                pass
+        return self._spans(records, self._transform(records, full, snake), snake, lean=False)
 
     def _transform(self, records: JsonRecords, structure: dict, snake: bool) -> pa.ListArray:
         """Each registered line's resource spans (under `resourceSpans`, or Tempo's `batches`), typed by
@@ -137,13 +147,15 @@ class JsonDecoder:
         import duckdb
 
         text = json.dumps(snake_case(structure) if snake else structure)
-        wrapped = [snake_name(key) if snake else key for key in structure]
-        spans = ", ".join(f"struct_extract(record, '{key}')" for key in wrapped)
+        today, *wrapped = (snake_name(key) if snake else key for key in structure)  # resourceSpans[, batches]
+        fields = ", ".join(
+            [f"struct_extract(record, '{today}') AS rss", *(f"struct_extract(record, '{key}') AS b" for key in wrapped)]
+        )
         try:
             # No ORDER BY: on one thread DuckDB keeps a projection's input order (checked below); sorting the
-            # nested rows would copy them all.
+            # nested rows would copy them all. Nor a coalesce of the two: it would copy them too.
             result = self.connection.sql(
-                f"SELECT line_no, coalesce({spans}) AS rss "
+                f"SELECT line_no, {fields} "
                 f"FROM (SELECT line_no, json_transform(line, '{text}') AS record FROM goodput_lines)"
             ).to_arrow_table()
         except duckdb.Error as error:
@@ -153,6 +165,9 @@ class JsonDecoder:
             raise self._invalid_json(records, first_invalid, error) from None
         line_numbers = result.column("line_no").combine_chunks()
         rss = result.column("rss").combine_chunks()
+        in_wrapper = result.column("b").combine_chunks() if wrapped else None
+        if in_wrapper is not None and in_wrapper.null_count < len(in_wrapper):  # Tempo's {"batches": [...]}
+            rss = pc.coalesce(rss, in_wrapper)
         if not line_numbers.equals(pa.array(range(len(records)), line_numbers.type)):
             rss = rss.take(pc.sort_indices(line_numbers))
         return rss
@@ -188,10 +203,10 @@ class JsonDecoder:
         where = self.where(records.line_numbers[index] + line_in_record - 1, records.offset(index))
         return self._not_a_record(records, index, f"not valid JSON ({problem})", where)
 
-    def _records_without_spans(self, records: JsonRecords, rss: pa.Array) -> dict[str, int]:
+    def _records_without_spans(self, records: JsonRecords, rss: pa.Array, other_names: bool) -> dict[str, int]:
         """Records with no span list: `{}` is an empty batch, another signal's record is skipped and counted (the
         counts are returned), any other record is not an OTLP trace record. Told by their top-level keys, asked of
-        DuckDB for these records alone."""
+        DuckDB for these records alone. Raises _OtherNames for Tempo's wrapper unless `other_names` were read."""
         counts: dict[str, int] = {}
         missing = pc.is_null(rss)
         if not pc.any(missing).as_py():
@@ -205,6 +220,8 @@ class JsonDecoder:
             ).fetchall()
         )
         for index in rows:
+            if not other_names and WRAPPER in (keys.get(index) or ()):
+                raise _OtherNames
             signal = json_record_signal(keys.get(index))
             if signal is None:
                 problem = "JSON without a resourceSpans list: not an OTLP trace record"
@@ -217,7 +234,8 @@ class JsonDecoder:
         """The batch from the transformed records; `lean`: they went through `LEAN_RECORD`, and
         NeedsFullTransform says when that was not enough."""
         names = snake_name if snake else str
-        skipped = self._records_without_spans(records, rss)
+        other_names = names(LEGACY_NAMES["scopeSpans"]) in {child.name for child in rss.type.value_type}
+        skipped = self._records_without_spans(records, rss, other_names)
         rs_line = pc.list_parent_indices(rss)
         resource_spans = rss.flatten()
         try:
@@ -228,6 +246,8 @@ class JsonDecoder:
             raise TraceFormatError(self.path, where, f"{bad.problem}, in a resource") from None
         resources = [ResourceInfo.from_entries(entries) for entries in resource_maps.to_pylist()]
         scope_lists = _today_or_legacy(resource_spans, "scopeSpans", names)
+        if not other_names and scope_lists.null_count:  # resource spans without today's scopeSpans: pre-1.0?
+            raise _OtherNames
         scope_resource = pc.list_parent_indices(scope_lists)
         scope_spans = scope_lists.flatten()
         span_lists = field(scope_spans, "spans")
@@ -307,10 +327,20 @@ class JsonDecoder:
         return pa.ListArray.from_arrays(list_offsets(lists), values, type=LINKS)
 
 
+_TODAYS_NAMES_ONLY = (todays_names_only(RECORD), todays_names_only(LEAN_RECORD))
+
+
+class _OtherNames(Exception):
+    """A record read with today's names alone may use the others (`json_shape.LEGACY_NAMES`, `WRAPPER`)."""
+
+
 def _today_or_legacy(structs: pa.Array, name: str, names: Callable[[str], str]) -> pa.Array:
     """The child `name` of each struct, or where that is missing or empty its pre-1.0 name's (`LEGACY_NAMES`)."""
-    today, legacy = field(structs, names(name)), field(structs, names(LEGACY_NAMES[name]))
-    if legacy.null_count == len(legacy):  # no record used the old name: the usual case
+    today = field(structs, names(name))
+    if names(LEGACY_NAMES[name]) not in {child.name for child in structs.type}:
+        return today  # the transform did not ask for the old name: the usual case
+    legacy = field(structs, names(LEGACY_NAMES[name]))
+    if legacy.null_count == len(legacy):
         return today
     if pa.types.is_list(today.type):
         present = pc.greater(pc.list_value_length(today), 0).fill_null(False)

@@ -6,8 +6,11 @@ encoded attribute over as one bytes object. Arrow then finds the distinct encode
 (`dictionary_encode`), and only those are decoded with the official `opentelemetry.proto` classes and rendered, once
 each, cached across batches: a training job repeats most attribute values on thousands of spans. Measured on a
 200k-span trace, this reads a file in about 0.7-0.9x the time of a plain loop over the official classes that only
-collects the values. Events and links are parsed only for a load that keeps them (`read.events`), and decoded only
-for the spans that have some; a load for the accounting alone skips them unparsed, damage inside them unnoticed.
+collects the values. Events and links are looked for only by a load that keeps them (`read.events`): a pass after
+the loop above asks each span for a mark of them (declared as one bytes field, the cheapest to ask), and only a
+record where some span has one is read again to take its events and links whole and decode them (a span whose last
+event is wholly empty, no name and no time, which no SDK writes, shows no mark). A load for the accounting alone
+skips them unparsed, damage inside them unnoticed.
 
 A record of another signal (a Collector's metrics or logs in the same file) is skipped and counted
 (`read.signals`); pre-1.0 writers' `instrumentation_library_spans` (field 1000) reads as `scope_spans`.
@@ -38,12 +41,14 @@ from .values import render_value
 _KV_CACHE_LIMIT = 200_000  # distinct attributes remembered across batches; cleared when full
 
 
-def _lean_traces_class(with_events: bool = False) -> type[Message]:
-    """`TracesData` with the same field numbers as OTLP, but the fields we do not walk into kept as raw bytes; a
-    span's events and links are declared only `with_events` (otherwise skipped as unknown fields)."""
+def _lean_traces_class(events: str = "") -> type[Message]:
+    """`TracesData` with the same field numbers as OTLP, but the fields we do not walk into kept as raw bytes. A
+    span's events and links are skipped as unknown fields; with `events="mark"` each is declared as one bytes field
+    (the last one written: a cheap mark that there are some), with `events="all"` as the repeated field it is."""
     field = descriptor_pb2.FieldDescriptorProto
     file = descriptor_pb2.FileDescriptorProto(name="goodput_lean_trace.proto", package="goodput.lean", syntax="proto3")
-    extras = [("events", 11, field.TYPE_BYTES, True, None), ("links", 13, field.TYPE_BYTES, True, None)]
+    repeated = events == "all"
+    extras = [("events", 11, field.TYPE_BYTES, repeated, None), ("links", 13, field.TYPE_BYTES, repeated, None)]
     layout: dict[str, list[tuple[str, int, int, bool, str | None]]] = {
         "Span": [
             ("trace_id", 1, field.TYPE_BYTES, False, None),
@@ -55,7 +60,7 @@ def _lean_traces_class(with_events: bool = False) -> type[Message]:
             ("end_time_unix_nano", 8, field.TYPE_FIXED64, False, None),
             ("attributes", 9, field.TYPE_BYTES, True, None),
             ("status", 15, field.TYPE_BYTES, False, None),
-            *(extras if with_events else []),
+            *(extras if events else []),
         ],
         "ScopeSpans": [("scope", 1, field.TYPE_BYTES, False, None), ("spans", 2, field.TYPE_MESSAGE, True, "Span")],
         "ResourceSpans": [
@@ -82,7 +87,8 @@ def _lean_traces_class(with_events: bool = False) -> type[Message]:
 
 
 LeanTracesData = _lean_traces_class()
-LeanTracesWithEvents = _lean_traces_class(with_events=True)
+LeanTracesWithEventMarks = _lean_traces_class(events="mark")
+LeanTracesWithEvents = _lean_traces_class(events="all")
 
 
 def any_value(value: AnyValue) -> object:
@@ -122,7 +128,7 @@ class ProtoBatchBuilder:
         self.schema = schema
         self.other_signals = {} if other_signals is None else other_signals
         self._with_events = "events" in schema.names or "links" in schema.names
-        self._message_class = LeanTracesWithEvents if self._with_events else LeanTracesData
+        self._message_class = LeanTracesWithEventMarks if self._with_events else LeanTracesData
         self._kv_cache: dict[bytes, tuple[str, str | None]] = {}
         self._status_cache: dict[bytes, tuple[int, str]] = {b"": (0, "")}
         self._reset()
@@ -168,11 +174,11 @@ class ProtoBatchBuilder:
         kinds, starts, ends, statuses = self._kinds, self._starts, self._ends, self._statuses
         add_attribute_count, add_attributes = self._attribute_counts.append, self._attributes.extend
         context_index, contexts = self._context_index, self._contexts
+        first_row, marked = len(trace_ids), False
         for resource_spans in message.resource_spans:
             resource = resource_spans.resource
             for scope_spans in resource_spans.scope_spans or resource_spans.instrumentation_library_spans:
                 spans = scope_spans.spans
-                first_row = len(trace_ids)
                 context = contexts.setdefault((resource, scope_spans.scope), len(contexts))
                 context_index.extend([context] * len(spans))
                 for span in spans:
@@ -188,10 +194,19 @@ class ProtoBatchBuilder:
                     attributes = span.attributes
                     add_attribute_count(len(attributes))
                     add_attributes(attributes)
-                if self._with_events:  # a pass of its own: the loop above stays as lean as it was
-                    self._collect_events(spans, first_row)
+                if self._with_events and not marked:  # a pass of its own: the loop above stays as lean as it was
+                    marked = any(span.events or span.links for span in spans)
+        if marked:
+            self._collect_events(LeanTracesWithEvents.FromString(data), first_row)
 
-    def _collect_events(self, spans: Any, first_row: int) -> None:
+    def _collect_events(self, message: Any, first_row: int) -> None:
+        """The encoded events and links of the record `message` (read with them whole), by row."""
+        spans = (
+            span
+            for resource_spans in message.resource_spans
+            for scope_spans in resource_spans.scope_spans or resource_spans.instrumentation_library_spans
+            for span in scope_spans.spans
+        )
         for row, span in enumerate(spans, first_row):
             events, links = span.events, span.links
             if events:
