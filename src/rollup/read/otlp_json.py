@@ -304,7 +304,7 @@ class JsonDecoder:
         flat = lists.flatten()
         try:
             items = [
-                times(field(flat, names("timeUnixNano")), "an event time"),
+                times(field(flat, names("timeUnixNano")), "a time"),
                 field(flat, "name").fill_null(""),
                 self.attributes.maps(field(flat, "attributes"), names),
             ]
