@@ -162,10 +162,14 @@ def query(
     """SQL over the spans: one row a span, in the DuckDB view `spans`.
 
     Columns: trace_id, span_id, parent_span_id, name, kind, start_ns, end_ns, duration_ns, status_code,
-    attributes and resource (maps), scope_name, service, process, bucket, iteration, span_group,
-    efficiency_category, source_file.
+    status_message, attributes and resource (maps), events (list of {time_ns, name, attributes}), links (list of
+    {trace_id, span_id, attributes}), scope_name, scope_version, service, process, host_pid, run_id, bucket,
+    iteration, span_group, efficiency_category, source_file.
 
     Example: goodput query run/ "SELECT bucket, sum(duration_ns)/1e9 AS s FROM spans GROUP BY bucket"
+
+    Exceptions: goodput query run/ "SELECT s.name, e.attributes['exception.type'] FROM spans s,
+    unnest(s.events) AS u(e) WHERE e.name = 'exception'"
     """
     if len(paths_and_sql) < 2:
         raise typer.BadParameter("give at least one PATH and then the SQL", param_hint="PATH... SQL")
