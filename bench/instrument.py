@@ -127,8 +127,20 @@ def main() -> None:
         end_of_call(args.calls, args.repeats)
 
 
+WORK_S = 0.0005  # what each span wraps in the second case: GIL-free work, as a GPU kernel or an RPC is
+
+
 def end_of_call(calls: int, repeats: int) -> None:
-    """The end-of-call guarantee against an empty actor call's round trip, measured in one run on one actor."""
+    """The end-of-call guarantee against an empty actor call's round trip, measured in one run on one actor.
+
+    For a call ending 10 empty spans (the worst case: nothing to overlap the writing with) and 10 spans that each
+    wrap `WORK_S` of work that releases the GIL (the writer thread writes each span while the next one works):
+    the time the flush takes on the call path, timed inside the worker around every flush (what the caller waits
+    for), and the end-to-end difference of the same call with and without the guarantee, medians over short
+    interleaved blocks (noisier: without it the spans pile up and the SDK's thread writes them later, on the same
+    two cores).
+    """
+    import statistics
     import tempfile
 
     import ray
@@ -141,53 +153,82 @@ def end_of_call(calls: int, repeats: int) -> None:
 
     @ray.remote
     class Worker:  # never calls configure(): set up from the first carrier, writing framed protobuf files
+        def __init__(self):
+            self.flush_ns: list[int] = []
+
         def empty(self):
             return None
 
         @accepts_trace_context
-        def ten_spans(self):
+        def ten_spans(self, work_s: float):
             for _ in range(10):
                 with managed_span(RLSpanGroup.GENERATION, "rl.grpo.generation"):
-                    pass
+                    if work_s:
+                        time.sleep(work_s)
 
         def guarantee(self, on: bool) -> None:
-            """Switch the end-of-call flush off (for the comparison only) or back on, in this process."""
-            from instrument import provider, ray_dispatch
+            """Switch the guarantee off (for the comparison only: no writer thread, no flush) or on, timing every
+            flush while on."""
+            from contextvars import ContextVar
 
-            ray_dispatch.flush_ended_spans = provider.flush_ended_spans if on else (lambda: None)
+            from instrument import processor, ray_dispatch
+
+            def timed_flush(pending) -> None:
+                start = time.perf_counter_ns()
+                processor.flush_ended_spans(pending)
+                self.flush_ns.append(time.perf_counter_ns() - start)
+
+            ray_dispatch.flush_ended_spans = timed_flush if on else (lambda pending: None)
+            ray_dispatch.IN_DISPATCHED_CALL = processor.IN_DISPATCHED_CALL if on else ContextVar("off", default=False)
+
+        def flush_us(self) -> float:
+            median = statistics.median(self.flush_ns) / 1e3 if self.flush_ns else 0.0
+            self.flush_ns = []
+            return median
 
     worker = Worker.remote()
+    block = max(10, calls // 10)
+    results = {}
     with umbrella_span(RLSpanGroup.U_STEP, "rl.grpo.step"):
-        ray.get(dispatch_with_trace_context(worker.ten_spans))  # configures the worker
+        ray.get(dispatch_with_trace_context(worker.ten_spans, 0.0))  # configures the worker
 
         def per_call_us(call) -> float:
             start = time.perf_counter()
-            for _ in range(calls):
+            for _ in range(block):
                 ray.get(call())
-            return (time.perf_counter() - start) / calls * 1e6
+            return (time.perf_counter() - start) / block * 1e6
 
-        results = {"empty": float("inf"), "with": float("inf"), "without": float("inf")}
-        for _ in range(repeats):  # interleaved, best of each: drift on a shared machine hits all alike
-            results["empty"] = min(results["empty"], per_call_us(worker.empty.remote))
+        for work_s in (0.0, WORK_S):
+            samples: dict[str, list[float]] = {"empty": [], "with": [], "without": []}
+            for _ in range(repeats * 10):  # short blocks, interleaved: drift on a shared machine hits all alike
+                samples["empty"].append(per_call_us(worker.empty.remote))
+                ray.get(worker.guarantee.remote(True))
+                samples["with"].append(per_call_us(lambda w=work_s: dispatch_with_trace_context(worker.ten_spans, w)))
+                ray.get(worker.guarantee.remote(False))
+                samples["without"].append(
+                    per_call_us(lambda w=work_s: dispatch_with_trace_context(worker.ten_spans, w))
+                )
             ray.get(worker.guarantee.remote(True))
-            results["with"] = min(results["with"], per_call_us(lambda: dispatch_with_trace_context(worker.ten_spans)))
-            ray.get(worker.guarantee.remote(False))
-            results["without"] = min(
-                results["without"], per_call_us(lambda: dispatch_with_trace_context(worker.ten_spans))
-            )
-        ray.get(worker.guarantee.remote(True))
+            flush_us = ray.get(worker.flush_us.remote())
+            results[work_s] = ({key: statistics.median(values) for key, values in samples.items()}, flush_us)
     ray.shutdown()
     instrument.shutdown()
 
-    cost = results["with"] - results["without"]
-    print(f"\nend of a dispatched call, {calls} calls per measurement, best of {repeats} (framed protobuf files)")
-    print(f"empty actor call round trip            {results['empty']:7.1f} us/call  (baseline)")
-    print(f"call ending 10 spans, without flush    {results['without']:7.1f} us/call")
-    print(f"call ending 10 spans, with the flush   {results['with']:7.1f} us/call")
-    print(
-        f"the guarantee adds                     {cost:7.1f} us/call  "
-        f"{cost / results['empty']:.1%} of the empty round trip (bar 10%)"
-    )
+    print(f"\nend of a dispatched call: {repeats * 10} interleaved blocks of {block} calls, medians (framed protobuf)")
+    for work_s, (medians, flush_us) in results.items():
+        what = "10 empty spans" if not work_s else f"10 spans of {work_s * 1e3:g} ms GIL-free work"
+        empty = medians["empty"]
+        print(f"  call ending {what}")
+        print(f"    empty actor call round trip          {empty:8.1f} us/call  (baseline)")
+        print(f"    the call, without the guarantee      {medians['without']:8.1f} us/call")
+        print(
+            f"    the call, with the guarantee         {medians['with']:8.1f} us/call  "
+            f"(end to end: {medians['with'] - medians['without']:+.1f} us)"
+        )
+        print(
+            f"    the flush on the call path           {flush_us:8.1f} us/call  "
+            f"{flush_us / empty:.1%} of the empty round trip (bar 10%)"
+        )
 
 
 if __name__ == "__main__":

@@ -129,3 +129,33 @@ def test_an_actor_that_never_configures_is_set_up_like_its_caller_and_its_spans_
         for span in scope_spans.spans
     ]
     assert spans == ["rl.toy.reward"]
+
+
+@ray.remote
+class Generator:
+    """Ends a span, works without the GIL, and looks at its own trace file while the call still runs."""
+
+    @accepts_trace_context
+    def generate(self):
+        import time
+
+        from instrument.provider import STATE
+
+        with managed_span(RLSpanGroup.GENERATION, "rl.toy.generation"):
+            pass
+        time.sleep(0.2)  # a GPU kernel's worth of GIL-free work: the writer thread writes the span meanwhile
+        path = STATE.processor.span_exporter.file_path
+        return str(path) if path is not None else None, path.stat().st_size if path is not None else 0
+
+
+def test_spans_of_a_dispatched_call_are_written_while_it_works_not_only_as_it_returns(ray_cluster, tmp_path):
+    instrument.configure(service_name="driver", exporter="otlp-file", path=tmp_path, span_groups="all", run_id="r8")
+    generator = Generator.remote()
+    try:
+        with umbrella_span(RLSpanGroup.U_STEP, "rl.toy.step"):
+            path, size_during_the_call = ray.get(dispatch_with_trace_context(generator.generate))
+    finally:
+        ray.kill(generator)
+    assert path is not None and size_during_the_call > 0
+    assert [span.name for record in read_framed_records(path) for rs in record.resource_spans
+            for ss in rs.scope_spans for span in ss.spans] == ["rl.toy.generation"]  # fmt: skip

@@ -34,6 +34,11 @@ _EMPTY_STATUS = b"\x7a\x00"
 _LOCAL_PARENT_FLAGS = b"\x85\x01" + _pack_fixed32(_HAS_IS_REMOTE)
 _REMOTE_PARENT_FLAGS = b"\x85\x01" + _pack_fixed32(_HAS_IS_REMOTE | _IS_REMOTE)
 _KIND = {value: b"\x30" + bytes([value + 1]) for value in range(5)}  # OTLP counts from UNSPECIFIED, the SDK from 0
+# Tag, trace id (two big-endian halves), tag, span id [, tag, parent span id]; then tag, start, tag, end (fixed64).
+_IDS = struct.Struct(">HQQHQ").pack
+_IDS_AND_PARENT = struct.Struct(">HQQHQHQ").pack
+_TIMES = struct.Struct("<BQBQ").pack
+_LOW_64 = (1 << 64) - 1
 
 
 def _varint(value: int) -> bytes:
@@ -43,6 +48,9 @@ def _varint(value: int) -> bytes:
         value >>= 7
     out.append(value)
     return bytes(out)
+
+
+_SPAN_TAG_AND_SIZE = [b"\x12" + _varint(size) for size in range(4_096)]  # a span's field header, by its size
 
 
 def _field(tag: bytes, payload: bytes) -> bytes:
@@ -107,25 +115,27 @@ def _is_plain(span: ReadableSpan) -> bool:
     )  # fmt: skip
 
 
-def _span(span: ReadableSpan) -> bytes:
-    """One `Span` message; the official encoder's for a span with events, links, a trace state or dropped counts."""
+def _span_field(span: ReadableSpan) -> bytes:
+    """One span as the `spans` field (tag 2) of a ScopeSpans: its `Span` message behind tag and length. The official
+    encoder's message for a span with events, links, a trace state or dropped counts; the rest is built here from
+    as few objects as will do, since this runs as a dispatched call returns."""
     if not _is_plain(span):
-        return _encode_span(span).SerializeToString()
+        return _field(b"\x12", _encode_span(span).SerializeToString())
     context, parent = span.context, span.parent
     name = _name_bytes.get(span.name)
     if name is None:
         if len(_name_bytes) >= _ATTRIBUTE_CACHE_LIMIT:
             _name_bytes.clear()
         name = _name_bytes[span.name] = _field(b"\x2a", span.name.encode()) if span.name else b""
-    parts = [
-        b"\x0a\x10", context.trace_id.to_bytes(16, "big"),
-        b"\x12\x08", context.span_id.to_bytes(8, "big"),
-        b"\x22\x08" + parent.span_id.to_bytes(8, "big") if parent is not None else b"",
-        name,
-        _KIND[span.kind.value],
-        b"\x39", _pack_fixed64(span.start_time),  # type: ignore[arg-type]
-        b"\x41", _pack_fixed64(span.end_time),  # type: ignore[arg-type]
-    ]  # fmt: skip
+    trace_id = context.trace_id
+    if parent is None:
+        ids = _IDS(0x0A10, trace_id >> 64, trace_id & _LOW_64, 0x1208, context.span_id)
+        flags = _LOCAL_PARENT_FLAGS
+    else:
+        ids = _IDS_AND_PARENT(0x0A10, trace_id >> 64, trace_id & _LOW_64, 0x1208, context.span_id, 0x2208,
+                              parent.span_id)  # fmt: skip
+        flags = _REMOTE_PARENT_FLAGS if parent.is_remote else _LOCAL_PARENT_FLAGS
+    parts = [ids, name, _KIND[span.kind.value], _TIMES(0x39, span.start_time, 0x41, span.end_time)]
     attributes = getattr(span, "_attributes", None)
     attributes = span.attributes if attributes is None else getattr(attributes, "_dict", attributes)
     if attributes:
@@ -137,7 +147,9 @@ def _span(span: ReadableSpan) -> bytes:
                 encoded = None
             parts.append(encoded or _attribute(key, value))
     parts.append(_status(span))
-    parts.append(_REMOTE_PARENT_FLAGS if parent is not None and parent.is_remote else _LOCAL_PARENT_FLAGS)
+    parts.append(flags)
+    size = sum(map(len, parts))
+    parts.insert(0, _SPAN_TAG_AND_SIZE[size] if size < len(_SPAN_TAG_AND_SIZE) else b"\x12" + _varint(size))
     return b"".join(parts)
 
 
@@ -162,7 +174,7 @@ def encode_request(spans: Sequence[ReadableSpan]) -> bytes:
         entry = by_object.get(id(resource))
         if entry is None:
             entry = by_object[id(resource)] = (resource, {})
-        entry[1].setdefault(scope, []).append(_field(b"\x12", _span(span)))
+        entry[1].setdefault(scope, []).append(_span_field(span))
     groups: list[tuple[Any, dict[Any, list[bytes]]]] = []
     for resource, scopes in by_object.values():  # then as the official encoder does: equal resources share an entry
         twin = next((other for other in groups if len(by_object) > 1 and other[0] == resource), None)

@@ -18,11 +18,12 @@ from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+from opentelemetry.sdk.trace import Span, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import SpanExporter
 
 from ._log import logger, warn_once
 from .groups import resolve_span_groups
+from .processor import DEFAULT_MAX_QUEUE_SIZE, CountingBatchSpanProcessor
 from .wire import (
     BAGGAGE_EXPORTER,
     BAGGAGE_RUN_ID,
@@ -49,8 +50,6 @@ INSTRUMENTATION_SCOPE = "goodput.instrument"
 
 FILE_EXPORTERS = ("otlp-file", "json-file")
 
-# A burst of short spans (per-prompt work, a fast data plane) must not overflow the queue between two exports.
-DEFAULT_MAX_QUEUE_SIZE = 65_536
 DEFAULT_MAX_EXPORT_BATCH_SIZE = 4_096
 
 _ITERATION: ContextVar[int | None] = ContextVar("goodput_iteration", default=None)
@@ -65,7 +64,7 @@ class _Telemetry:
         self.enabled: frozenset[str] = frozenset()
         self.tracer: trace.Tracer | None = None
         self.provider: TracerProvider | None = None
-        self.processor: _CountingBatchSpanProcessor | None = None
+        self.processor: CountingBatchSpanProcessor | None = None
         # Ray methods whose signature rejected the trace carrier once (see `ray_dispatch`); a new set-up may come
         # with redefined actors, so it starts empty again.
         self.carrier_refused: set[str] = set()
@@ -88,43 +87,6 @@ class _IterationStampProcessor(SpanProcessor):
         iteration = _ITERATION.get()
         if iteration is not None and RL_ITERATION_ATTR not in (span.attributes or {}):
             span.set_attribute(RL_ITERATION_ATTR, iteration)
-
-
-class _CountingBatchSpanProcessor(BatchSpanProcessor):
-    """A batch processor that counts the spans it drops when its queue is full, so a lossy trace says so."""
-
-    def __init__(self, exporter: SpanExporter, **kwargs: Any) -> None:
-        super().__init__(exporter, **kwargs)
-        self.dropped = 0
-        self._capacity = kwargs.get("max_queue_size") or DEFAULT_MAX_QUEUE_SIZE
-        self._queue = getattr(self._batch_processor, "_queue", None)
-
-    def on_end(self, span: ReadableSpan) -> None:
-        if self._queue is not None and len(self._queue) >= self._capacity:
-            self.dropped += 1
-        super().on_end(span)
-
-    def has_pending(self) -> bool:
-        """Whether spans wait in the queue (True when the SDK's queue cannot be seen: then flush anyway)."""
-        return self._queue is None or bool(self._queue)
-
-    def export_pending(self) -> None:
-        """Export what waits in the queue, in this thread, as one batch: `force_flush` without its per-batch context
-        switch and bookkeeping, for the end of every dispatched call. Falls back to `force_flush` where the SDK's
-        internals are not as expected."""
-        batch_processor = self._batch_processor
-        lock, queue = getattr(batch_processor, "_export_lock", None), self._queue
-        exporter = getattr(batch_processor, "_exporter", None)
-        if lock is None or queue is None or exporter is None:
-            self.force_flush()
-            return
-        with lock:  # the worker thread exports under the same lock: never both at once, never a span twice
-            batch = [queue.pop() for _ in range(len(queue))]  # the oldest are at the right
-            if batch:
-                metrics = getattr(batch_processor, "_metrics", None)
-                if metrics is not None:
-                    metrics.finish_items(len(batch))
-                exporter.export(batch)
 
 
 class _SwappableTracerProvider(trace.TracerProvider):
@@ -305,7 +267,7 @@ def configure(
 
     provider = TracerProvider(resource=resource)
     provider.add_span_processor(_IterationStampProcessor())
-    processor = _CountingBatchSpanProcessor(
+    processor = CountingBatchSpanProcessor(
         span_exporter,
         max_queue_size=int(os.environ.get(OTEL_BSP_MAX_QUEUE_SIZE, DEFAULT_MAX_QUEUE_SIZE)),
         max_export_batch_size=int(os.environ.get(OTEL_BSP_MAX_EXPORT_BATCH_SIZE, DEFAULT_MAX_EXPORT_BATCH_SIZE)),
@@ -353,21 +315,6 @@ def force_flush(timeout_millis: int = 30_000) -> bool:
     """Export every span ended so far without closing anything (for a worker about to report back)."""
     provider = STATE.provider
     return provider.force_flush(timeout_millis) if provider is not None else True
-
-
-def flush_ended_spans() -> None:
-    """Hand every span ended so far to the exporter, in this thread, now; nearly free when none waits.
-
-    Called as a dispatched Ray call returns (`ray_dispatch`): Ray ends actor processes without running atexit
-    handlers, so a span still in the batch queue when the caller exits or kills the actor would be lost.
-    """
-    processor = STATE.processor
-    if processor is None or not processor.has_pending():
-        return
-    try:
-        processor.export_pending()
-    except Exception:
-        logger.exception("goodput: flushing the spans of a dispatched call failed")
 
 
 def dropped_spans() -> int:

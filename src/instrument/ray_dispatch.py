@@ -25,7 +25,8 @@ from .context import (
     trace_context_kwargs,
     wrap_in_context,
 )
-from .provider import STATE, flush_ended_spans
+from .processor import IN_DISPATCHED_CALL, flush_ended_spans
+from .provider import STATE
 from .worker_setup import configure_from_carrier, service_name_of
 
 __all__ = [
@@ -168,10 +169,12 @@ def _carrier_parent(kwargs: dict[str, Any], service: str) -> Any | None:
 
 @contextmanager
 def _dispatched_call(parent: Any | None) -> Iterator[None]:
-    """The body of a dispatched call (or one step of a streamed one) under the caller's context; the spans it ended
-    are handed to the exporter before the caller can see the result (`provider.flush_ended_spans`)."""
+    """The body of a dispatched call (or one step of a streamed one) under the caller's context; the spans it ends
+    are written as they end and, what remains, before the caller can see the result (`processor`)."""
+    token = IN_DISPATCHED_CALL.set(True)
     try:
         with attached_context(parent):
             yield
     finally:
-        flush_ended_spans()
+        IN_DISPATCHED_CALL.reset(token)
+        flush_ended_spans(STATE.processor)
