@@ -35,8 +35,10 @@ from .wire import (
     ENV_SPAN_GROUPS,
     ENV_TRACE_OWNER_PID,
     ENV_TRACE_PATH,
+    OTEL_BSP_EXPORT_TIMEOUT,
     OTEL_BSP_MAX_EXPORT_BATCH_SIZE,
     OTEL_BSP_MAX_QUEUE_SIZE,
+    OTEL_BSP_SCHEDULE_DELAY,
     OTEL_EXPORTER_OTLP_ENDPOINT,
     OTEL_EXPORTER_OTLP_TRACES_ENDPOINT,
     OTEL_RESOURCE_ATTRIBUTES,
@@ -51,6 +53,8 @@ INSTRUMENTATION_SCOPE = "goodput.instrument"
 FILE_EXPORTERS = ("otlp-file", "json-file")
 
 DEFAULT_MAX_EXPORT_BATCH_SIZE = 4_096
+DEFAULT_SCHEDULE_DELAY_MILLIS = 5_000  # the SDK's own defaults
+DEFAULT_EXPORT_TIMEOUT_MILLIS = 30_000
 
 _ITERATION: ContextVar[int | None] = ContextVar("goodput_iteration", default=None)
 
@@ -192,6 +196,50 @@ def _run_id(run_id: str | None, resource_attributes: Mapping[str, Any] | None, s
     return chosen
 
 
+def _bsp_variable(name: str, default: int, *, positive: bool = True) -> tuple[int, bool]:
+    """`(value, whether the environment chose it)` for one `OTEL_BSP_*` variable, read as the SDK reads it (an
+    integer), except that a value the SDK would refuse later is logged and replaced by the default here."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:  # unset, or set to nothing: the OTel specification treats an empty value as unset
+        return default, False
+    try:
+        value = int(raw)
+    except ValueError:
+        logger.warning("goodput: %s=%r is not an integer; using %d", name, raw, default)
+        return default, False
+    if positive and value <= 0:
+        logger.warning("goodput: %s=%d must be positive; using %d", name, value, default)
+        return default, False
+    return value, True
+
+
+def _batch_settings() -> dict[str, int]:
+    """The batch processor's settings from the `OTEL_BSP_*` variables. Never raises: a Ray worker calls configure()
+    bare, so one bad cluster-wide variable must not stop every worker. A batch never exceeds the queue: a default
+    gives way to the value the environment set, and where both are set the batch is cut to the queue."""
+    queue, queue_set = _bsp_variable(OTEL_BSP_MAX_QUEUE_SIZE, DEFAULT_MAX_QUEUE_SIZE)
+    batch, batch_set = _bsp_variable(OTEL_BSP_MAX_EXPORT_BATCH_SIZE, DEFAULT_MAX_EXPORT_BATCH_SIZE)
+    if batch > queue:
+        if batch_set and not queue_set:
+            queue = batch
+        else:
+            if batch_set:
+                logger.warning(
+                    "goodput: %s=%d exceeds %s=%d; exporting batches of at most %d spans",
+                    OTEL_BSP_MAX_EXPORT_BATCH_SIZE, batch, OTEL_BSP_MAX_QUEUE_SIZE, queue, queue,
+                )  # fmt: skip
+            batch = queue
+    delay, _ = _bsp_variable(OTEL_BSP_SCHEDULE_DELAY, DEFAULT_SCHEDULE_DELAY_MILLIS)
+    # The SDK accepts any integer as the export timeout (it does not use it), so only a non-integer is replaced.
+    timeout, _ = _bsp_variable(OTEL_BSP_EXPORT_TIMEOUT, DEFAULT_EXPORT_TIMEOUT_MILLIS, positive=False)
+    return {
+        "max_queue_size": queue,
+        "max_export_batch_size": batch,
+        "schedule_delay_millis": delay,
+        "export_timeout_millis": timeout,
+    }
+
+
 def _handed_on(groups: str, exporter_kind: str | None, path: str | None, run_id: str) -> dict[str, str]:
     """What a carrier hands on of this set-up: the run id, the groups, and the exporter and path where a worker
     can build the same (a SpanExporter object cannot travel)."""
@@ -267,11 +315,7 @@ def configure(
 
     provider = TracerProvider(resource=resource)
     provider.add_span_processor(_IterationStampProcessor())
-    processor = CountingBatchSpanProcessor(
-        span_exporter,
-        max_queue_size=int(os.environ.get(OTEL_BSP_MAX_QUEUE_SIZE, DEFAULT_MAX_QUEUE_SIZE)),
-        max_export_batch_size=int(os.environ.get(OTEL_BSP_MAX_EXPORT_BATCH_SIZE, DEFAULT_MAX_EXPORT_BATCH_SIZE)),
-    )
+    processor = CountingBatchSpanProcessor(span_exporter, **_batch_settings())
     provider.add_span_processor(processor)
 
     with _configure_lock:
