@@ -6,10 +6,14 @@ the span helpers consult. They mirror `nemo_rl.telemetry.instrumentation` value 
 
 from __future__ import annotations
 
+import difflib
 import enum
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Set as AbstractSet
 from types import MappingProxyType
+from typing import ClassVar
 
+from ._log import warn_once
 from .wire import (  # noqa: F401 - re-exported: the reference module defines them beside the groups
     RL_ALGORITHM,
     RL_BUCKET_ATTR,
@@ -33,11 +37,26 @@ BUCKETS: tuple[str, ...] = tuple(bucket.value for bucket in Bucket)
 """The bucket tokens in their default precedence order, as they stand in `rl.bucket`."""
 
 
-class RLSpanGroup:
+class _GroupNames(type):
+    """Lets `RLSpanGroup` be read as the collection of its groups, as the reference's enum-like use expects:
+    `list(RLSpanGroup)` lists every group once (aliases are not groups), `"generation" in RLSpanGroup` is True."""
+
+    def __iter__(cls) -> Iterator[str]:
+        return iter(_GROUP_ORDER)
+
+    def __len__(cls) -> int:
+        return len(_GROUP_ORDER)
+
+    def __contains__(cls, group: object) -> bool:
+        return group in ALL_GROUPS
+
+
+class RLSpanGroup(metaclass=_GroupNames):
     """Span group names. Leaf groups carry a bucket; umbrella groups are timed and nested, never bucketed.
 
     The `U_` aliases have the same string values as their plain names: writing `RLSpanGroup.U_ROLLOUT` at a call
-    site tells a reader, without a lookup, that this span is absent from a goodput rollup.
+    site tells a reader, without a lookup, that this span is absent from a goodput rollup. Iterating the class
+    gives every group once, in the order below; `ALL_GROUPS` holds them as a set.
     """
 
     # Leaf groups.
@@ -65,6 +84,25 @@ class RLSpanGroup:
     U_EVALUATE = EVALUATE
     U_SETUP = SETUP
     U_PER_PROMPT = PER_PROMPT
+
+    ALL_GROUPS: ClassVar[frozenset[str]]
+    """Every group declared above (set after the class body, which cannot read its own attributes)."""
+
+    @classmethod
+    def resolve(cls, spec: str | Iterable[str]) -> frozenset[str] | EveryGroupBut:
+        """The groups a `span_groups` spec selects, as `configure` reads it: see :func:`resolve_span_groups`."""
+        return resolve_span_groups(spec)
+
+
+# Read off the class rather than listed by hand, so a group added above cannot be left out of `all`'s vocabulary.
+_GROUP_ORDER: tuple[str, ...] = tuple(
+    dict.fromkeys(
+        value
+        for name, value in vars(RLSpanGroup).items()
+        if isinstance(value, str) and name.isupper() and not name.startswith("U_")
+    )
+)
+RLSpanGroup.ALL_GROUPS = ALL_GROUPS = frozenset(_GROUP_ORDER)
 
 
 UMBRELLA_GROUPS: frozenset[str] = frozenset(
@@ -125,23 +163,162 @@ UNBUCKETED_SPAN_CATEGORIES: frozenset[str] = COLLECTOR_LOOP_CATEGORIES | {"init/
 `init/total` covers start-up phases that have spans of their own; the collector waits overlap the trainer.
 """
 
-ALL_GROUPS: frozenset[str] = frozenset(_DEFAULT_GROUP_BUCKET) | {RLSpanGroup.EFFICIENCY} | UMBRELLA_GROUPS
 
+class EveryGroupBut:
+    """Every span group but those `excluded`, a job's own new groups included: what `all` and `per_step` enable.
 
-class EveryGroupBut(frozenset):
-    """The enabled set of `all` and `per_step`: every group, a job's own new leaves included, except those held.
-
-    A subclass of frozenset so the span helpers' hot-path `group in enabled` test stays one expression.
+    A set without end, so a type of its own rather than a frozenset, which would quietly answer iteration, `len`,
+    `bool` and the set operators for the excluded groups instead. `in`, `|`, `&`, `-`, `^`, the comparisons and
+    their named methods mean what they mean for "every group but these", with frozensets (or any set) on either
+    side; a result that has an end is a frozenset. `bool()` is True. Iterating and `len()` raise TypeError: what
+    exists of it is `RLSpanGroup.ALL_GROUPS & enabled`.
     """
 
+    __slots__ = ("excluded",)
+    excluded: frozenset[str]
+
+    def __init__(self, excluded: Iterable[str] = ()) -> None:
+        object.__setattr__(self, "excluded", frozenset((excluded,) if isinstance(excluded, str) else excluded))
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+    def __reduce__(self) -> tuple[type[EveryGroupBut], tuple[tuple[str, ...]]]:
+        return EveryGroupBut, (tuple(sorted(self.excluded)),)
+
     def __contains__(self, group: object) -> bool:
-        return not frozenset.__contains__(self, group)
+        return group not in self.excluded
+
+    def __bool__(self) -> bool:
+        return True
+
+    def _refuse(self, what: str) -> TypeError:
+        but = f" but {', '.join(map(repr, sorted(self.excluded)))}" if self.excluded else ""
+        return TypeError(
+            f"{self!r} stands for every span group{but}, a job's own groups included, so it cannot be {what}: "
+            "`RLSpanGroup.ALL_GROUPS & groups` gives goodput's groups among them, and configure(span_groups=) "
+            "takes a preset's name ('all', 'per_step') rather than its value"
+        )
+
+    def __iter__(self) -> Iterator[str]:
+        raise self._refuse("iterated")
+
+    def __len__(self) -> int:
+        raise self._refuse("counted")
 
     def __repr__(self) -> str:
-        return f"EveryGroupBut({sorted(self)!r})"
+        held = ", ".join(map(repr, sorted(self.excluded)))
+        return f"EveryGroupBut({{{held}}})" if held else "EveryGroupBut()"
+
+    def __hash__(self) -> int:
+        return hash((EveryGroupBut, self.excluded))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, EveryGroupBut):
+            return self.excluded == other.excluded
+        if isinstance(other, AbstractSet):
+            return False  # a set with an end is never every group but some
+        return NotImplemented
+
+    def __or__(self, other: AbstractSet[str] | EveryGroupBut) -> EveryGroupBut:
+        if isinstance(other, EveryGroupBut):
+            return EveryGroupBut(self.excluded & other.excluded)
+        if isinstance(other, AbstractSet):
+            return EveryGroupBut(self.excluded - other)
+        return NotImplemented
+
+    def __ror__(self, other: AbstractSet[str]) -> EveryGroupBut:
+        return self.__or__(other)
+
+    def __and__(self, other: AbstractSet[str] | EveryGroupBut) -> frozenset[str] | EveryGroupBut:
+        if isinstance(other, EveryGroupBut):
+            return EveryGroupBut(self.excluded | other.excluded)
+        if isinstance(other, AbstractSet):
+            return frozenset(other) - self.excluded
+        return NotImplemented
+
+    def __rand__(self, other: AbstractSet[str]) -> frozenset[str] | EveryGroupBut:
+        return self.__and__(other)
+
+    def __sub__(self, other: AbstractSet[str] | EveryGroupBut) -> frozenset[str] | EveryGroupBut:
+        if isinstance(other, EveryGroupBut):
+            return other.excluded - self.excluded
+        if isinstance(other, AbstractSet):
+            return EveryGroupBut(self.excluded | other)
+        return NotImplemented
+
+    def __rsub__(self, other: AbstractSet[str]) -> frozenset[str]:
+        if isinstance(other, AbstractSet):
+            return frozenset(other) & self.excluded
+        return NotImplemented
+
+    def __xor__(self, other: AbstractSet[str] | EveryGroupBut) -> frozenset[str] | EveryGroupBut:
+        if isinstance(other, EveryGroupBut):
+            return self.excluded ^ other.excluded
+        if isinstance(other, AbstractSet):
+            return EveryGroupBut(self.excluded ^ other)
+        return NotImplemented
+
+    def __rxor__(self, other: AbstractSet[str]) -> frozenset[str] | EveryGroupBut:
+        return self.__xor__(other)
+
+    def __le__(self, other: AbstractSet[str] | EveryGroupBut) -> bool:
+        if isinstance(other, EveryGroupBut):
+            return other.excluded <= self.excluded
+        if isinstance(other, AbstractSet):
+            return False  # without end, so never inside a set with one
+        return NotImplemented
+
+    def __ge__(self, other: AbstractSet[str] | EveryGroupBut) -> bool:
+        if isinstance(other, EveryGroupBut):
+            return self.excluded <= other.excluded
+        if isinstance(other, AbstractSet):
+            return self.excluded.isdisjoint(other)
+        return NotImplemented
+
+    def __lt__(self, other: AbstractSet[str] | EveryGroupBut) -> bool:
+        return self <= other and self != other
+
+    def __gt__(self, other: AbstractSet[str] | EveryGroupBut) -> bool:
+        return self >= other and self != other
+
+    # The named methods take any iterable of names, as frozenset's do.
+    def union(self, *others: Iterable[str]) -> EveryGroupBut:
+        result = self
+        for other in others:
+            result = result | _as_set(other)
+        return result
+
+    def intersection(self, *others: Iterable[str]) -> frozenset[str] | EveryGroupBut:
+        result: frozenset[str] | EveryGroupBut = self
+        for other in others:
+            result = result & _as_set(other)
+        return result
+
+    def difference(self, *others: Iterable[str]) -> frozenset[str] | EveryGroupBut:
+        result: frozenset[str] | EveryGroupBut = self
+        for other in others:
+            result = result - _as_set(other)
+        return result
+
+    def symmetric_difference(self, other: Iterable[str]) -> frozenset[str] | EveryGroupBut:
+        return self ^ _as_set(other)
+
+    def issubset(self, other: Iterable[str]) -> bool:
+        return self <= _as_set(other)
+
+    def issuperset(self, other: Iterable[str]) -> bool:
+        return self >= _as_set(other)
+
+    def isdisjoint(self, other: Iterable[str]) -> bool:
+        return not (self & _as_set(other))
 
 
-SPAN_GROUP_PRESETS: Mapping[str, frozenset[str]] = MappingProxyType(
+def _as_set(names: Iterable[str]) -> AbstractSet[str] | EveryGroupBut:
+    return names if isinstance(names, AbstractSet | EveryGroupBut) else frozenset(names)
+
+
+SPAN_GROUP_PRESETS: Mapping[str, frozenset[str] | EveryGroupBut] = MappingProxyType(
     {
         "default": frozenset(
             {
@@ -184,23 +361,51 @@ def bucket_for_efficiency_category(category: str) -> Bucket | None:
         return None
 
 
-def resolve_span_groups(span_groups: str | Iterable[str]) -> frozenset[str]:
+def resolve_span_groups(span_groups: str | Iterable[str]) -> frozenset[str] | EveryGroupBut:
     """The enabled groups for a preset name, a comma-separated list, or an iterable of names and presets.
 
-    Names outside the known groups are kept: a job may add leaf groups of its own.
+    Preset and group names are matched in any case. A name that is neither is kept as written, since a job may add
+    leaf groups of its own, and reported once with the valid names, since it is more often a typo (`per-step`).
     """
     names = span_groups.split(",") if isinstance(span_groups, str) else span_groups
-    only: set[str] = set()
-    all_but: set[str] | None = None
+    enabled: frozenset[str] | EveryGroupBut = frozenset()
     for raw in names:
         name = str(raw).strip()
-        preset = SPAN_GROUP_PRESETS.get(name)
-        if isinstance(preset, EveryGroupBut):
-            all_but = set(preset) if all_but is None else all_but & set(preset)
-        elif preset is not None:
-            only |= preset
+        folded = name.lower()
+        preset = SPAN_GROUP_PRESETS.get(folded)
+        if preset is not None:
+            enabled = enabled | preset
+        elif folded in ALL_GROUPS:
+            enabled = enabled | {folded}
         elif name:
-            only.add(name)
-    if all_but is not None:
-        return EveryGroupBut(all_but - only)
-    return frozenset(only)
+            report_unknown_group(name, in_spec=True)
+            enabled = enabled | {name}
+    return enabled
+
+
+def report_unknown_group(group: object, *, in_spec: bool) -> None:
+    """Log, once per name and process, a group name goodput does not know, with the valid names."""
+    close = difflib.get_close_matches(str(group).lower(), [*_GROUP_ORDER, *SPAN_GROUP_PRESETS], n=1, cutoff=0.75)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    consequence = (
+        "in span_groups it turns on only a job's own group of that name"
+        if in_spec
+        else "where enabled, its spans are recorded as leaves charged to overhead, as a job's own group's are"
+    )
+    warn_once(
+        f"unknown-span-group:{group}",
+        "goodput: %r is not a span group or preset goodput knows%s; %s. Groups: %s. Presets (any case): %s",
+        group,
+        hint,
+        consequence,
+        ", ".join(_GROUP_ORDER),
+        ", ".join(SPAN_GROUP_PRESETS),
+        stack_info=not in_spec,  # at a span helper, the call site is what to fix
+    )
+
+
+def group_gate(enabled: frozenset[str] | EveryGroupBut) -> dict[str, bool]:
+    """`group -> group in enabled` for every group goodput knows: what the span helpers read, one dict lookup
+    whatever kind of set `enabled` is. They add any other name the first time they see it (reporting it then, off
+    every later span's path)."""
+    return {group: group in enabled for group in _GROUP_ORDER}

@@ -22,7 +22,7 @@ from opentelemetry.sdk.trace import Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter
 
 from ._log import logger, warn_once
-from .groups import resolve_span_groups
+from .groups import EveryGroupBut, group_gate, resolve_span_groups
 from .processor import DEFAULT_MAX_QUEUE_SIZE, CountingBatchSpanProcessor
 from .wire import (
     BAGGAGE_EXPORTER,
@@ -60,12 +60,15 @@ _ITERATION: ContextVar[int | None] = ContextVar("goodput_iteration", default=Non
 
 
 class _Telemetry:
-    """What the span helpers read on every call: the enabled groups and the tracer to open spans on."""
+    """What the span helpers read on every call: the enabled groups (as `gate`) and the tracer to open spans on."""
 
-    __slots__ = ("enabled", "tracer", "provider", "processor", "carrier_refused", "handed_on")
+    __slots__ = ("enabled", "gate", "tracer", "provider", "processor", "carrier_refused", "handed_on")
 
     def __init__(self) -> None:
-        self.enabled: frozenset[str] = frozenset()
+        self.enabled: frozenset[str] | EveryGroupBut = frozenset()
+        # `group in enabled` as a dict, the span helpers' one lookup (see `groups.group_gate`). Always replaced
+        # after `enabled`, so an entry learned from `enabled` on first sight is never older than the gate.
+        self.gate: dict[str, bool] = group_gate(self.enabled)
         self.tracer: trace.Tracer | None = None
         self.provider: TracerProvider | None = None
         self.processor: CountingBatchSpanProcessor | None = None
@@ -324,6 +327,7 @@ def configure(
         STATE.processor = processor
         STATE.tracer = provider.get_tracer(INSTRUMENTATION_SCOPE)
         STATE.enabled = enabled
+        STATE.gate = group_gate(enabled)
         STATE.carrier_refused = set()
     _install_global_proxy()
     groups_text = groups_spec if isinstance(groups_spec, str) else ",".join(str(name) for name in groups_spec)
@@ -335,6 +339,7 @@ def configure(
 def _shutdown_locked() -> None:
     provider, processor = STATE.provider, STATE.processor
     STATE.enabled = frozenset()
+    STATE.gate = group_gate(STATE.enabled)
     STATE.handed_on = {}
     STATE.tracer = None
     STATE.provider = None

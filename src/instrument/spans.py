@@ -1,7 +1,7 @@
 """Bucket-tagged spans, umbrella spans, efficiency spans and the scopes that shape them.
 
 Every helper returns a context manager that yields the span, or None when its group is disabled; a disabled group
-costs one set lookup. Every span emitted here carries `rl.span_group`, and leaf spans carry `rl.bucket`, which is
+costs one dict lookup. Every span emitted here carries `rl.span_group`, and leaf spans carry `rl.bucket`, which is
 what lets a rollup charge wall clock without double counting.
 """
 
@@ -26,6 +26,7 @@ from .groups import (
     Bucket,
     RLSpanGroup,
     bucket_for_efficiency_category,
+    report_unknown_group,
 )
 from .provider import _ITERATION, STATE
 from .wire import (
@@ -148,12 +149,38 @@ def _span_attributes(group: str, bucketed: bool, attributes: Mapping[str, Any]) 
     return merged
 
 
+def _first_sight(group: str) -> bool:
+    """Whether a group the gate has not seen is enabled. The gate holds all of goodput's groups from the start, so
+    this is a job's own group or a typo: reported once, then answered by the gate like any other."""
+    gate = STATE.gate
+    enabled = STATE.enabled  # read after the gate, which configure() replaces after it: never older than the gate
+    report_unknown_group(group, in_spec=False)
+    gate[group] = on = group in enabled
+    return on
+
+
+def is_span_group_enabled(group: str) -> bool:
+    """Whether spans of `group` are recorded now; False before `configure()` and after `shutdown()`.
+
+    The check every span helper makes first, for call sites that build costly attributes only when they will be
+    recorded. An unknown name is reported once, as at a span helper.
+    """
+    try:
+        return STATE.gate[group]
+    except KeyError:
+        return _first_sight(group)
+
+
 def _managed_span(
     group: str, name: str, tracer: trace.Tracer | None, bucketed: bool, attributes: Mapping[str, Any]
 ) -> ContextManager[Any]:
     """The one place spans are opened as current: gate on the group, tag, start."""
-    if group not in STATE.enabled:
-        return NO_SPAN
+    try:
+        if not STATE.gate[group]:
+            return NO_SPAN
+    except KeyError:
+        if not _first_sight(group):
+            return NO_SPAN
     tracer = tracer or STATE.tracer
     if tracer is None:
         return NO_SPAN
@@ -166,8 +193,12 @@ def managed_span(group: str, name: str, tracer: trace.Tracer | None = None, **at
     Callers may override the bucket by passing `rl.bucket` explicitly. Umbrella groups receive no bucket.
     """
     # The body of _managed_span, inlined: this is the call on every leaf span's path.
-    if group not in STATE.enabled:
-        return NO_SPAN
+    try:
+        if not STATE.gate[group]:
+            return NO_SPAN
+    except KeyError:  # a group not seen before: on no later span's path
+        if not _first_sight(group):
+            return NO_SPAN
     tracer = tracer or STATE.tracer
     if tracer is None:
         return NO_SPAN
@@ -212,7 +243,7 @@ def _no_span_activation() -> ContextManager[Any]:
 def _started_span(group: str, name: str, tracer: trace.Tracer | None, bucketed: bool, attributes: Mapping[str, Any]):
     """A span started but not made current, ended when the block leaves; yields None for a disabled group."""
     tracer = tracer or STATE.tracer
-    if group not in STATE.enabled or tracer is None:
+    if not is_span_group_enabled(group) or tracer is None:
         yield None
         return
     span = tracer.start_span(name, attributes=_span_attributes(group, bucketed, attributes))
@@ -272,7 +303,7 @@ def _efficiency_span_name_and_attrs(category: str, attributes: Mapping[str, Any]
 
 def _efficiency_tracer(tracer: trace.Tracer | None) -> trace.Tracer | None:
     """The tracer for an efficiency span, or None when the efficiency group is off (or nothing is configured)."""
-    if RLSpanGroup.EFFICIENCY not in STATE.enabled:
+    if not STATE.gate[RLSpanGroup.EFFICIENCY]:
         return None
     return tracer or STATE.tracer
 
