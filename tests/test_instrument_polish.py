@@ -16,6 +16,7 @@ import textwrap
 
 import pytest
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+from opentelemetry.trace import StatusCode
 
 import instrument
 from conftest import read_framed_spans
@@ -23,7 +24,10 @@ from instrument import (
     SPAN_GROUP_PRESETS,
     EveryGroupBut,
     RLSpanGroup,
+    checkpoint_finalize_span,
+    iteration_scope,
     managed_span,
+    span_cm,
     umbrella_span,
 )
 from instrument.provider import STATE
@@ -259,6 +263,29 @@ def test_is_span_group_enabled_follows_the_configuration(memory_with, caplog):
     assert instrument.is_span_group_enabled(RLSpanGroup.GENERATION) is False
 
 
+def test_span_cm_is_an_ungrouped_span_recorded_whatever_the_groups(memory_with):
+    memory = memory_with("default")  # generation is off; span_cm belongs to no group
+    with iteration_scope(5), span_cm("rl.grpo.custom_phase", team="rl") as outer:
+        assert outer is not None
+        with span_cm("rl.grpo.inner"):
+            pass
+    with pytest.raises(RuntimeError), span_cm("rl.grpo.fails"):
+        raise RuntimeError("boom")
+    with pytest.raises(KeyError), span_cm("rl.grpo.fails_quietly", record_exception=False):
+        raise KeyError("quiet")
+    spans = {s.name: s for s in memory.spans()}
+    custom = spans["rl.grpo.custom_phase"]
+    assert dict(custom.attributes) == {"rl.iteration": 5, "team": "rl"}  # no rl.span_group, no rl.bucket
+    assert spans["rl.grpo.inner"].parent.span_id == custom.context.span_id
+    assert spans["rl.grpo.fails"].status.status_code is StatusCode.ERROR
+    assert [e.name for e in spans["rl.grpo.fails"].events] == ["exception"]
+    assert spans["rl.grpo.fails_quietly"].status.status_code is StatusCode.ERROR
+    assert spans["rl.grpo.fails_quietly"].events == ()
+    instrument.shutdown()
+    with span_cm("rl.grpo.unconfigured") as nothing:
+        assert nothing is None
+
+
 def test_rlspangroup_lists_its_groups_and_resolves_specs():
     groups = list(RLSpanGroup)
     assert len(groups) == len(set(groups)) == len(RLSpanGroup) == 16  # every group once; the U_ aliases are not groups
@@ -271,6 +298,38 @@ def test_rlspangroup_lists_its_groups_and_resolves_specs():
     assert RLSpanGroup.resolve("Job, generation") == frozenset({"job", "generation"})
     assert RLSpanGroup.resolve(["per_step", "per_prompt"]) == SPAN_GROUP_PRESETS["all"]
     assert RLSpanGroup.resolve(RLSpanGroup) == RLSpanGroup.ALL_GROUPS  # the class itself is a list of its groups
+
+
+def test_checkpoint_finalize_span_records_async_save_as_newer_callers_pass_it(memory):
+    with checkpoint_finalize_span(7, async_save=True):
+        pass
+    with checkpoint_finalize_span(8, async_save=False):
+        pass
+    with checkpoint_finalize_span(9):
+        pass
+    spans = {s.attributes["rl.iteration"]: s.attributes for s in memory.spans()}
+    assert spans[7]["rl.checkpoint.async_save"] is True
+    assert spans[8]["rl.checkpoint.async_save"] is False
+    assert "rl.checkpoint.async_save" not in spans[9]
+    assert not any("async_save" in key for attributes in spans.values() for key in attributes if key[:3] != "rl.")
+    assert instrument.RL_CHECKPOINT_ASYNC_SAVE_ATTR == "rl.checkpoint.async_save"
+
+
+def test_iteration_scope_of_none_changes_nothing(memory, caplog):
+    caplog.set_level(logging.WARNING, logger="instrument")
+    step = None  # a loop that learns its step only later
+    with iteration_scope(step), managed_span(RLSpanGroup.GENERATION, "before"):
+        pass
+    with iteration_scope(3), iteration_scope(None), managed_span(RLSpanGroup.GENERATION, "inside"):
+        pass
+    with iteration_scope("not a step"), managed_span(RLSpanGroup.GENERATION, "garbled"):
+        pass
+    spans = {s.name: s.attributes for s in memory.spans()}
+    assert "rl.iteration" not in spans["before"] and "rl.iteration" not in spans["garbled"]
+    assert spans["inside"]["rl.iteration"] == 3
+    assert [m for m in instrument_warnings(caplog) if "iteration_scope" in m] == [
+        "goodput: iteration_scope('not a step') is not an integer iteration; spans inside it carry no rl.iteration"
+    ]
 
 
 # --- "every group but": a type of its own that means what it says under every set operation -----------------------

@@ -19,7 +19,7 @@ _HOMES: dict[str, str] = {
             "NO_SPAN", "managed_span", "umbrella_span", "streaming_umbrella_span", "trace_fn", "umbrella_trace_fn",
             "efficiency_span", "start_efficiency_span", "startup_span", "setup_span", "evaluate_span",
             "checkpoint_finalize_span", "bucket_scope", "iteration_scope", "per_prompt_scope", "in_per_prompt_scope",
-            "goodput_span_attributes", "safe_set_span_attributes", "is_span_group_enabled",
+            "goodput_span_attributes", "safe_set_span_attributes", "is_span_group_enabled", "span_cm",
         ],
         "spans",
     ),
@@ -37,7 +37,7 @@ _HOMES: dict[str, str] = {
     ),
     **dict.fromkeys(
         ["RL_ALGORITHM", "RL_BUCKET_ATTR", "RL_EFFICIENCY_CATEGORY_ATTR", "RL_ITERATION_ATTR", "RL_IDLE_POLLS_ATTR",
-         "RL_SPAN_GROUP_ATTR"],
+         "RL_SPAN_GROUP_ATTR", "RL_CHECKPOINT_ASYNC_SAVE_ATTR"],
         "wire",
     ),
     **dict.fromkeys(["configure", "shutdown", "force_flush", "dropped_spans"], "provider"),
@@ -87,6 +87,7 @@ if TYPE_CHECKING:  # what type checkers and editors see: the same names, importe
         per_prompt_scope,
         safe_set_span_attributes,
         setup_span,
+        span_cm,
         start_efficiency_span,
         startup_span,
         streaming_umbrella_span,
@@ -97,6 +98,7 @@ if TYPE_CHECKING:  # what type checkers and editors see: the same names, importe
     from .wire import (
         RL_ALGORITHM,
         RL_BUCKET_ATTR,
+        RL_CHECKPOINT_ASYNC_SAVE_ATTR,
         RL_EFFICIENCY_CATEGORY_ATTR,
         RL_IDLE_POLLS_ATTR,
         RL_ITERATION_ATTR,

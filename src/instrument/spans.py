@@ -34,6 +34,7 @@ from .wire import (
     EVALUATE_SPAN_NAME,
     RL_ALGORITHM,
     RL_BUCKET_ATTR,
+    RL_CHECKPOINT_ASYNC_SAVE_ATTR,
     RL_EFFICIENCY_CATEGORY_ATTR,
     RL_ITERATION_ATTR,
     RL_SPAN_GROUP_ATTR,
@@ -82,14 +83,30 @@ def bucket_scope(bucket: Bucket | str) -> Iterator[None]:
 
 
 @contextmanager
-def iteration_scope(iteration: int) -> Iterator[None]:
+def iteration_scope(iteration: int | None) -> Iterator[None]:
     """Stamp `rl.iteration` on every span opened inside this block.
 
     Wrap a training step once and its whole subtree becomes filterable by step, including spans added later and
     those of auto-instrumented libraries on the configured provider. A span that passes the attribute itself keeps
-    its own value. Does not cross threads or processes: the rollup follows parent links for those.
+    its own value. Does not cross threads or processes: the rollup follows parent links for those. `None` (a step
+    not known yet, a loop that has none) makes a scope that changes nothing, as does a value that is not an
+    integer, which is reported once: telemetry never raises into the loop.
     """
-    token = _ITERATION.set(int(iteration))
+    if iteration is None:
+        yield
+        return
+    try:
+        value = int(iteration)
+    except (TypeError, ValueError):
+        warn_once(
+            f"iteration-scope:{type(iteration).__name__}",
+            "goodput: iteration_scope(%r) is not an integer iteration; spans inside it carry no rl.iteration",
+            iteration,
+            stack_info=True,
+        )
+        yield
+        return
+    token = _ITERATION.set(value)
     try:
         yield
     finally:
@@ -368,17 +385,46 @@ def evaluate_span(algorithm: str, tracer: trace.Tracer | None = None, **attribut
 
 
 def checkpoint_finalize_span(
-    iteration: int | None, *, tracer: trace.Tracer | None = None, **attributes: Any
+    iteration: int | None,
+    *,
+    async_save: bool | None = None,
+    tracer: trace.Tracer | None = None,
+    **attributes: Any,
 ) -> ContextManager[Any]:
     """The asynchronous tail of a checkpoint, named `rl.checkpoint.finalize`, closing when it is durable.
 
     It runs on a thread that outlives the step that triggered it, so the iteration is passed, not inherited: the
     span stays filed under the step whose weights it holds. Unbucketed because it overlaps the next step's
     productive spans; still in the `checkpoint` group, so one switch turns every checkpoint span on or off.
+    `async_save`, where the caller knows it, is recorded as `rl.checkpoint.async_save`, as newer NeMo-RL callers
+    pass it; left out, the span carries no such flag (read its duration instead).
     """
+    if async_save is not None:
+        attributes = {RL_CHECKPOINT_ASYNC_SAVE_ATTR: bool(async_save), **attributes}
     if iteration is not None:
         attributes = {RL_ITERATION_ATTR: int(iteration), **attributes}
     return _managed_span(RLSpanGroup.CHECKPOINT, CHECKPOINT_FINALIZE_SPAN_NAME, tracer, False, attributes)
+
+
+def span_cm(
+    name: str, tracer: trace.Tracer | None = None, record_exception: bool = True, **attributes: Any
+) -> ContextManager[Any]:
+    """A span in no group, current for the block, as nemo-lens's `span_cm`: recorded whenever telemetry is
+    configured, whatever `span_groups` says, and yields None when it is not.
+
+    It carries neither `rl.span_group` nor `rl.bucket`, so a rollup shows and times it but charges it to no bucket;
+    the enclosing `iteration_scope` still stamps it. An exception leaving the block marks the span as failed, and is
+    recorded on it as an event unless `record_exception` is False.
+    """
+    tracer = tracer or STATE.tracer
+    if tracer is None:
+        return NO_SPAN
+    iteration = _ITERATION.get()
+    if iteration is not None:
+        attributes = {RL_ITERATION_ATTR: iteration, **attributes}
+    if isinstance(attributes.get(RL_BUCKET_ATTR), Bucket):
+        attributes[RL_BUCKET_ATTR] = attributes[RL_BUCKET_ATTR].value
+    return tracer.start_as_current_span(name, attributes=attributes, record_exception=record_exception)
 
 
 def _span_decorator(

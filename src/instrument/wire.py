@@ -17,6 +17,7 @@ RL_EFFICIENCY_CATEGORY_ATTR = "rl.efficiency.category"
 RL_ITERATION_ATTR = "rl.iteration"
 RL_IDLE_POLLS_ATTR = "rl.idle.polls"
 RL_SPAN_GROUP_ATTR = "rl.span_group"
+RL_CHECKPOINT_ASYNC_SAVE_ATTR = "rl.checkpoint.async_save"  # on rl.checkpoint.finalize, where the caller knows it
 
 # --- resource attributes -----------------------------------------------------------------------------------------
 
