@@ -89,35 +89,100 @@ def nested_bucket_findings(connection: duckdb.DuckDBPyConnection) -> list[Findin
     )
 
 
-def self_overlap_findings(connection: duckdb.DuckDBPyConnection) -> list[Finding]:
-    """Per (process, name, bucketed depth), a sweep in start order: a span that starts before the latest end seen
-    so far overlaps an earlier instance, related to the earlier one that reaches furthest into it.
+# The bucketed spans that take part in self-overlap: zero-length ones overlap nothing (SPEC section 4).
+_INSTANCES = "SELECT * FROM spans_ex WHERE bucketed AND end_ns > start_ns"
+# Two instances that are relatives (one an ancestor of the other) are `nested-bucket`'s, never `self-overlap`'s.
+_RELATIVES = (
+    "(p.trace_id = f.trace_id AND (list_contains(f.bucketed_chain, p.span_id) "
+    "OR list_contains(p.bucketed_chain, f.span_id)))"
+)
+_EARLIER = "(p.start_ns < f.start_ns OR (p.start_ns = f.start_ns AND p.skey < f.skey))"
+_RELATED_COLUMNS = "f.tkey, f.skey, p.span_id AS related, p.start_ns AS r_start, p.skey AS r_skey, p.end_ns AS r_end"
 
-    Spans are compared at the same depth of bucketed ancestry, so a same-name child is never compared with its own
-    ancestor (that is `nested-bucket`'s finding) and concurrent siblings under one are still compared.
+
+def self_overlap_findings(connection: duckdb.DuckDBPyConnection) -> list[Finding]:
+    """Same-name bucketed spans of one process overlapping, whatever their nesting depth, neither an ancestor of the
+    other. Each later instance is a finding, related to the earlier one reaching furthest into it.
+
+    A sweep per (process, name) in start order leaves the candidates: spans starting before the latest end seen so
+    far. For most, the instance reaching furthest is no relative, and one equality join settles them. The rest (a
+    same-name span nested in another, also a `nested-bucket` finding) look among every earlier instance still
+    running at their start, in a range join of their own.
     """
-    return _findings(
-        connection,
-        "self-overlap",
+    try:
+        connection.execute(
+            f"""
+            CREATE OR REPLACE TEMP TABLE self_overlap_candidates AS
+            SELECT * FROM (
+                SELECT tkey, skey, trace_id, span_id, name, process, eff_iteration, start_ns, end_ns, bucketed_chain,
+                       max(end_ns) OVER (PARTITION BY process, name ORDER BY start_ns, skey
+                                         ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prior_end
+                FROM ({_INSTANCES})
+            ) WHERE prior_end > start_ns
+            """
+        )
+        (candidates,) = connection.execute("SELECT count(*) FROM self_overlap_candidates").fetchone() or (0,)
+        if not candidates:
+            return []
+        connection.execute(
+            f"""
+            CREATE OR REPLACE TEMP TABLE self_overlap_related AS
+            SELECT {_RELATED_COLUMNS} FROM self_overlap_candidates f JOIN ({_INSTANCES}) p
+              ON p.process = f.process AND p.name = f.name AND p.end_ns = f.prior_end AND {_EARLIER}
+            WHERE NOT {_RELATIVES}
+            """
+        )
+        _relate_the_rest(connection)
+        return _findings(
+            connection,
+            "self-overlap",
+            """
+            SELECT f.trace_id, f.span_id, f.name, f.eff_iteration, r.related, least(f.end_ns, r.r_end) - f.start_ns,
+                   f.process
+            FROM self_overlap_candidates f JOIN (
+                SELECT * FROM self_overlap_related
+                QUALIFY row_number() OVER (PARTITION BY tkey, skey ORDER BY r_end DESC, r_start DESC, r_skey DESC) = 1
+            ) r USING (tkey, skey)
+            """,
+            lambda n, ns, proc: f"{n} overlaps another {n} in process {proc}: concurrent instances should be an "
+            f"umbrella with leaf spans inside; {_seconds(ns)} counted twice",
+            counted_twice=True,
+        )
+    finally:
+        for table in ("self_overlap_candidates", "self_overlap_related", "self_overlap_keyed"):
+            connection.execute(f"DROP TABLE IF EXISTS {table}")
+
+
+def _relate_the_rest(connection: duckdb.DuckDBPyConnection) -> None:
+    """Add to `self_overlap_related` the earlier non-relatives running at the start of each candidate that the
+    equality join left unrelated (its furthest-reaching instance was a relative).
+
+    The instances of those candidates' (process, name) groups get a group number that keys their times apart, so
+    the join is on two inequalities alone, which DuckDB runs as an IE join, in a statement of its own (inside a
+    bigger query it picks a hash join on (process, name) and compares each candidate with every instance).
+    """
+    connection.execute(
         """
-        WITH ordered AS (
-            SELECT tkey, skey, trace_id, span_id, name, process, eff_iteration, start_ns, end_ns,
-                   len(bucketed_chain) AS depth,
-                   max(end_ns) OVER (PARTITION BY process, name, len(bucketed_chain) ORDER BY start_ns, skey
-                                     ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prior_end
-            FROM spans_ex WHERE bucketed AND end_ns > start_ns
+        CREATE OR REPLACE TEMP TABLE self_overlap_keyed AS
+        WITH unsettled AS (
+            SELECT tkey, skey, process, name FROM self_overlap_candidates
+            ANTI JOIN self_overlap_related USING (tkey, skey)
         ),
-        flagged AS (SELECT * FROM ordered WHERE prior_end > start_ns)
-        SELECT f.trace_id, f.span_id, f.name, f.eff_iteration, p.span_id, least(f.end_ns, p.end_ns) - f.start_ns,
-               f.process
-        FROM flagged f JOIN ordered p
-          ON p.process = f.process AND p.name = f.name AND p.depth = f.depth AND p.end_ns = f.prior_end
-         AND (p.start_ns < f.start_ns OR (p.start_ns = f.start_ns AND p.skey < f.skey))
-        QUALIFY row_number() OVER (PARTITION BY f.tkey, f.skey ORDER BY p.start_ns DESC, p.skey DESC) = 1
-        """,
-        lambda n, ns, proc: f"{n} overlaps another {n} in process {proc}: concurrent instances should be an umbrella "
-        f"with leaf spans inside; {_seconds(ns)} counted twice",
-        counted_twice=True,
+        groups AS (SELECT process, name, row_number() OVER () AS g FROM (SELECT DISTINCT process, name FROM unsettled))
+        SELECT i.tkey, i.skey, i.trace_id, i.span_id, i.start_ns, i.end_ns, i.bucketed_chain,
+               (g.g::HUGEINT << 64) + i.start_ns AS key_start, (g.g::HUGEINT << 64) + i.end_ns AS key_end,
+               u.tkey IS NOT NULL AS unsettled
+        FROM spans_ex i JOIN groups g USING (process, name) LEFT JOIN unsettled u ON u.tkey = i.tkey AND u.skey = i.skey
+        WHERE i.bucketed AND i.end_ns > i.start_ns
+        """
+    )
+    connection.execute(
+        f"""
+        INSERT INTO self_overlap_related
+        SELECT {_RELATED_COLUMNS} FROM (SELECT * FROM self_overlap_keyed WHERE unsettled) f JOIN self_overlap_keyed p
+          ON p.key_start <= f.key_start AND p.key_end > f.key_start
+        WHERE {_EARLIER} AND NOT {_RELATIVES}
+        """
     )
 
 

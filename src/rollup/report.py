@@ -21,38 +21,73 @@ if TYPE_CHECKING:
 
     from .store import SpanStore
 
-NS_PER_S = 1e9
+NS_PER_S = 1_000_000_000
+
+
+def seconds(ns: int) -> float:
+    """Integer nanoseconds as seconds, exact to the nanosecond: one correctly rounded division of two integers gives
+    the float nearest `ns` / 10^9, whose shortest form has at most nine decimals (1.137898161, never the
+    1.1378981609999999 of summed floats). Every figure is summed in integer nanoseconds and divided once, here."""
+    return ns / NS_PER_S
+
+
+def share(part_ns: int, whole_ns: int) -> float:
+    """`part_ns / whole_ns`; 0.0 where there is no wall clock to share (an empty range, a zero-length window)."""
+    return part_ns / whole_ns if whole_ns > 0 else 0.0
+
+
+def _zero_buckets() -> dict[str, int]:
+    return dict.fromkeys(BUCKETS, 0)
 
 
 @dataclass
 class Figures:
-    """Wall-clock seconds of one stretch of time, by bucket, plus the naive span-seconds when they apply."""
+    """Wall-clock nanoseconds of one stretch of time by bucket, plus the naive span-seconds when they apply.
 
-    wall_s: float = 0.0
-    productive_s: float = 0.0
-    overhead_s: float = 0.0
-    idle_s: float = 0.0
-    wasted_s: float = 0.0
-    unaccounted_s: float = 0.0
-    span_seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(BUCKETS, 0.0))
+    Held as integer nanoseconds so sums are exact; the seconds (`wall_s`, `productive_s`, ...) derive from them.
+    """
+
+    wall_ns: int = 0
+    bucket_ns: dict[str, int] = field(default_factory=_zero_buckets)
+    unaccounted_ns: int = 0
+    span_ns: dict[str, int] = field(default_factory=_zero_buckets)
+
+    @property
+    def wall_s(self) -> float:
+        return seconds(self.wall_ns)
+
+    @property
+    def productive_s(self) -> float:
+        return seconds(self.bucket_ns["productive"])
+
+    @property
+    def overhead_s(self) -> float:
+        return seconds(self.bucket_ns["overhead"])
+
+    @property
+    def idle_s(self) -> float:
+        return seconds(self.bucket_ns["idle"])
+
+    @property
+    def wasted_s(self) -> float:
+        return seconds(self.bucket_ns["wasted"])
+
+    @property
+    def unaccounted_s(self) -> float:
+        return seconds(self.unaccounted_ns)
+
+    @property
+    def span_seconds(self) -> dict[str, float]:
+        return {b: seconds(self.span_ns[b]) for b in BUCKETS}
 
     @property
     def goodput(self) -> float:
-        return self.productive_s / self.wall_s if self.wall_s > 0 else 0.0
+        """productive / wall; 0.0 where there is no wall clock."""
+        return share(self.bucket_ns["productive"], self.wall_ns)
 
     @classmethod
     def from_ns(cls, charge: Charge, span_ns: dict[str, int] | None = None) -> Figures:
-        # Spelled out, not built from BUCKETS: a report makes one per iteration, and 10k iterations are common.
-        bucket_ns = charge.bucket_ns
-        return cls(
-            wall_s=charge.wall_ns / NS_PER_S,
-            productive_s=bucket_ns["productive"] / NS_PER_S,
-            overhead_s=bucket_ns["overhead"] / NS_PER_S,
-            idle_s=bucket_ns["idle"] / NS_PER_S,
-            wasted_s=bucket_ns["wasted"] / NS_PER_S,
-            unaccounted_s=charge.unaccounted_ns / NS_PER_S,
-            span_seconds={b: span_ns.get(b, 0) / NS_PER_S for b in BUCKETS} if span_ns else dict.fromkeys(BUCKETS, 0.0),
-        )
+        return cls(charge.wall_ns, charge.bucket_ns, charge.unaccounted_ns, span_ns or _zero_buckets())
 
 
 def _sum_charges(charges: Sequence[Charge]) -> Charge:
@@ -64,13 +99,13 @@ def _sum_charges(charges: Sequence[Charge]) -> Charge:
     )
 
 
-_FIGURE_FIELDS = ("wall_s", *(f"{b}_s" for b in BUCKETS), "unaccounted_s")
-
-
 def _sum_figures(parts: Sequence[Figures]) -> Figures:
-    total = Figures(**{name: sum(getattr(part, name) for part in parts) for name in _FIGURE_FIELDS})
-    total.span_seconds = {b: sum(part.span_seconds[b] for part in parts) for b in BUCKETS}
-    return total
+    return Figures(
+        sum(part.wall_ns for part in parts),
+        {b: sum(part.bucket_ns[b] for part in parts) for b in BUCKETS},
+        sum(part.unaccounted_ns for part in parts),
+        {b: sum(part.span_ns[b] for part in parts) for b in BUCKETS},
+    )
 
 
 @dataclass
@@ -93,12 +128,21 @@ class JobFigures:
     """The whole job's wall clock (every window, superseded or not, outside and downtime) and the productive time
     it kept: the share of the job that became training progress."""
 
-    wall_s: float
-    productive_s: float
+    wall_ns: int
+    productive_ns: int
+
+    @property
+    def wall_s(self) -> float:
+        return seconds(self.wall_ns)
+
+    @property
+    def productive_s(self) -> float:
+        return seconds(self.productive_ns)
 
     @property
     def goodput(self) -> float:
-        return self.productive_s / self.wall_s if self.wall_s > 0 else 0.0
+        """productive / wall; 0.0 where there is no wall clock."""
+        return share(self.productive_ns, self.wall_ns)
 
 
 @dataclass
@@ -113,13 +157,17 @@ class Report:
     by_process: bool = False
     process_totals: dict[str, Figures] = field(default_factory=dict)
     rework: Figures = field(default_factory=Figures)
-    downtime_s: float = 0.0
+    downtime_ns: int = 0
     attempts: list[Attempt] = field(default_factory=list)
 
     @property
+    def downtime_s(self) -> float:
+        return seconds(self.downtime_ns)
+
+    @property
     def job(self) -> JobFigures:
-        wall_s = self.total.wall_s + self.rework.wall_s + self.outside.wall_s + self.downtime_s
-        return JobFigures(wall_s, self.total.productive_s)
+        wall_ns = self.total.wall_ns + self.rework.wall_ns + self.outside.wall_ns + self.downtime_ns
+        return JobFigures(wall_ns, self.total.bucket_ns["productive"])
 
 
 def select_windows(windows: list[Window], iterations: tuple[int, int] | None) -> list[Window]:
@@ -176,7 +224,7 @@ def build_report(
         Figures.from_ns(_sum_charges([charges[f.frame_id] for f in outside_frames])),
         order,
         rework=Figures.from_ns(_sum_charges([charges[len(windows) + i] for i in range(len(lost))])),
-        downtime_s=sum(end - start for start, end in downtime_stretches(attempts)) / NS_PER_S,
+        downtime_ns=sum(end - start for start, end in downtime_stretches(attempts)),
         attempts=_with_windows(attempts, by_attempt, superseded),
     )
     if by_process:
@@ -208,15 +256,26 @@ def _with_windows(
 def _add_process_rows(
     connection: duckdb.DuckDBPyConnection, report: Report, windows: list[Window], order: list[str]
 ) -> None:
-    """Replace the rows by one per (iteration, process), each charging only that process's spans."""
+    """Replace the rows by one per (iteration, process), each charging only that process's spans.
+
+    A process has a row in a window where one of its bucketed spans overlaps the window or where it has
+    span-seconds (spans of that iteration, wherever they ran). Its totals cover every window all the same: a window
+    where it had nothing is unaccounted for it, so every process's total `wall_s` is the report's.
+    """
     frames = [Frame(i, w.start_ns, w.end_ns) for i, w in enumerate(windows)]
-    processes = processes_in_frames(connection, frames)
+    overlapping = processes_in_frames(connection, frames)
+    span_ns = span_seconds_ns(connection, by_process=True)
+    counted: dict[tuple[str, int], set[str]] = {}
+    for (run_id, iteration, process), by_bucket in span_ns.items():
+        if any(by_bucket.values()):
+            counted.setdefault((run_id, iteration), set()).add(process)
     process_frames: list[tuple[Frame, Frame]] = []
     for frame in frames:
-        for process in processes.get(frame.frame_id, []):
+        window = windows[frame.frame_id]
+        present = set(overlapping.get(frame.frame_id, ())) | counted.get((window.run_id, window.iteration), set())
+        for process in sorted(present):
             process_frames.append((frame, Frame(len(process_frames), frame.start_ns, frame.end_ns, process)))
     charges = charge_wall_clock(connection, [pf for _, pf in process_frames], order)
-    span_ns = span_seconds_ns(connection, by_process=True)
     rows = []
     for frame, pframe in process_frames:
         w = windows[frame.frame_id]
@@ -227,17 +286,29 @@ def _add_process_rows(
     by_process: dict[str, list[Figures]] = {}
     for row in rows:
         by_process.setdefault(row.process or "", []).append(row.figures)
-    report.process_totals = {p: _sum_figures(figs) for p, figs in sorted(by_process.items())}
+    report.process_totals = {
+        process: _over_every_window(_sum_figures(figures), report.total.wall_ns)
+        for process, figures in sorted(by_process.items())
+    }
+
+
+def _over_every_window(figures: Figures, wall_ns: int) -> Figures:
+    """A process's summed rows stretched to every window's wall clock: the windows it had no row in are
+    unaccounted for it."""
+    charged = sum(figures.bucket_ns.values())
+    return replace(figures, wall_ns=wall_ns, unaccounted_ns=wall_ns - charged)
 
 
 def _figures_json(figures: Figures, *, with_goodput: bool = True, with_span_seconds: bool = True) -> dict[str, Any]:
-    out: dict[str, Any] = {"wall_s": figures.wall_s}
-    out.update({f"{b}_s": getattr(figures, f"{b}_s") for b in BUCKETS})
-    out["unaccounted_s"] = figures.unaccounted_s
+    """Seconds to the nanosecond, floats always."""
+    bucket_ns = figures.bucket_ns
+    out: dict[str, Any] = {"wall_s": seconds(figures.wall_ns)}
+    out.update({f"{b}_s": seconds(bucket_ns[b]) for b in BUCKETS})
+    out["unaccounted_s"] = seconds(figures.unaccounted_ns)
     if with_goodput:
-        out["goodput"] = figures.goodput
+        out["goodput"] = share(bucket_ns["productive"], figures.wall_ns)
     if with_span_seconds:
-        out["span_seconds"] = dict(figures.span_seconds)
+        out["span_seconds"] = {b: seconds(figures.span_ns[b]) for b in BUCKETS}
     return out
 
 

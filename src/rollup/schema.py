@@ -23,7 +23,7 @@ from instrument.wire import (
     span_name_regex,
 )
 
-SCHEMA_VERSION = 3  # part of the cache key: bump it whenever a reader's output changes
+SCHEMA_VERSION = 4  # part of the cache key: bump it whenever a reader's output changes
 
 ATTRIBUTE_MAP = pa.map_(pa.string(), pa.string())
 # A span's events (`record_exception` writes one named `exception`) and links, attribute values rendered as the
@@ -35,7 +35,7 @@ SPAN_SCHEMA = pa.schema(
     [
         ("trace_id", pa.string()),
         ("span_id", pa.string()),
-        ("parent_span_id", pa.string()),  # null for a root span
+        ("parent_span_id", pa.string()),  # null for a root span (also when the file says 0000000000000000)
         ("name", pa.string()),
         ("kind", pa.int8()),  # the OTLP SpanKind number: 0 unspecified, 1 internal, 2 server, 3 client, ...
         ("start_ns", pa.int64()),
@@ -60,6 +60,10 @@ SPAN_SCHEMA = pa.schema(
         ("source_file", pa.string()),
     ]
 )
+
+# OTLP's invalid span id: a parent id of all zeros means no parent (SPEC section 4). Readers write null for it, so
+# the lineage, `check` and every listing see the span as the root it is, whichever reader read the file.
+NO_PARENT_ID = "0" * 16
 
 # The attributes promoted to columns of their own, as `instrument` writes them.
 RL_BUCKET = RL_BUCKET_ATTR

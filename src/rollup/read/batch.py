@@ -14,7 +14,15 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..schema import ATTRIBUTE_MAP, RL_BUCKET, RL_EFFICIENCY_CATEGORY, RL_ITERATION, RL_SPAN_GROUP, SPAN_SCHEMA
+from ..schema import (
+    ATTRIBUTE_MAP,
+    NO_PARENT_ID,
+    RL_BUCKET,
+    RL_EFFICIENCY_CATEGORY,
+    RL_ITERATION,
+    RL_SPAN_GROUP,
+    SPAN_SCHEMA,
+)
 from .values import host_pid, integral_value, process_key, run_id
 
 
@@ -107,6 +115,15 @@ def _promoted_text(attributes: pa.MapArray, key: str) -> pa.Array:
     return values.filter(matches).take(first_match)
 
 
+def _parent_ids(values: Any) -> pa.Array:
+    """Parent span ids with the all-zero id as null, so a span naming it is a root in every view (SPEC section 4)."""
+    ids = _as_array(values, pa.string())
+    is_zero = pc.equal(ids, pa.scalar(NO_PARENT_ID, pa.string()))
+    if not pc.any(is_zero).as_py():
+        return ids
+    return pc.if_else(is_zero, pa.scalar(None, pa.string()), ids)
+
+
 def _iterations(texts: pa.Array) -> pa.Array:
     """rl.iteration texts as int64, parsing each distinct text once (a batch holds few distinct iterations)."""
     encoded = pc.dictionary_encode(texts)
@@ -148,7 +165,7 @@ def span_record_batch(
     columns: dict[str, Callable[[], pa.Array]] = {
         "trace_id": lambda: _as_array(trace_id, pa.string()),
         "span_id": lambda: _as_array(span_id, pa.string()),
-        "parent_span_id": lambda: _as_array(parent_span_id, pa.string()),
+        "parent_span_id": lambda: _parent_ids(parent_span_id),
         "name": lambda: _as_array(name, pa.string()),
         "kind": lambda: _small_int(kind),
         "start_ns": lambda: start,

@@ -20,7 +20,15 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from ..schema import ACCOUNTING_SCHEMA, NODE_COLUMNS_SQL, NODE_TABLE_COLUMNS, RL_BUCKET, RL_ITERATION, RL_SPAN_GROUP
+from ..schema import (
+    ACCOUNTING_SCHEMA,
+    NO_PARENT_ID,
+    NODE_COLUMNS_SQL,
+    NODE_TABLE_COLUMNS,
+    RL_BUCKET,
+    RL_ITERATION,
+    RL_SPAN_GROUP,
+)
 from .json_shape import LEAN_RECORD, LEGACY_NAMES, duckdb_type
 from .values import (
     RESOURCE_KEYS,
@@ -111,7 +119,7 @@ rows AS (
     SELECT filename, resource_ok,
            lower(s.traceId) AS trace_id,
            lower(s.spanId) AS span_id,
-           nullif(lower(s.parentSpanId), '') AS parent_span_id,
+           CASE WHEN s.parentSpanId NOT IN ('', '{NO_PARENT_ID}') THEN lower(s.parentSpanId) END AS parent_span_id,
            coalesce(s.name, '') AS name,
            s.startTimeUnixNano AS start_text, {_time('s.startTimeUnixNano')} AS start_ns,
            s.endTimeUnixNano AS end_text, {_time('s.endTimeUnixNano')} AS end_ns,
