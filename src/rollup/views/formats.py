@@ -6,10 +6,17 @@ import csv
 import io
 import json
 from collections.abc import Sequence
+from decimal import Decimal
 from enum import Enum
 from typing import Any
 
+from .narrow import Fit, Kind
 from .tables import cell_text, jsonable, table_text
+
+# How the commands' columns give way at a narrow width (see `narrow`): ids only a script needs go first, then the
+# span group (the span's name says it again); `iteration` has a short header; process names keep their tail.
+_DROP = {"trace_id": 1, "span_id": 1, "parent_span_id": 1, "related_span_id": 1, "span_group": 2}
+_SHORT = {"iteration": "iter"}
 
 
 class OutputFormat(str, Enum):
@@ -59,4 +66,28 @@ def render_rows(
         lines = ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
         lines += ["| " + " | ".join(cell_text(v).replace("|", "\\|") for v in row) + " |" for row in rows]
         return "\n".join(lines) + "\n"
-    return table_text(columns, [[cell_text(v) for v in row] for row in rows], title=title, width=width)
+    cells = [[cell_text(v) for v in row] for row in rows]
+    return table_text(columns, cells, title=title, width=width, fits=lambda: column_fits(columns, rows))
+
+
+def column_fits(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[Fit]:
+    """How each column gives way at a narrow width: numbers, dates and ids are never cut, ids and the span group
+    are left out first, process names are shortened, other text folds."""
+    fits = []
+    for index, column in enumerate(columns):
+        values = [row[index] for row in rows if row[index] is not None]
+        if column.endswith("_id") or (values and all(isinstance(v, (bytes, bytearray)) for v in values)):
+            kind: Kind = "id"
+        elif all(_is_figure(v) for v in values):
+            kind = "figure"
+        elif column == "process":
+            kind = "elide"
+        else:
+            kind = "text"
+        fits.append(Fit(kind, _DROP.get(column, 1 if kind == "id" else 0), _SHORT.get(column)))
+    return fits
+
+
+def _is_figure(value: Any) -> bool:
+    """A number (not a bool), a date or a time: what a table must show whole."""
+    return (isinstance(value, (int, float, Decimal)) and not isinstance(value, bool)) or hasattr(value, "isoformat")

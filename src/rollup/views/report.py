@@ -11,10 +11,21 @@ from typing import Any
 
 from instrument.groups import BUCKETS
 
+from .narrow import Fit
 from .tables import table_text
 
 REPORT_TITLE = "Wall clock by iteration (each instant charged once)"
 _SHORT = {"productive": "prod", "overhead": "ovhd", "idle": "idle", "wasted": "waste"}
+# How the table gives way at a narrow width: the span-seconds (a cross-check beside the wall clock) go first, then
+# the unaccounted seconds (the wall clock less the four buckets); iteration and process head each part of a split.
+_FITS = {
+    "iter": Fit("figure", key=True),
+    "process": Fit("elide", key=True),
+    "unacct s": Fit("figure", drop=2),
+    "goodput": Fit("figure", short="good-put"),
+    "span s": Fit("figure", drop=1),
+    "span/wall": Fit("figure", drop=1),
+}
 
 
 def _percent(value: float) -> str:
@@ -61,7 +72,11 @@ def report_rows(payload: dict[str, Any], by_process: bool) -> tuple[list[str], l
 
 
 def report_table(payload: dict[str, Any], by_process: bool, *, width: int) -> str:
-    """The report as a boxed table: seconds to the millisecond, goodput in percent, span-seconds and their ratio."""
+    """The report as a boxed table: seconds to the millisecond, goodput in percent, span-seconds and their ratio.
+
+    Too narrow for it (80 columns), the span-seconds columns go first, then headers wrap onto two lines and process
+    names keep their tail; a figure is never cut (see `narrow`).
+    """
     headers = ["iter"] + (["process"] if by_process else []) + ["wall s", *[f"{_SHORT[b]} s" for b in BUCKETS]]
     headers += ["unacct s", "goodput", "span s", "span/wall"]
 
@@ -81,6 +96,7 @@ def report_table(payload: dict[str, Any], by_process: bool, *, width: int) -> st
     rows = [cells(str(item["iteration"]), item.get("process"), item) for item in payload["iterations"]]
     rows += [cells(label, None, item) for label, item in _job_rows(payload) if label != "job"]
     right = [header != "process" for header in headers]
+    fits = [_FITS.get(header, Fit("figure")) for header in headers]
     line = job_line(payload)
     return table_text(
         headers,
@@ -90,4 +106,5 @@ def report_table(payload: dict[str, Any], by_process: bool, *, width: int) -> st
         right=right,
         section_at=len(payload["iterations"]),
         width=width,
+        fits=fits,
     ) + (f"{line}\n" if line else "")
