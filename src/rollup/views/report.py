@@ -45,13 +45,19 @@ def _job_rows(payload: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     return rows
 
 
+# Rows of the whole run beside the iterations: the table leaves their goodput out (the JSON has it), since a share of
+# start-up or of lost work is not what a reader of the column compares.
+_WHOLE_RUN_ROWS = ("outside", "rework", "downtime")
+
+
 def job_line(payload: dict[str, Any]) -> str | None:
     """`job: 1234.567 s wall clock, 61.2% goodput over 2 attempts`, when there was more than one attempt."""
     attempts = len(payload.get("attempts", ()))
     if attempts <= 1:
         return None
     job = payload["job"]
-    return f"job: {job['wall_s']:.3f} s wall clock, {_percent(job['goodput'])} goodput over {attempts} attempts"
+    goodput = _percent(job["goodput"]) if job.get("goodput") is not None else "no"
+    return f"job: {job['wall_s']:.3f} s wall clock, {goodput} goodput over {attempts} attempts"
 
 
 def report_rows(payload: dict[str, Any], by_process: bool) -> tuple[list[str], list[list[Any]]]:
@@ -88,7 +94,8 @@ def report_table(payload: dict[str, Any], by_process: bool, *, width: int) -> st
         wall = item["wall_s"]
         out = [label] + ([process or ""] if by_process else []) + [f"{wall:.3f}"]
         out += [seconds(item.get(f"{b}_s")) for b in BUCKETS] + [seconds(item.get("unaccounted_s"))]
-        out.append(_percent(item["goodput"]) if "goodput" in item else "")
+        goodput = item.get("goodput") if label not in _WHOLE_RUN_ROWS else None  # a share of what, there?
+        out.append(_percent(goodput) if goodput is not None else "")
         out.append(f"{span_total:.3f}" if "span_seconds" in item else "")
         out.append(f"{span_total / wall:.2f}x" if "span_seconds" in item and wall > 0 else "")
         return out
