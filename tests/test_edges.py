@@ -90,7 +90,7 @@ def test_self_overlap_looks_past_an_ancestor_to_an_earlier_instance(tmp_path):
 # --- zero-length steps ----------------------------------------------------------------------------------------------
 
 
-def test_a_zero_length_step_overlaps_nothing(tmp_path):
+def test_a_zero_length_step_overlaps_nothing_and_its_window_has_no_goodput(tmp_path):
     path = write_trace(
         tmp_path / "run.otlp",
         [
@@ -103,6 +103,7 @@ def test_a_zero_length_step_overlaps_nothing(tmp_path):
     one, two = report(path)["iterations"]
     assert (one["wall_s"], one["goodput"]) == (10.0 - 0.0, (4.0 - 1.0) / (10.0 - 0.0))
     assert two["wall_s"] == 5.0 - 5.0
+    assert two["goodput"] is None  # no wall clock, so no share of it
 
 
 # --- --by process: every process over every window ------------------------------------------------------------------
@@ -137,6 +138,7 @@ def test_by_process_keeps_span_seconds_and_covers_every_window_for_every_process
     assert totals["worker-a"]["span_seconds"]["productive"] == (4.0 - 1.0) + (24.0 - 21.0)
     assert totals["worker-b"]["overhead_s"] == 17.0 - 11.0
     assert totals["worker-b"]["unaccounted_s"] == plain["total"]["wall_s"] - (17.0 - 11.0)  # window 1 included
+    assert totals["worker-b"]["goodput"] == 0.0
 
 
 PROCESSES = ("driver", "worker-a", "worker-b")
@@ -277,3 +279,33 @@ def test_seconds_are_exact_to_the_nanosecond(tmp_path):
         if key.endswith("_s") or key in BUCKETS:
             assert isinstance(value, float), key
             assert len(repr(value).partition(".")[2]) <= 9, (key, value)  # no float noise below a nanosecond
+
+
+def test_no_wall_clock_means_null_goodput_and_float_zeros(tmp_path):
+    """A trace without iterations: no window, so the total has no wall clock; `outside` does, and has a goodput."""
+    path = write_trace(
+        tmp_path / "run.otlp",
+        [S("x", "my.service.handle", 0, 2), S("y", "rl.grpo.generation", 0.5, 1.5, bucket="productive")],
+    )
+    result = invoke(["report", str(path), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    assert '"wall_s": 0.0' in result.stdout and '"wall_s": 0,' not in result.stdout
+    out = json.loads(result.stdout)
+    assert out["iterations"] == []
+    assert out["total"]["goodput"] is None
+    assert all(isinstance(out["total"][f], float) and out["total"][f] == 0.0 for f in FIGURES)
+    assert out["outside"]["wall_s"] == 2.0 - 0.0
+    assert out["outside"]["goodput"] == (1.5 - 0.5) / (2.0 - 0.0)
+    assert out["rework"]["goodput"] is None  # rework has outside's keys (SPEC section 7)
+    assert out["job"]["goodput"] == 0.0  # the job has wall clock, and none of it productive in a window
+
+
+def test_an_empty_range_has_null_goodput(tmp_path):
+    path = write_trace(
+        tmp_path / "run.otlp",
+        [step("step1", 1, 0, 10), S("g", "rl.grpo.generation", 1, 4, parent="step1", bucket="productive")],
+    )
+    out = report(path, "--iterations", "5:9")
+    assert out["iterations"] == []
+    assert (out["total"]["wall_s"], out["total"]["goodput"]) == (0.0, None)
+    assert set(out["outside"]) == set(FIGURES) | {"goodput"}

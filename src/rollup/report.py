@@ -31,9 +31,9 @@ def seconds(ns: int) -> float:
     return ns / NS_PER_S
 
 
-def share(part_ns: int, whole_ns: int) -> float:
-    """`part_ns / whole_ns`; 0.0 where there is no wall clock to share (an empty range, a zero-length window)."""
-    return part_ns / whole_ns if whole_ns > 0 else 0.0
+def share(part_ns: int, whole_ns: int) -> float | None:
+    """`part_ns / whole_ns`; None where there is no wall clock to share (an empty range, a zero-length window)."""
+    return part_ns / whole_ns if whole_ns > 0 else None
 
 
 def _zero_buckets() -> dict[str, int]:
@@ -81,8 +81,8 @@ class Figures:
         return {b: seconds(self.span_ns[b]) for b in BUCKETS}
 
     @property
-    def goodput(self) -> float:
-        """productive / wall; 0.0 where there is no wall clock."""
+    def goodput(self) -> float | None:
+        """productive / wall; None where there is no wall clock."""
         return share(self.bucket_ns["productive"], self.wall_ns)
 
     @classmethod
@@ -140,8 +140,8 @@ class JobFigures:
         return seconds(self.productive_ns)
 
     @property
-    def goodput(self) -> float:
-        """productive / wall; 0.0 where there is no wall clock."""
+    def goodput(self) -> float | None:
+        """productive / wall; None where there is no wall clock."""
         return share(self.productive_ns, self.wall_ns)
 
 
@@ -299,14 +299,13 @@ def _over_every_window(figures: Figures, wall_ns: int) -> Figures:
     return replace(figures, wall_ns=wall_ns, unaccounted_ns=wall_ns - charged)
 
 
-def _figures_json(figures: Figures, *, with_goodput: bool = True, with_span_seconds: bool = True) -> dict[str, Any]:
-    """Seconds to the nanosecond, floats always."""
+def _figures_json(figures: Figures, *, with_span_seconds: bool = True) -> dict[str, Any]:
+    """Seconds to the nanosecond, floats always; `goodput` null where there is no wall clock."""
     bucket_ns = figures.bucket_ns
     out: dict[str, Any] = {"wall_s": seconds(figures.wall_ns)}
     out.update({f"{b}_s": seconds(bucket_ns[b]) for b in BUCKETS})
     out["unaccounted_s"] = seconds(figures.unaccounted_ns)
-    if with_goodput:
-        out["goodput"] = share(bucket_ns["productive"], figures.wall_ns)
+    out["goodput"] = share(bucket_ns["productive"], figures.wall_ns)
     if with_span_seconds:
         out["span_seconds"] = {b: seconds(figures.span_ns[b]) for b in BUCKETS}
     return out
@@ -339,8 +338,8 @@ def report_json(report: Report) -> dict[str, Any]:
     out: dict[str, Any] = {
         "iterations": iterations,
         "total": _figures_json(report.total),
-        "outside": _figures_json(report.outside, with_goodput=False, with_span_seconds=False),
-        "rework": _figures_json(report.rework, with_goodput=False, with_span_seconds=False),
+        "outside": _figures_json(report.outside, with_span_seconds=False),
+        "rework": _figures_json(report.rework, with_span_seconds=False),
         "downtime": {"wall_s": report.downtime_s},
         "job": {"wall_s": job.wall_s, "productive_s": job.productive_s, "goodput": job.goodput},
         "attempts": [attempt_json(a) for a in report.attempts],
