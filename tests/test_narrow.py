@@ -93,7 +93,8 @@ def report_cells(item: dict, label: str, process: str | None = None) -> list[str
     """A report row's cells as the 80-column table shows them: no span-seconds."""
     cells = [label] + ([] if process is None else [process]) + [seconds(item["wall_s"])]
     cells += [seconds(item.get(f"{b}_s")) for b in BUCKETS] + [seconds(item.get("unaccounted_s"))]
-    return cells + [percent(item.get("goodput"))]
+    whole_run = label in ("outside", "rework", "downtime")  # the table leaves their goodput to the JSON
+    return cells + [percent(None if whole_run else item.get("goodput"))]
 
 
 # --- report ---------------------------------------------------------------------------------------------------
