@@ -1,16 +1,20 @@
 """The `goodput` command: parse arguments, call `rollup`, render tables/JSON/CSV/Markdown, set the exit code.
 
-The only module that knows typer (and the terminal); what it prints comes from `rollup.views`. The library
-raises `GoodputError` with a message a user can act on;
-this module prints it as one line on stderr and exits 2, never with a traceback. DuckDB, pyarrow and Ray are
-imported inside the commands, so `goodput --help` stays instant.
+The only module that knows typer (and the terminal); what it prints comes from `rollup.views`. Errors become exit
+codes in one place (`_Commands.invoke`): the library raises `GoodputError` with a message a user can act on, printed
+as one line on stderr, exit 2, never with a traceback; anything else is a bug in goodput, said as such in one line,
+exit 3, with its traceback under `--debug` or `GOODPUT_DEBUG=1`. DuckDB, pyarrow and Ray are imported inside the
+commands, so `goodput --help` stays instant.
 """
 
 from __future__ import annotations
 
+import errno
+import os
 import re
 import sys
 import time
+import traceback
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 from rich.console import Console
 from rich.markup import escape
+from typer.core import TyperGroup
 
 from rollup.views import OutputFormat, json_text, render_rows, report_rows, report_table
 
@@ -27,17 +32,87 @@ if TYPE_CHECKING:
 
     from rollup import SpanStore
 
+EXIT_FINDINGS = 1
+EXIT_BAD_INPUT = 2
+EXIT_INTERNAL = 3
+DEBUG_VARIABLE = "GOODPUT_DEBUG"
+
+
+class _Commands(TyperGroup):
+    """goodput's command group: `--debug` is taken anywhere on the line, and errors become exit codes here."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, _debug_first(args))
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (typer.Exit, typer.Abort, typer.TyperException):  # exit codes and usage errors: typer's own
+            raise
+        except KeyboardInterrupt:
+            raise _fail("interrupted", 130) from None
+        except Exception as exc:
+            from rollup import GoodputError
+
+            if isinstance(exc, GoodputError):
+                raise _fail(str(exc)) from None
+            if isinstance(exc, OSError) and exc.errno == errno.EPIPE:  # `goodput ... | head`: typer exits quietly
+                raise
+            raise _internal_error(exc, debug=bool(ctx.params.get("debug")) or _debug_variable()) from None
+
+
+def _debug_first(args: list[str]) -> list[str]:
+    """`--debug` given after the command (`goodput report run/ --debug`) moved before it, where the group's option
+    is parsed; nothing after a `--` is touched."""
+    end = args.index("--") if "--" in args else len(args)
+    if "--debug" not in args[:end]:
+        return args
+    return ["--debug"] + [arg for arg in args[:end] if arg != "--debug"] + args[end:]
+
+
+def _debug_variable() -> bool:
+    return os.environ.get(DEBUG_VARIABLE, "").strip().lower() not in ("", "0", "false", "no", "off")
+
+
 app = typer.Typer(
     name="goodput",
-    help="Where the wall clock of a distributed RL training job goes, read from its OpenTelemetry trace files.",
+    cls=_Commands,
+    help=(
+        "Where the wall clock of a distributed RL training job goes, read from its OpenTelemetry trace files.\n\n"
+        "Exit codes: 0 success; 1 a gate failed (check found errors); 2 the input could not be used (a missing or "
+        "unreadable file, not a trace, a corrupt record, a bad option value); 3 an internal error in goodput "
+        "itself (a bug; --debug or GOODPUT_DEBUG=1 prints its traceback)."
+    ),
     pretty_exceptions_show_locals=False,
     no_args_is_help=True,
     add_completion=False,
     rich_markup_mode=None,
 )
 
-EXIT_FINDINGS = 1
-EXIT_BAD_INPUT = 2
+
+def _show_version(value: bool) -> None:
+    if not value:
+        return
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        number = version("goodput")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        number = "unknown (not installed)"
+    typer.echo(f"goodput {number}")
+    raise typer.Exit()
+
+
+@app.callback()
+def _global_options(
+    version: bool = typer.Option(
+        False, "--version", callback=_show_version, is_eager=True, help="Print goodput's version and exit."
+    ),
+    debug: bool = typer.Option(
+        False, "--debug", help="On an internal error (exit 3), print its traceback too (also GOODPUT_DEBUG=1)."
+    ),
+) -> None:
+    """Options of every command (read by `_Commands`)."""
 
 
 # --- shared options -----------------------------------------------------------------------------------------------
@@ -56,17 +131,15 @@ def _fail(message: str, code: int = EXIT_BAD_INPUT) -> typer.Exit:
     return typer.Exit(code)
 
 
-@contextmanager
-def _user_errors() -> Iterator[None]:
-    """Turn the library's GoodputError into `Error: ...` on stderr and exit 2: the one place that does."""
-    from rollup import GoodputError
-
-    try:
-        yield
-    except GoodputError as exc:
-        raise _fail(str(exc)) from None
-    except KeyboardInterrupt:
-        raise _fail("interrupted", 130) from None
+def _internal_error(exc: BaseException, *, debug: bool) -> typer.Exit:
+    """A bug in goodput (not in the traces): one line saying so, exit 3; the traceback first when debugging."""
+    if debug:
+        sys.stderr.write("".join(traceback.format_exception(exc)))
+        sys.stderr.flush()
+    first_line = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
+    what = type(exc).__name__ + (f": {first_line}" if first_line else "")
+    how = "" if debug else "; --debug or GOODPUT_DEBUG=1 prints its traceback"
+    return _fail(f"internal error (a bug in goodput, not in the traces): {what}{how}", EXIT_INTERNAL)
 
 
 def _print_notices(notices: Sequence[str]) -> None:
@@ -174,7 +247,7 @@ def query(
     if len(paths_and_sql) < 2:
         raise typer.BadParameter("give at least one PATH and then the SQL", param_hint="PATH... SQL")
     *paths, sql = paths_and_sql
-    with _user_errors(), _opened_store(paths, no_cache, accounting=False) as store:
+    with _opened_store(paths, no_cache, accounting=False) as store:
         columns, rows = _arrow_rows(store.sql(sql))
     _emit(render_rows(columns, rows, fmt, width=_terminal_width()), output)
 
@@ -232,7 +305,7 @@ def report(
     selected = _iteration_range(iteration, iterations)
     from rollup import build_report, report_json
 
-    with _user_errors(), _opened_store(paths, no_cache) as store:
+    with _opened_store(paths, no_cache) as store:
         built = build_report(
             store, iterations=selected, precedence=precedence, by_process=by is not None, attempt=attempt
         )
@@ -267,7 +340,7 @@ def check(
     selected = _iteration_range(iteration, iterations)
     from rollup import check_findings, check_summary
 
-    with _user_errors(), _opened_store(paths, no_cache) as store:
+    with _opened_store(paths, no_cache) as store:
         findings = check_findings(store, attempt=attempt)
     if selected is not None:
         findings = [f for f in findings if f.iteration is not None and selected[0] <= f.iteration <= selected[1]]
@@ -304,7 +377,7 @@ def spans(
     """
     from rollup import spans_in_window
 
-    with _user_errors(), _opened_store(paths, no_cache) as store:
+    with _opened_store(paths, no_cache) as store:
         window, table = spans_in_window(store, iteration, bucket=bucket, process=process, attempt=attempt)
     if fmt is OutputFormat.table:  # ids that only a script needs would push the readable columns off the screen
         table = table.drop_columns(["parent_span_id", "trace_id"])
@@ -333,17 +406,16 @@ def ingest(
     """
     from rollup import ingest as ingest_files
 
-    with _user_errors():
-        runner, max_chunk_bytes = None, None
-        if ray or ray_address:
-            from rollup import RAY_CHUNK_BYTES, ray_runner
+    runner, max_chunk_bytes = None, None
+    if ray or ray_address:
+        from rollup import RAY_CHUNK_BYTES, ray_runner
 
-            runner, max_chunk_bytes = ray_runner(ray_address), RAY_CHUNK_BYTES
-        progress = _LoadProgress()
-        try:
-            entries = ingest_files(paths, to_dir=to, runner=runner, progress=progress, max_chunk_bytes=max_chunk_bytes)
-        finally:
-            progress.close()
+        runner, max_chunk_bytes = ray_runner(ray_address), RAY_CHUNK_BYTES
+    progress = _LoadProgress()
+    try:
+        entries = ingest_files(paths, to_dir=to, runner=runner, progress=progress, max_chunk_bytes=max_chunk_bytes)
+    finally:
+        progress.close()
     _print_notices([n for entry in entries for n in entry.notices])
     rows = [[str(e.path), e.spans, len(e.parts), "cached" if e.cached else "converted"] for e in entries]
     _emit(render_rows(["file", "spans", "parts", "state"], rows, fmt, width=_terminal_width()), output)

@@ -1,7 +1,8 @@
 """The one exception family the rollup raises, each with a message a user can act on.
 
 The CLI catches `GoodputError` once and prints `Error: <message>`, exit 2. Messages name the file and, for a bad
-record, the byte offset or line where it was met.
+record, the byte offset or line where it was met. Only what the input or the user's options cause is raised as one:
+any other exception leaving the library is a bug in goodput, and the CLI says so (exit 3) instead of blaming a file.
 """
 
 from __future__ import annotations

@@ -143,8 +143,8 @@ def convert_chunk(
     No file is written when the chunk holds no span. A file from which no span at all can be read (and that is
     not empty, nor just one torn record) is not a trace: `signals.NotATrace` (a TraceFormatError), as is one that
     holds only other signals; with `report_not_a_trace`, it comes back in the result instead, for the load to
-    decide. A corrupt record is a TraceFormatError named by byte offset or line. Every failure of the decoders
-    surfaces as a GoodputError, never as a bare exception.
+    decide. A corrupt record is a TraceFormatError named by byte offset or line: whatever the bytes, the input's
+    faults surface as a GoodputError. Any other exception is a bug in goodput and surfaces as it is.
     """
     notices: list[str] = []
     other_signals: dict[str, int] = {}
@@ -314,7 +314,7 @@ def _parquet_batches(path: str, batch_rows: int, schema: pa.Schema) -> Iterator[
             raise NotATrace(path, "", problem)
         for batch in parquet.iter_batches(batch_size=batch_rows, columns=schema.names):
             yield batch.cast(schema)
-    except (pa.ArrowException, OSError) as error:
+    except (pa.ArrowException, OSError, UnicodeDecodeError) as error:  # a damaged file (a column name not UTF-8)
         raise TraceFormatError(path, "", f"unreadable Parquet file ({error})") from None
 
 
@@ -329,7 +329,14 @@ def parquet_problem(columns: list[str]) -> str | None:
 
 
 def _guarded(batches: Iterator[pa.RecordBatch], path: str) -> Iterator[pa.RecordBatch]:
-    """The decoder's batches, with whatever a decoder can hit on hostile input turned into a GoodputError."""
+    """The decoder's batches, with what hostile input makes the reading itself raise turned into a GoodputError.
+
+    The decoders word every problem of a record they meet (TraceFormatError with its offset or line); left here are
+    the failures of reading the bytes at all: a corrupt compressed stream, an I/O error, nesting too deep for the
+    parser, a record too large for memory. Any other exception is a bug in goodput, not a property of the file
+    (an internal RuntimeError, a pyarrow or DuckDB API that changed): it goes on as it is, so the CLI reports it
+    as the internal error it is (exit 3) instead of blaming the file.
+    """
     while True:
         try:
             batch = next(batches)
@@ -345,8 +352,6 @@ def _guarded(batches: Iterator[pa.RecordBatch], path: str) -> Iterator[pa.Record
             raise TraceFormatError(path, "", "a value is nested too deeply to decode") from None
         except MemoryError:
             raise TraceFormatError(path, "", "a record is too large to decode in memory") from None
-        except Exception as error:  # noqa: BLE001 - the contract: a bad file is a message, never a traceback
-            raise TraceFormatError(path, "", f"could not be decoded ({type(error).__name__}: {error})") from None
         yield batch
 
 

@@ -235,7 +235,7 @@ def _check_parquet_spans(entry: FileEntry) -> None:
     try:
         schema = pq.read_schema(entry.path)
         rows = pq.read_metadata(entry.path).num_rows
-    except Exception as exc:
+    except (pa.ArrowException, OSError, UnicodeDecodeError) as exc:  # what a damaged file raises; else a bug of ours
         raise TraceFormatError(str(entry.path), "", f"unreadable Parquet file ({exc})") from None
     problem = parquet_problem(schema.names)
     if problem:
