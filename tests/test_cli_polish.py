@@ -8,6 +8,7 @@ real process, from a `sitecustomize` on its PYTHONPATH.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -16,9 +17,11 @@ from pathlib import Path
 
 import pytest
 
+import rollup
 import rollup.read.otlp_proto
 import rollup.read.plan
 from conftest import invoke
+from rollup.read.plan import ProcessRunner
 from tracebuild import S, step, write_trace
 
 GOODPUT = Path(sys.executable).with_name("goodput")
@@ -192,3 +195,59 @@ def test_version_is_the_installed_one():
     result = invoke(["--version"], width=80)
     assert result.exit_code == 0
     assert result.stdout == f"goodput {version('goodput')}\n"
+
+
+# --- 2. worker processes are never forked beside DuckDB's threads --------------------------------------------------
+
+
+def test_fork_only_while_duckdb_has_not_been_imported():
+    code = (
+        "from rollup.read.plan import pool_start_method\n"
+        "print(pool_start_method())\n"
+        "import duckdb\n"
+        "connection = duckdb.connect()\n"
+        "print(pool_start_method())\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert result.stdout.split() == ["fork", "forkserver"]
+
+
+def test_the_cli_forks_its_workers_before_duckdb_exists(tmp_path):
+    """Every fork `goodput` makes is recorded (os.register_at_fork, in the parent, just before it forks): DuckDB,
+    whose threads `threading` cannot see, is not even imported yet."""
+    probe = tmp_path / "probe"
+    probe.mkdir()
+    log = tmp_path / "forks.log"
+    (probe / "sitecustomize.py").write_text(
+        "import os, sys\n"
+        "def before():\n"
+        "    with open(os.environ['FORK_LOG'], 'a') as log:\n"
+        "        log.write(f\"{'duckdb' in sys.modules}\\n\")\n"
+        "os.register_at_fork(before=before)\n"
+    )
+    traces = many_small_files(tmp_path / "run")
+    env = {"PYTHONPATH": python_path(probe), "FORK_LOG": str(log), "GOODPUT_CACHE_DIR": str(tmp_path / "cache")}
+    for args in (["report", str(traces), "-f", "json"], ["report", str(traces), "-f", "json", "--no-cache"]):
+        log.unlink(missing_ok=True)
+        result = run_goodput(args, env=env)
+        assert result.returncode == 0, result.stderr
+        assert [row["iteration"] for row in json.loads(result.stdout)["iterations"]] == list(range(20))
+        forks = log.read_text().split()
+        assert forks and set(forks) == {"False"}, forks  # workers forked, none beside DuckDB
+
+
+def test_beside_duckdb_the_workers_come_from_a_forkserver_and_read_the_same(tmp_path):
+    import duckdb  # noqa: F401 - this test process has DuckDB loaded, as any process that used it before
+
+    traces = many_small_files(tmp_path / "run")
+    runner = ProcessRunner(2)
+    try:
+        assert runner.start_method == "forkserver"
+    finally:
+        runner.close()
+    query = "SELECT span_id, iteration, source_file FROM spans ORDER BY span_id"
+    with rollup.open_store([traces], use_cache=False, workers=2) as on_workers:
+        pooled = on_workers.sql(query).to_pylist()
+    with rollup.open_store([traces], use_cache=False, workers=1) as in_process:
+        assert in_process.sql(query).to_pylist() == pooled
+    assert len(pooled) == 20 * 2

@@ -16,7 +16,7 @@ import functools
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,15 +26,15 @@ from .cache import cache_work_dir, lineage_cache_path, retire_older_lineage
 from .errors import GoodputError
 from .lineage import LINEAGE_VERSION, ensure_lineage
 from .read.plan import (
-    IN_PROCESS_BYTES,
-    IN_PROCESS_JOBS,
     FileEntry,
+    ProcessRunner,
     Progress,
     Runner,
     execute_plan,
     load_direct,
     plan_load,
-    run_in_processes,
+    run_in_this_process,
+    wants_processes,
 )
 from .schema import SPAN_SCHEMA, accounting_only, sql_text
 
@@ -148,13 +148,17 @@ def _convert(
     runner: Runner | None,
     progress: Progress | None,
     schema: pa.Schema = SPAN_SCHEMA,
-    connection: duckdb.DuckDBPyConnection | None = None,
+    connect: Callable[[], duckdb.DuckDBPyConnection] | None = None,
     max_chunk_bytes: int | None = None,
 ) -> list[FileEntry]:
-    """Convert what the cache lacks. Given a `connection`, an uncached load of the accounting columns alone on this
-    machine lets DuckDB read JSON Lines files straight into it (`read.duckdb_json`), the fastest way there is."""
+    """Convert what the cache lacks. Given `connect` (the store's connection, opened on first call), an uncached
+    load of the accounting columns alone on this machine lets DuckDB read JSON Lines files straight into it
+    (`read.duckdb_json`), the fastest way there is.
+
+    Worker processes, when the jobs are worth them, are started before the connection is opened: DuckDB's threads
+    would make forking them unsafe (`read.plan.pool_start_method`)."""
     workers = workers or os.cpu_count() or 1
-    direct = connection is not None and runner is None and not use_cache and accounting_only(schema)
+    direct = connect is not None and runner is None and not use_cache and accounting_only(schema)
     plan = plan_load(
         paths,
         use_cache=use_cache,
@@ -164,13 +168,36 @@ def _convert(
         direct_json=direct,
         max_chunk_bytes=max_chunk_bytes,
     )
-    if plan.direct and connection is not None:  # only set aside when there is a connection (see `direct`)
-        load_direct(plan, connection, work_dir=work_dir, workers=workers, schema=schema, progress=progress)
-    if runner is None:
-        in_process = plan.total_bytes - plan.done_bytes < IN_PROCESS_BYTES and len(plan.jobs) < IN_PROCESS_JOBS
-        runner = lambda jobs: run_in_processes(jobs, 1 if in_process else workers)  # noqa: E731
-    execute_plan(plan, use_cache=use_cache, work_dir=work_dir, runner=runner, progress=progress)
+    pool: ProcessRunner | None = None
+    try:
+        if runner is None and wants_processes(plan, workers):
+            pool = ProcessRunner(min(workers, len(plan.jobs)))
+        if plan.direct and connect is not None:  # only set aside when there is a connection (see `direct`)
+            load_direct(plan, connect(), work_dir=work_dir, workers=workers, schema=schema, progress=progress)
+            if runner is None and pool is None and wants_processes(plan, workers):  # files DuckDB handed back
+                pool = ProcessRunner(min(workers, len(plan.jobs)))
+        execute_plan(
+            plan, use_cache=use_cache, work_dir=work_dir, runner=runner or pool or run_in_this_process,
+            progress=progress,
+        )  # fmt: skip
+    finally:
+        if pool is not None:
+            pool.close()
     return plan.entries
+
+
+class _Connection:
+    """The store's DuckDB connection, opened (and DuckDB imported) on first call."""
+
+    def __init__(self) -> None:
+        self.connection: duckdb.DuckDBPyConnection | None = None
+
+    def __call__(self) -> duckdb.DuckDBPyConnection:
+        if self.connection is None:
+            import duckdb
+
+            self.connection = duckdb.connect(":memory:", config={"preserve_insertion_order": False})
+        return self.connection
 
 
 def open_store(
@@ -192,10 +219,8 @@ def open_store(
     Raises InputError for paths that name nothing readable and TraceFormatError for files that are not traces;
     truncated tails and empty files become `notices`, not errors.
     """
-    import duckdb
-
     work_dir = _work_dir(use_cache, cache_dir)
-    connection = duckdb.connect(":memory:", config={"preserve_insertion_order": False})
+    connect = _Connection()
     try:
         entries = _convert(
             paths,
@@ -205,13 +230,15 @@ def open_store(
             runner=runner,
             progress=progress,
             schema=schema,
-            connection=connection,
+            connect=connect,
         )
+        connection = connect()
         parts = [p for entry in entries for p in entry.parts]
         tables = list(dict.fromkeys(t for entry in entries for t in entry.tables))
         rewritten = _create_spans_view(connection, parts, schema, tables)
     except BaseException:
-        connection.close()
+        if connect.connection is not None:
+            connect.connection.close()
         if not use_cache:
             shutil.rmtree(work_dir, ignore_errors=True)
         raise

@@ -2,8 +2,8 @@
 
 `plan_load` expands the paths, reuses cached entries and cuts the rest into conversion jobs (a chunk, the Parquet part
 it becomes, the columns it keeps); `load_direct` lets DuckDB read plain JSON Lines itself when only the accounting
-columns are wanted; `execute_plan` runs the jobs (on all cores, in this process, or through any runner such as
-`ray_tasks.ray_runner`) and publishes each converted file to the cache.
+columns are wanted; `execute_plan` runs the jobs (on all cores with a `ProcessRunner`, in this process, or through
+any runner such as `ray_tasks.ray_runner`) and publishes each converted file to the cache.
 
 A file that is not a trace (`signals.NotATrace`) is an error when named on the command line, and skipped with a note
 when found in a directory or by a glob; a load where every file is skipped is an error. The verdict is cached with
@@ -16,6 +16,7 @@ import json
 import multiprocessing
 import os
 import shutil
+import sys
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -98,19 +99,43 @@ def _cached_verdict(entry_dir: Path, path: Path) -> NotATrace | None:
         return None
 
 
-def run_in_processes(jobs: Sequence[ConvertJob], workers: int | None = None) -> Iterator[ChunkResult]:
-    """Convert chunks on all cores; small work stays in this process."""
-    workers = workers or os.cpu_count() or 1
-    if workers <= 1 or len(jobs) <= 1:
-        for chunk, out_path, schema in jobs:
-            yield convert_chunk(chunk, out_path, schema=schema, report_not_a_trace=True)
-        return
-    # fork is cheap and safe while this process runs no other thread; otherwise a forkserver, which is safe anyway.
-    method = "fork" if threading.active_count() == 1 and "fork" in multiprocessing.get_all_start_methods() else None
-    context = multiprocessing.get_context(method or "forkserver")
-    with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=context) as pool:
+def pool_start_method() -> str:
+    """How conversion workers started now are made: `fork` (cheapest: a worker has the decoders already imported)
+    while this process runs no thread but its main one, else `forkserver` (`spawn` where there is none).
+
+    A child forked beside other threads inherits their locks but not the threads that would release them, and can
+    hang on one. `threading` sees only Python threads; DuckDB's are native, started by its first connection and
+    kept by any still open (ours, or a caller's in the same process), so fork is used only while DuckDB has not
+    been imported at all. `store.open_store` starts its workers before it imports DuckDB: the CLI forks.
+    """
+    methods = multiprocessing.get_all_start_methods()
+    if "fork" in methods and threading.active_count() == 1 and "duckdb" not in sys.modules:
+        return "fork"
+    return "forkserver" if "forkserver" in methods else "spawn"
+
+
+def run_in_this_process(jobs: Sequence[ConvertJob]) -> Iterator[ChunkResult]:
+    """Convert chunks one after another in this process: for few and small jobs, cheaper than starting workers."""
+    for chunk, out_path, schema in jobs:
+        yield convert_chunk(chunk, out_path, schema=schema, report_not_a_trace=True)
+
+
+class ProcessRunner:
+    """A runner converting chunks on `workers` processes, which start when it is made (see `pool_start_method`):
+    make it before anything starts threads, `close()` it when done."""
+
+    def __init__(self, workers: int) -> None:
+        self.start_method = pool_start_method()
+        context = multiprocessing.get_context(self.start_method)
+        if self.start_method == "forkserver":  # the server imports the decoders once; each worker forks from it
+            context.set_forkserver_preload([convert_chunk.__module__])
+        self._pool = ProcessPoolExecutor(max_workers=max(1, workers), mp_context=context)
+        if self.start_method == "fork":  # the pool forks every worker on its first task: have it do so now
+            self._pool.submit(os.getpid).result()
+
+    def __call__(self, jobs: Sequence[ConvertJob]) -> Iterator[ChunkResult]:
         futures = [
-            pool.submit(convert_chunk, chunk, out_path, schema=schema, report_not_a_trace=True)
+            self._pool.submit(convert_chunk, chunk, out_path, schema=schema, report_not_a_trace=True)
             for chunk, out_path, schema in jobs
         ]
         try:
@@ -120,6 +145,16 @@ def run_in_processes(jobs: Sequence[ConvertJob], workers: int | None = None) -> 
             for future in futures:
                 future.cancel()
             raise
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def wants_processes(plan: Plan, workers: int) -> bool:
+    """Whether the plan's jobs are worth worker processes: more than one core, and more than a few small jobs
+    (IN_PROCESS_BYTES, IN_PROCESS_JOBS)."""
+    many = plan.job_bytes >= IN_PROCESS_BYTES or len(plan.jobs) >= IN_PROCESS_JOBS
+    return workers > 1 and len(plan.jobs) > 1 and many
 
 
 @dataclass
@@ -133,6 +168,11 @@ class Plan:
     direct: list[FileEntry] = field(default_factory=list)  # JSON Lines files DuckDB is to read itself first
     done_bytes: int = 0  # of total_bytes, read before the jobs run
     kinds: dict[Path, str] = field(default_factory=dict)  # entry path -> its format, for the files converted
+
+    @property
+    def job_bytes(self) -> int:
+        """The size of the files the jobs convert."""
+        return sum(entry.size for entry in self.entries if entry.path in self.staging)
 
 
 def plan_load(
