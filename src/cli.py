@@ -117,9 +117,26 @@ def _global_options(
 
 # --- shared options -----------------------------------------------------------------------------------------------
 
-FormatOption = typer.Option(OutputFormat.table, "--format", "-f", help="Output as a table, JSON, CSV or Markdown.")
-OutputOption = typer.Option(None, "--output", "-o", help="Write the output to FILE instead of standard output.")
+FormatOption = typer.Option(
+    None,
+    "--format",
+    "-f",
+    help="Output as a table, JSON, CSV or Markdown (default: from --output's extension, else a table).",
+    show_default=False,
+)
+OutputOption = typer.Option(
+    None,
+    "--output",
+    "-o",
+    help="Write the output to FILE instead of standard output; .json, .csv and .md choose the format.",
+)
 NoCacheOption = typer.Option(False, "--no-cache", help="Parse the files afresh; neither read nor write the cache.")
+
+# SPEC section 6: with --output and no --format, the format follows the file's extension. `jsonl` and `html` are
+# formats of their own there; until they exist, such a file is refused rather than filled with a table.
+_EXTENSION_FORMATS = {
+    ".json": "json", ".jsonl": "jsonl", ".csv": "csv", ".md": "markdown", ".markdown": "markdown", ".html": "html",
+}  # fmt: skip
 
 
 def _stderr() -> Console:
@@ -140,6 +157,22 @@ def _internal_error(exc: BaseException, *, debug: bool) -> typer.Exit:
     what = type(exc).__name__ + (f": {first_line}" if first_line else "")
     how = "" if debug else "; --debug or GOODPUT_DEBUG=1 prints its traceback"
     return _fail(f"internal error (a bug in goodput, not in the traces): {what}{how}", EXIT_INTERNAL)
+
+
+def _output_format(fmt: OutputFormat | None, output: Path | None) -> OutputFormat:
+    """`--format` when given; else the format `--output`'s extension names (SPEC section 6); else a table."""
+    if fmt is not None:
+        return fmt
+    name = _EXTENSION_FORMATS.get(output.suffix.lower()) if output is not None else None
+    if name is None:
+        return OutputFormat.table
+    if name in OutputFormat.__members__:
+        return OutputFormat(name)
+    known = ", ".join(ext for ext, known in _EXTENSION_FORMATS.items() if known in OutputFormat.__members__)
+    raise typer.BadParameter(
+        f"{output}: the {name} format is not implemented yet; name a file ending in {known}, or give --format",
+        param_hint="--output",
+    )
 
 
 def _print_notices(notices: Sequence[str]) -> None:
@@ -228,7 +261,7 @@ def query(
     paths_and_sql: list[str] = typer.Argument(
         ..., metavar="PATH... SQL", help="Trace files, directories or globs, then the SQL."
     ),
-    fmt: OutputFormat = FormatOption,
+    fmt: OutputFormat | None = FormatOption,
     output: Path | None = OutputOption,
     no_cache: bool = NoCacheOption,
 ) -> None:
@@ -247,6 +280,7 @@ def query(
     if len(paths_and_sql) < 2:
         raise typer.BadParameter("give at least one PATH and then the SQL", param_hint="PATH... SQL")
     *paths, sql = paths_and_sql
+    fmt = _output_format(fmt, output)
     with _opened_store(paths, no_cache, accounting=False) as store:
         columns, rows = _arrow_rows(store.sql(sql))
     _emit(render_rows(columns, rows, fmt, width=_terminal_width()), output)
@@ -288,7 +322,7 @@ def report(
     ),
     by: str | None = typer.Option(None, "--by", help="'process': each process's own breakdown within the windows."),
     attempt: str | None = AttemptOption,
-    fmt: OutputFormat = FormatOption,
+    fmt: OutputFormat | None = FormatOption,
     output: Path | None = OutputOption,
     no_cache: bool = NoCacheOption,
 ) -> None:
@@ -303,6 +337,7 @@ def report(
     if by not in (None, "process"):
         raise typer.BadParameter("the only grouping is 'process'", param_hint="--by")
     selected = _iteration_range(iteration, iterations)
+    fmt = _output_format(fmt, output)
     from rollup import build_report, report_json
 
     with _opened_store(paths, no_cache) as store:
@@ -310,10 +345,10 @@ def report(
             store, iterations=selected, precedence=precedence, by_process=by is not None, attempt=attempt
         )
         payload = report_json(built)
-    if not payload["iterations"] and selected is None:
-        _stderr().print("note: no iterations in these traces (no rl.iteration on any step or span)")
-    elif not payload["iterations"]:
-        _stderr().print("note: no iteration of these traces lies in the range asked for")
+        if not payload["iterations"]:
+            if selected is not None:  # an iteration asked for that is not there: a bad option value, as in `spans`
+                store.require_iterations(selected)
+            _stderr().print(_no_iterations_note(store))
     if fmt is OutputFormat.json:
         _emit(json_text(payload), output)
     elif fmt is OutputFormat.table:
@@ -328,7 +363,7 @@ def check(
     iteration: int | None = IterationOption,
     iterations: str | None = IterationsOption,
     attempt: str | None = AttemptOption,
-    fmt: OutputFormat = FormatOption,
+    fmt: OutputFormat | None = FormatOption,
     output: Path | None = OutputOption,
     no_cache: bool = NoCacheOption,
 ) -> None:
@@ -338,10 +373,13 @@ def check(
     an attempt), orphan-span, iteration-mismatch, inverted-span, overlapping-attempts.
     """
     selected = _iteration_range(iteration, iterations)
+    fmt = _output_format(fmt, output)
     from rollup import check_findings, check_summary
 
     with _opened_store(paths, no_cache) as store:
         findings = check_findings(store, attempt=attempt)
+        if selected is not None:
+            store.require_iterations(selected)
     if selected is not None:
         findings = [f for f in findings if f.iteration is not None and selected[0] <= f.iteration <= selected[1]]
     summary = check_summary(findings)
@@ -351,7 +389,8 @@ def check(
     else:
         columns = ["severity", "rule", "iteration", "name", "span_id", "related_span_id", "message"]
         rows = [[getattr(f, c) for c in columns] for f in findings]
-        text = render_rows(columns, rows, fmt, width=_terminal_width()) if rows else ""
+        # No findings: CSV and Markdown still start with their header, so a script reads an empty table.
+        text = render_rows(columns, rows, fmt, width=_terminal_width()) if rows or fmt is not OutputFormat.table else ""
         if fmt is OutputFormat.table:
             text += f"{summary['errors']} errors, {summary['warnings']} warnings\n"
         _emit(text, output)
@@ -362,28 +401,67 @@ def check(
 @app.command()
 def spans(
     paths: list[str] = typer.Argument(..., metavar="PATH...", help="Trace files, directories or globs."),
-    iteration: int = typer.Option(..., "--iteration", "-i", help="The iteration whose window to list."),
-    bucket: str | None = typer.Option(None, "--bucket", help="Only spans of this bucket."),
-    process: str | None = typer.Option(None, "--process", help="Only spans of this process."),
+    iteration: int | None = typer.Option(
+        None, "--iteration", "-i", help="List the spans active in this iteration's window (default: every span)."
+    ),
+    bucket: str | None = typer.Option(
+        None, "--bucket", help="Only spans of this bucket: productive, overhead, idle or wasted."
+    ),
+    process: str | None = typer.Option(
+        None,
+        "--process",
+        help="Only spans of this process: its name as listed, or the service name it is shown under (NAME@host:pid, "
+        "NAME [host:pid]).",
+    ),
     attempt: str | None = AttemptOption,
-    fmt: OutputFormat = FormatOption,
+    fmt: OutputFormat | None = FormatOption,
     output: Path | None = OutputOption,
     no_cache: bool = NoCacheOption,
 ) -> None:
-    """What else was happening in step N: every span active in its window.
+    """What else was happening in step N: every span active in its window; without --iteration, every span.
 
-    Whatever the span's own iteration, process or attempt; sorted by start, offsets from the window's start. The
-    window is the report's row for N, its latest attempt's.
+    Whatever the span's own iteration, process or attempt; sorted by start, offsets from the window's start (from
+    the first span's start without --iteration). The window is the report's row for N, its latest attempt's.
+    --process NAME selects the process listed as NAME, and those listed as NAME@host:pid or NAME [host:pid]: every
+    process of the service NAME (`--process grpo-generation` lists both grpo-generation@vm:13372 and @vm:13373).
     """
-    from rollup import spans_in_window
+    fmt = _output_format(fmt, output)
+    from rollup import BUCKETS, spans_in_window
 
+    if bucket is not None:
+        bucket = bucket.strip().lower()
+        if bucket not in BUCKETS:
+            known = ", ".join(BUCKETS)
+            raise typer.BadParameter(f"{bucket!r} is not a bucket; buckets: {known}", param_hint="--bucket")
     with _opened_store(paths, no_cache) as store:
         window, table = spans_in_window(store, iteration, bucket=bucket, process=process, attempt=attempt)
     if fmt is OutputFormat.table:  # ids that only a script needs would push the readable columns off the screen
         table = table.drop_columns(["parent_span_id", "trace_id"])
     columns, rows = _arrow_rows(table)
-    title = f"iteration {iteration}: {(window.end_ns - window.start_ns) / 1e9:.3f}s window, {len(rows)} spans"
+    if window is not None:
+        title = f"iteration {window.iteration}: {window.wall_ns / 1e9:.3f}s window, {len(rows)} spans"
+    else:
+        import pyarrow.compute as pc
+
+        last_end = pc.max(pc.add(table["start_offset_s"], table["duration_s"])).as_py() or 0.0
+        title = f"every span: {last_end:.3f}s from the first start to the last end, {len(rows)} spans"
     _emit(render_rows(columns, rows, fmt, title=title, width=_terminal_width()), output)
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}" + ("" if number == 1 else "s")
+
+
+def _no_iterations_note(store: SpanStore) -> str:
+    """Why a report has no row, from what was read: no span at all, spans of no RL job, or no iteration."""
+    read = store.read_summary()
+    if not read.spans:
+        empty = f" ({_count(read.empty_files, 'file')}, all empty)" if read.empty_files else ""
+        return f"note: no spans in these traces{empty}"
+    spans = f"read {_count(read.spans, 'span')} from {_count(read.files, 'file')}"
+    if not read.with_bucket and not read.with_iteration:
+        return f"note: {spans}, and none carries rl.bucket or rl.iteration: nothing here for goodput to charge"
+    return f"note: no iterations: {spans}, and none carries rl.iteration (on a step span or an ancestor)"
 
 
 _RAY_ADDRESS = re.compile(r"^(auto|local|ray://\S+|[\w.\-]+:\d+)$")
@@ -396,7 +474,7 @@ def ingest(
         False, "--ray", help="Convert as Ray tasks: --ray [ADDRESS] (default: RAY_ADDRESS, else a local cluster)."
     ),
     ray_address: str | None = typer.Option(None, "--ray-address", hidden=True),
-    fmt: OutputFormat = FormatOption,
+    fmt: OutputFormat | None = FormatOption,
     output: Path | None = OutputOption,
 ) -> None:
     """Convert trace files to Parquet once, locally or on a Ray cluster.
@@ -404,6 +482,7 @@ def ingest(
     Every later command on the same files then reads Parquet only. Without --to the result is the cache the
     other commands look in; with --to DIR it is a Parquet dataset that they read as a PATH.
     """
+    fmt = _output_format(fmt, output)
     from rollup import ingest as ingest_files
 
     runner, max_chunk_bytes = None, None

@@ -22,7 +22,7 @@ import rollup.read.otlp_proto
 import rollup.read.plan
 from conftest import invoke
 from rollup.read.plan import ProcessRunner
-from tracebuild import S, step, write_trace
+from tracebuild import S, span_id_of, step, write_trace
 
 GOODPUT = Path(sys.executable).with_name("goodput")
 WIDTHS = [80, 200]
@@ -251,3 +251,224 @@ def test_beside_duckdb_the_workers_come_from_a_forkserver_and_read_the_same(tmp_
     with rollup.open_store([traces], use_cache=False, workers=1) as in_process:
         assert in_process.sql(query).to_pylist() == pooled
     assert len(pooled) == 20 * 2
+
+
+# --- 3. --output's extension, spans' filters, iterations that are not there, every span ----------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "expect"),
+    [("r.csv", "csv"), ("r.CSV", "csv"), ("r.json", "json"), ("r.md", "markdown"), ("r.txt", "table"), ("r", "table")],
+)
+def test_the_output_format_follows_the_extension(tmp_path, name, expect):
+    path = str(three_steps(tmp_path))
+    out = tmp_path / name
+    result = invoke(["report", path, "-o", str(out)], width=80)
+    assert result.exit_code == 0, result.output
+    text = out.read_text()
+    if expect == "csv":
+        assert text.splitlines()[0].startswith("iteration,wall_s,productive_s")
+    elif expect == "json":
+        assert [row["iteration"] for row in json.loads(text)["iterations"]] == [1, 2, 3]
+    elif expect == "markdown":
+        assert text.startswith("| iteration | wall_s |")
+    else:
+        assert "┃" in text and "Wall clock by iteration" in text
+
+
+def test_an_explicit_format_wins_over_the_extension(tmp_path):
+    out = tmp_path / "r.csv"
+    assert invoke(["report", str(three_steps(tmp_path)), "-f", "json", "-o", str(out)]).exit_code == 0
+    assert json.loads(out.read_text())["iterations"]
+
+
+@pytest.mark.parametrize("command", [["report"], ["check"], ["spans", "-i", "1"]])
+@pytest.mark.parametrize("suffix", [".html", ".jsonl"])
+def test_formats_not_there_yet_are_refused_naming_those_that_are(tmp_path, command, suffix):
+    out = tmp_path / f"r{suffix}"
+    result = invoke([command[0], str(three_steps(tmp_path)), *command[1:], "-o", str(out)], width=80)
+    assert result.exit_code == 2
+    text = " ".join(result.stderr.split())
+    assert "not implemented yet" in text and ".json, .csv, .md" in text
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_an_unknown_bucket_is_refused_naming_the_four(tmp_path, width):
+    result = invoke(["spans", str(three_steps(tmp_path)), "-i", "2", "--bucket", "prod"], width=width)
+    assert result.exit_code == 2
+    text = " ".join(result.stderr.split())
+    assert "'prod' is not a bucket" in text and "productive, overhead, idle, wasted" in text
+    assert result.stdout == ""
+
+
+def test_a_bucket_in_capitals_is_the_bucket(tmp_path):
+    result = invoke(["spans", str(three_steps(tmp_path)), "-i", "2", "--bucket", "Overhead", "-f", "json"])
+    assert [row["span_id"] for row in json.loads(result.stdout)] == [span_id_of("l2")]
+
+
+def service_processes(tmp_path: Path) -> Path:
+    """A driver and two generation workers named as SPEC section 1 shows processes without an instance id
+    (`service.name@host:pid`), and a nemo-lens rank that shares its name with the driver's."""
+
+    def resource(service: str, pid: int, instance: str | None = None) -> dict:
+        attributes = {"service.name": service, "host.name": "vm", "process.pid": pid}
+        return {**attributes, "service.instance.id": instance} if instance else attributes
+
+    resources = {
+        "driver": resource("grpo-driver", 10),
+        "gen-a": resource("grpo-generation", 11),
+        "gen-b": resource("grpo-generation", 12),
+        "rank-a": resource("lens", 20, "run7-rank0"),
+        "rank-b": resource("lens", 21, "run7-rank0"),
+    }
+    spans = [
+        step("s1", 1, 0, 10, process="driver"),
+        S("ga", "rl.grpo.generation", 1, 5, parent="s1", bucket="productive", process="gen-a"),
+        S("gb", "rl.grpo.generation", 2, 6, parent="s1", bucket="productive", process="gen-b"),
+        S("ra", "rl.grpo.policy_training", 6, 8, parent="s1", bucket="productive", process="rank-a"),
+        S("rb", "rl.grpo.policy_training", 6, 9, parent="s1", bucket="productive", process="rank-b"),
+    ]
+    return write_trace(tmp_path / "run.otlp", spans, resources=resources)
+
+
+@pytest.mark.parametrize(
+    ("process", "expected"),
+    [
+        ("grpo-generation", ["ga", "gb"]),  # the service name: every process of it
+        ("grpo-generation@vm:12", ["gb"]),  # the name as listed
+        ("run7-rank0", ["rb", "ra"]),  # a name two processes share, listed with [host:pid] appended
+        ("run7-rank0 [vm:21]", ["rb"]),
+    ],
+)
+def test_process_is_matched_as_listed_or_by_its_service_name(tmp_path, process, expected):
+    path = str(service_processes(tmp_path))
+    for extra in (["-i", "1"], []):
+        result = invoke(["spans", path, *extra, "--process", process, "-f", "json"], width=200)
+        assert result.exit_code == 0, result.output
+        assert [row["span_id"] for row in json.loads(result.stdout)] == [span_id_of(label) for label in expected]
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_an_unknown_process_is_an_error_naming_the_processes(tmp_path, width):
+    result = invoke(["spans", str(service_processes(tmp_path)), "--process", "grpo-gen"], width=width)
+    assert result.exit_code == 2
+    line = one_error_line(result.stderr)
+    assert "no process 'grpo-gen'" in line
+    assert "grpo-driver@vm:10, grpo-generation@vm:11, grpo-generation@vm:12" in line
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["report", "-i", "99"], ["spans", "-i", "99"], ["check", "-i", "99"], ["report", "-f", "json", "-i", "99"]],
+)
+def test_an_iteration_that_is_not_there_is_exit_2_everywhere_naming_those_that_are(tmp_path, args):
+    result = invoke([args[0], str(three_steps(tmp_path)), *args[1:]], width=80)
+    assert result.exit_code == 2, result.output
+    assert one_error_line(result.stderr) == "Error: no iteration 99 in these traces; they hold iterations 1-3"
+    assert result.stdout == ""
+
+
+def test_a_range_that_holds_no_iteration_is_exit_2_too_and_gaps_are_named(tmp_path):
+    spans = [step(f"s{i}", i, i, i + 1) for i in (1, 2, 3, 7, 9, 10)]
+    path = str(write_trace(tmp_path / "run.otlp", spans))
+    result = invoke(["report", path, "--iterations", "4:6"], width=80)
+    assert result.exit_code == 2
+    assert "no iteration in the range 4:6 in these traces; they hold iterations 1-3, 7, 9-10" in result.stderr
+    result = invoke(["report", path, "--iterations", "11:"], width=80)
+    assert "no iteration in the range 11: in these traces" in result.stderr
+    assert invoke(["report", path, "--iterations", "3:7", "-f", "json"]).exit_code == 0
+
+
+def test_no_iteration_at_all_is_named_as_such(tmp_path):
+    path = write_trace(tmp_path / "run.otlp", [S("a", "rl.grpo.generation", 0, 1, bucket="productive")])
+    result = invoke(["spans", str(path), "-i", "1"], width=80)
+    assert result.exit_code == 2
+    assert "they hold no iteration" in one_error_line(result.stderr)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_spans_without_iteration_lists_every_span_in_a_table(tmp_path, width):
+    result = invoke(["spans", str(three_steps(tmp_path))], width=width)
+    assert result.exit_code == 0, result.output
+    assert "every span: 12.000s from the first start to the last end, 7 spans" in result.stdout
+    for name in ("rl.grpo.job", "rl.grpo.logprob", "rl.idle.buffer_starvation"):
+        assert name in result.stdout
+
+
+def test_spans_without_iteration_filter_by_bucket(tmp_path):
+    result = invoke(["spans", str(three_steps(tmp_path)), "--bucket", "productive", "-f", "csv"])
+    rows = result.stdout.splitlines()
+    assert rows[0].startswith("start_offset_s,duration_s,process,bucket")
+    assert len(rows) == 2 and span_id_of("g1") in rows[1]
+
+
+# --- 4. nothing to show, said as such ------------------------------------------------------------------------------
+
+
+def clean_run(tmp_path: Path) -> Path:
+    return write_trace(
+        tmp_path / "clean.otlp",
+        [step("s1", 1, 0, 4), S("g", "rl.grpo.generation", 0, 3, parent="s1", bucket="productive")],
+    )
+
+
+CHECK_COLUMNS = ["severity", "rule", "iteration", "name", "span_id", "related_span_id", "message"]
+
+
+@pytest.mark.parametrize(
+    ("fmt", "expected"),
+    [
+        ("csv", [",".join(CHECK_COLUMNS)]),
+        ("markdown", ["| " + " | ".join(CHECK_COLUMNS) + " |", "|---|---|---|---|---|---|---|"]),
+        ("json", None),
+    ],
+)
+def test_check_without_findings_still_writes_its_header(tmp_path, fmt, expected):
+    result = invoke(["check", str(clean_run(tmp_path)), "-f", fmt], width=80)
+    assert result.exit_code == 0, result.output
+    if expected is None:
+        assert json.loads(result.stdout) == {"findings": [], "summary": {"errors": 0, "warnings": 0}}
+    else:
+        assert result.stdout.splitlines() == expected
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_check_table_without_findings_is_the_summary_line(tmp_path, width):
+    result = invoke(["check", str(clean_run(tmp_path))], width=width)
+    assert result.exit_code == 0 and result.stdout == "0 errors, 0 warnings\n"
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_a_trace_of_no_rl_job_says_what_was_read(tmp_path, width):
+    write_trace(tmp_path / "api.otlp", [S("a", "http.request", 0, 1), S("b", "db.query", 0.2, 0.5, parent="a")])
+    write_trace(tmp_path / "web.otlp", [S("c", "http.request", 2, 3, process="web")])
+    for fmt in ("table", "json"):
+        result = invoke(["report", str(tmp_path), "-f", fmt], width=width)
+        assert result.exit_code == 0
+        assert result.stderr.strip() == (
+            "note: read 3 spans from 2 files, and none carries rl.bucket or rl.iteration: nothing here for goodput "
+            "to charge"
+        )
+
+
+def test_spans_without_an_iteration_are_named_for_what_they_lack(tmp_path):
+    path = write_trace(tmp_path / "run.otlp", [S("a", "rl.grpo.generation", 0, 1, bucket="productive")])
+    result = invoke(["report", str(path)], width=80)
+    assert result.exit_code == 0
+    assert result.stderr.strip() == (
+        "note: no iterations: read 1 span from 1 file, and none carries rl.iteration (on a step span or an ancestor)"
+    )
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_a_folder_of_empty_files_has_no_spans_not_no_iterations(tmp_path, width):
+    (tmp_path / "driver.otlp").write_bytes(b"")
+    (tmp_path / "worker.jsonl").write_bytes(b"")
+    result = invoke(["report", str(tmp_path), "-f", "json"], width=width)
+    assert result.exit_code == 0
+    assert json.loads(result.stdout)["iterations"] == []
+    notes = result.stderr.strip().splitlines()
+    assert notes[-1] == "note: no spans in these traces (2 files, all empty)"
+    assert sum("empty file skipped" in note for note in notes) == 2
+    assert "no iterations" not in result.stderr

@@ -172,11 +172,12 @@ def test_an_unknown_iteration_is_an_error_naming_it(tmp_path):
     assert result.stdout == ""
 
 
-def test_iteration_is_required(tmp_path):
-    path = write_trace(tmp_path / "run.otlp", timeline())
-    result = run(["spans", str(path)])
-    assert result.exit_code == 2
-    assert "--iteration" in result.output
+def test_without_iteration_every_span_is_listed_from_the_first_start(tmp_path):
+    rows = spans_json(tmp_path)
+    assert len(rows) == len(timeline())
+    assert rows[0]["span_id"] == span_id_of("job") and rows[0]["start_offset_s"] == 0.0 - 0.0
+    wait = next(r for r in rows if r["span_id"] == span_id_of("wait", trace="t2"))
+    assert wait["start_offset_s"] == 19.0 - 0.0
 
 
 @pytest.mark.parametrize("fmt", ["table", "csv", "markdown"])

@@ -17,6 +17,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +41,18 @@ from .schema import SPAN_SCHEMA, accounting_only, sql_text
 
 if TYPE_CHECKING:
     import duckdb
+
+
+@dataclass(frozen=True)
+class ReadSummary:
+    """What a load read: `spans` as the files hold them (a span exported twice counts twice) from `files` files, the
+    `empty_files` beside them, and how many spans carry `rl.bucket` and `rl.iteration` of their own."""
+
+    files: int
+    empty_files: int
+    spans: int
+    with_bucket: int
+    with_iteration: int
 
 
 class SpanStore:
@@ -67,6 +80,27 @@ class SpanStore:
     @property
     def notices(self) -> list[str]:
         return [n for entry in self.entries for n in entry.notices]
+
+    def read_summary(self) -> ReadSummary:
+        """What this load read: so a command with nothing to show can say why (no span, or no RL attribute)."""
+        files = [entry for entry in self.entries if not entry.skipped]
+        (with_bucket, with_iteration) = self.connection.execute(
+            "SELECT count(bucket), count(iteration) FROM spans"
+        ).fetchall()[0]
+        return ReadSummary(
+            files=sum(1 for entry in files if entry.spans),
+            empty_files=sum(1 for entry in files if not entry.spans),
+            spans=sum(entry.spans for entry in files),
+            with_bucket=int(with_bucket),
+            with_iteration=int(with_iteration),
+        )
+
+    def require_iterations(self, selected: tuple[int, int]) -> None:
+        """GoodputError naming the iterations these traces hold, unless one lies in `selected` (inclusive): an
+        iteration asked for that is not there is a bad option value (`windows.require_iterations`)."""
+        from .windows import require_iterations
+
+        require_iterations(self, selected)
 
     def sql(self, query: str, params: Iterable[Any] | dict[str, Any] | None = None) -> pa.Table:
         """Run `query` and return an Arrow table; a DuckDB error becomes a GoodputError naming the query's problem."""

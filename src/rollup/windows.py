@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from .attempts import ATTEMPT_SQL, find_attempts, keep_attempt
 from .errors import GoodputError
 from .lineage import ensure_lineage
+from .schema import BUCKETS
 
 if TYPE_CHECKING:
     import duckdb
@@ -102,48 +103,125 @@ def outside_stretches(extent: tuple[int, int] | None, windows: list[Window]) -> 
 
 
 def window_of(connection: duckdb.DuckDBPyConnection, iteration: int) -> Window:
-    """The window of `iteration`; GoodputError when these traces have none."""
-    for window in iteration_windows(connection):
+    """The window of `iteration`; GoodputError naming the iterations these traces hold when it is not one."""
+    windows = iteration_windows(connection)
+    for window in windows:
         if window.iteration == iteration:
             return window
-    raise GoodputError(f"no iteration {iteration} in these traces")
+    raise _missing_iterations((iteration, iteration), windows)
+
+
+def require_iterations(store: SpanStore, selected: tuple[int, int]) -> None:
+    """GoodputError naming the iterations these traces hold, unless one lies in `selected` (inclusive; ends may be
+    open, +-2**63). `report`, `check` and `spans` alike treat an iteration asked for that is not there as a bad
+    option value, not as an empty result."""
+    ensure_lineage(store)
+    windows = iteration_windows(store.connection)
+    if not any(selected[0] <= window.iteration <= selected[1] for window in windows):
+        raise _missing_iterations(selected, windows)
+
+
+def _missing_iterations(selected: tuple[int, int], windows: Sequence[Window]) -> GoodputError:
+    low, high = selected
+    if low == high:
+        asked = f"iteration {low}"
+    else:
+        asked = "iteration in the range " + (str(low) if low > -(2**63) else "") + ":"
+        asked += str(high) if high < 2**63 - 1 else ""
+    held = sorted(window.iteration for window in windows)
+    if not held:
+        return GoodputError(f"no {asked} in these traces: they hold no iteration (no rl.iteration on any step or span)")
+    return GoodputError(f"no {asked} in these traces; they hold {iteration_list(held)}")
+
+
+def iteration_list(iterations: Sequence[int], most: int = 6) -> str:
+    """`iterations 1-6`, `iterations 1-3, 7, 9-12`: sorted numbers as runs, the first `most` runs and the last."""
+    runs: list[list[int]] = []
+    for number in iterations:
+        if runs and number == runs[-1][1] + 1:
+            runs[-1][1] = number
+        else:
+            runs.append([number, number])
+    texts = [str(a) if a == b else f"{a}-{b}" for a, b in runs]
+    if len(texts) > most + 1:
+        texts = [*texts[:most], "...", texts[-1]]
+    count = f" ({len(iterations)} in all)" if len(runs) > most + 1 else ""
+    noun = "iteration" if len(iterations) == 1 else "iterations"
+    return f"{noun} {', '.join(texts)}{count}"
 
 
 def spans_in_window(
     store: SpanStore,
-    iteration: int,
+    iteration: int | None,
     *,
     bucket: str | None = None,
     process: str | None = None,
     attempt: str | None = None,
-) -> tuple[Window, pa.Table]:
-    """(window, Arrow table) of the spans overlapping window `iteration`, sorted by start.
+) -> tuple[Window | None, pa.Table]:
+    """(window, Arrow table) of the spans overlapping window `iteration`, sorted by start; with `iteration` None,
+    (None, every span).
 
     The window is the report's row for `iteration` (the latest attempt's); the spans are of any attempt, as the
     wall clock is charged. `attempt` (a run id or `latest`) reads that attempt alone. `start_offset_s` is from the
-    window's start (negative for a span that began before it); `iteration` is the span's effective iteration,
-    which differs from the window's for work that spills across steps.
+    window's start (negative for a span that began before it), or from the first span's start when listing every
+    span; `iteration` is the span's effective iteration, which differs from the window's for work that spills
+    across steps.
+
+    `bucket` is one of the four buckets. `process` selects the process shown as that name and those shown as
+    `<process>@host:pid` or `<process> [host:pid]`, i.e. every process of a service when the name is its service
+    name (SPEC section 1's display names). An unknown bucket, a process these traces do not have, and an iteration
+    with no window are GoodputErrors naming what there is.
     """
     connection = store.connection
+    if bucket is not None and bucket not in BUCKETS:
+        raise GoodputError(f"no bucket {bucket!r}; buckets: {', '.join(BUCKETS)}")
     ensure_lineage(store)
     if attempt is not None:
         keep_attempt(store, attempt)
-    window = window_of(connection, iteration)
-    filters = ["start_ns < $end", "(end_ns > $start OR (end_ns = start_ns AND start_ns >= $start))"]
-    params: dict[str, object] = {"start": window.start_ns, "end": window.end_ns}
+    filters: list[str] = []
+    params: dict[str, object] = {}
+    window = None
+    if iteration is None:
+        (params["start"],) = connection.execute("SELECT coalesce(min(start_ns), 0) FROM spans_ex").fetchall()[0]
+    else:
+        window = window_of(connection, iteration)
+        filters += ["start_ns < $end", "(end_ns > $start OR (end_ns = start_ns AND start_ns >= $start))"]
+        params.update(start=window.start_ns, end=window.end_ns)
     if bucket is not None:
         filters.append("bucket = $bucket")
         params["bucket"] = bucket
     if process is not None:
-        filters.append("process = $process")
+        filters.append(_require_process(connection, process))
         params["process"] = process
-    table = store.sql(
+    table = connection.sql(
         f"""
         SELECT (start_ns - $start) / 1e9 AS start_offset_s, (end_ns - start_ns) / 1e9 AS duration_s, process,
                bucket, span_group, name, eff_iteration AS iteration, span_id, parent_span_id, trace_id
-        FROM spans_ex WHERE {" AND ".join(filters)}
+        FROM spans_ex WHERE {" AND ".join(filters) or "true"}
         ORDER BY start_ns, end_ns DESC, span_id
         """,
-        params,
-    )
+        params=params,
+    ).to_arrow_table()
     return window, table
+
+
+# The processes `--process NAME` selects: NAME itself, and NAME as the service or shared name of a display name.
+_PROCESS_MATCH_SQL = (
+    "(process = $process OR starts_with(process, $process || '@') OR starts_with(process, $process || ' ['))"
+)
+
+
+def _require_process(connection: duckdb.DuckDBPyConnection, process: str) -> str:
+    """The filter selecting `process` (see `_PROCESS_MATCH_SQL`); GoodputError naming the processes there are
+    when it selects none."""
+    found = connection.execute(
+        f"SELECT 1 FROM spans_ex WHERE {_PROCESS_MATCH_SQL} LIMIT 1", {"process": process}
+    ).fetchall()
+    if not found:
+        names = [n for (n,) in connection.execute("SELECT DISTINCT process FROM spans_ex ORDER BY 1").fetchall() if n]
+        shown = ", ".join(names[:10]) + (f", ... ({len(names)} in all)" if len(names) > 10 else "")
+        raise GoodputError(
+            f"no process {process!r} in these traces (nor one shown as {process}@host:pid or {process} [host:pid]); "
+            f"processes: {shown}"
+        )
+    return _PROCESS_MATCH_SQL
