@@ -15,9 +15,11 @@ import sys
 from importlib.metadata import version
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 import rollup
+import rollup.lineage
 import rollup.read.otlp_proto
 import rollup.read.plan
 from conftest import invoke
@@ -472,3 +474,27 @@ def test_a_folder_of_empty_files_has_no_spans_not_no_iterations(tmp_path, width)
     assert notes[-1] == "note: no spans in these traces (2 files, all empty)"
     assert sum("empty file skipped" in note for note in notes) == 2
     assert "no iterations" not in result.stderr
+
+
+# --- 5. the cache where its folder's name has a quote ----------------------------------------------------------------
+
+
+def test_a_quote_in_the_cache_folder_is_written_and_reused(tmp_path, monkeypatch):
+    cache = tmp_path / "it's a cache"
+    monkeypatch.setenv("GOODPUT_CACHE_DIR", str(cache))
+    path = str(three_steps(tmp_path))
+    first = invoke(["report", path, "-f", "json"], width=80)
+    assert first.exit_code == 0, first.output
+    assert list(cache.glob("v*/sets/*.lineage-v*.parquet")), "the lineage table was not cached"
+    assert list(cache.glob("v*/*/manifest.json")), "the spans were not cached"
+
+    def must_not_run(*args, **kwargs):
+        raise AssertionError("the cache was not reused")
+
+    monkeypatch.setattr(rollup.read.plan, "convert_chunk", must_not_run)
+    monkeypatch.setattr(rollup.lineage, "build_lineage", must_not_run)
+    again = invoke(["report", path, "-f", "json"], width=80)
+    assert again.exit_code == 0, again.output
+    assert again.stdout == first.stdout
+    lineage_table = next(cache.glob("v*/sets/*.lineage-v*.parquet"))
+    assert pq.read_metadata(lineage_table).num_rows == 7
