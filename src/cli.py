@@ -346,9 +346,7 @@ def report(
         )
         payload = report_json(built)
         if not payload["iterations"]:
-            if selected is not None:  # an iteration asked for that is not there: a bad option value, as in `spans`
-                store.require_iterations(selected)
-            _stderr().print(_no_iterations_note(store))
+            _stderr().print(_nothing_selected(store, selected, iteration) or _no_iterations_note(store))
     if fmt is OutputFormat.json:
         _emit(json_text(payload), output)
     elif fmt is OutputFormat.table:
@@ -378,8 +376,8 @@ def check(
 
     with _opened_store(paths, no_cache) as store:
         findings = check_findings(store, attempt=attempt)
-        if selected is not None:
-            store.require_iterations(selected)
+        if selected is not None and (note := _nothing_selected(store, selected, iteration)):
+            _stderr().print(note)
     if selected is not None:
         findings = [f for f in findings if f.iteration is not None and selected[0] <= f.iteration <= selected[1]]
     summary = check_summary(findings)
@@ -452,6 +450,18 @@ def _count(number: int, noun: str) -> str:
     return f"{number} {noun}" + ("" if number == 1 else "s")
 
 
+def _nothing_selected(store: SpanStore, selected: tuple[int, int] | None, iteration: int | None) -> str | None:
+    """When `--iteration N` / `--iterations A:B` select no iteration of the traces: `--iteration N`, one iteration
+    asked for by number, is a bad option value (exit 2, as in `spans`); a range holding none is an empty result
+    with a note. Both name the iterations the traces hold."""
+    missing = store.missing_iterations(selected) if selected is not None else None
+    if missing is None:
+        return None
+    if iteration is not None:
+        raise _fail(missing)
+    return f"note: {missing}"
+
+
 def _no_iterations_note(store: SpanStore) -> str:
     """Why a report has no row, from what was read: no span at all, spans of no RL job, or no iteration."""
     read = store.read_summary()
@@ -460,7 +470,7 @@ def _no_iterations_note(store: SpanStore) -> str:
         return f"note: no spans in these traces{empty}"
     spans = f"read {_count(read.spans, 'span')} from {_count(read.files, 'file')}"
     if not read.with_bucket and not read.with_iteration:
-        return f"note: {spans}, and none carries rl.bucket or rl.iteration: nothing here for goodput to charge"
+        return f"note: no iterations: {spans}, and none carries rl.bucket or rl.iteration (nothing to charge)"
     return f"note: no iterations: {spans}, and none carries rl.iteration (on a step span or an ancestor)"
 
 

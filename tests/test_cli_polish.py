@@ -364,22 +364,33 @@ def test_an_unknown_process_is_an_error_naming_the_processes(tmp_path, width):
     "args",
     [["report", "-i", "99"], ["spans", "-i", "99"], ["check", "-i", "99"], ["report", "-f", "json", "-i", "99"]],
 )
-def test_an_iteration_that_is_not_there_is_exit_2_everywhere_naming_those_that_are(tmp_path, args):
+def test_an_iteration_asked_for_that_is_not_there_is_exit_2_everywhere_naming_those_there_are(tmp_path, args):
     result = invoke([args[0], str(three_steps(tmp_path)), *args[1:]], width=80)
     assert result.exit_code == 2, result.output
     assert one_error_line(result.stderr) == "Error: no iteration 99 in these traces; they hold iterations 1-3"
     assert result.stdout == ""
 
 
-def test_a_range_that_holds_no_iteration_is_exit_2_too_and_gaps_are_named(tmp_path):
+@pytest.mark.parametrize("command", ["report", "check"])
+def test_a_range_that_holds_no_iteration_is_an_empty_result_with_a_note_naming_those_there_are(tmp_path, command):
     spans = [step(f"s{i}", i, i, i + 1) for i in (1, 2, 3, 7, 9, 10)]
     path = str(write_trace(tmp_path / "run.otlp", spans))
-    result = invoke(["report", path, "--iterations", "4:6"], width=80)
-    assert result.exit_code == 2
-    assert "no iteration in the range 4:6 in these traces; they hold iterations 1-3, 7, 9-10" in result.stderr
-    result = invoke(["report", path, "--iterations", "11:"], width=80)
-    assert "no iteration in the range 11: in these traces" in result.stderr
-    assert invoke(["report", path, "--iterations", "3:7", "-f", "json"]).exit_code == 0
+    result = invoke([command, path, "--iterations", "4:6", "-f", "json"], width=80)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["iterations" if command == "report" else "findings"] == []
+    assert result.stderr == "note: no iteration in the range 4:6 in these traces; they hold iterations 1-3, 7, 9-10\n"
+    result = invoke([command, path, "--iterations", "11:", "-f", "json"], width=80)
+    assert result.exit_code == 0 and "no iteration in the range 11: in these traces" in result.stderr
+    result = invoke([command, path, "--iterations", "3:7", "-f", "json"], width=80)
+    assert result.exit_code == 0 and result.stderr == ""
+
+
+def test_many_iterations_are_named_by_their_first_runs_and_their_last(tmp_path):
+    spans = [step(f"s{i}", i, i, i + 1) for i in range(0, 40, 2)]  # 0, 2, ..., 38: twenty runs of one
+    result = invoke(["spans", str(write_trace(tmp_path / "run.otlp", spans)), "-i", "5"], width=80)
+    assert one_error_line(result.stderr) == (
+        "Error: no iteration 5 in these traces; they hold iterations 0, 2, 4, 6, 8, 10, ..., 38 (20 in all)"
+    )
 
 
 def test_no_iteration_at_all_is_named_as_such(tmp_path):
@@ -449,8 +460,8 @@ def test_a_trace_of_no_rl_job_says_what_was_read(tmp_path, width):
         result = invoke(["report", str(tmp_path), "-f", fmt], width=width)
         assert result.exit_code == 0
         assert result.stderr.strip() == (
-            "note: read 3 spans from 2 files, and none carries rl.bucket or rl.iteration: nothing here for goodput "
-            "to charge"
+            "note: no iterations: read 3 spans from 2 files, and none carries rl.bucket or rl.iteration (nothing to "
+            "charge)"
         )
 
 

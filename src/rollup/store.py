@@ -95,12 +95,12 @@ class SpanStore:
             with_iteration=int(with_iteration),
         )
 
-    def require_iterations(self, selected: tuple[int, int]) -> None:
-        """GoodputError naming the iterations these traces hold, unless one lies in `selected` (inclusive): an
-        iteration asked for that is not there is a bad option value (`windows.require_iterations`)."""
-        from .windows import require_iterations
+    def missing_iterations(self, selected: tuple[int, int]) -> str | None:
+        """Why `selected` (an inclusive range) holds no iteration of these traces, naming those they hold; None
+        when it holds one (`windows.missing_iterations`)."""
+        from .windows import missing_iterations
 
-        require_iterations(self, selected)
+        return missing_iterations(self, selected)
 
     def sql(self, query: str, params: Iterable[Any] | dict[str, Any] | None = None) -> pa.Table:
         """Run `query` and return an Arrow table; a DuckDB error becomes a GoodputError naming the query's problem."""

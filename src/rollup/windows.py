@@ -108,20 +108,20 @@ def window_of(connection: duckdb.DuckDBPyConnection, iteration: int) -> Window:
     for window in windows:
         if window.iteration == iteration:
             return window
-    raise _missing_iterations((iteration, iteration), windows)
+    raise GoodputError(_missing_iterations((iteration, iteration), windows))
 
 
-def require_iterations(store: SpanStore, selected: tuple[int, int]) -> None:
-    """GoodputError naming the iterations these traces hold, unless one lies in `selected` (inclusive; ends may be
-    open, +-2**63). `report`, `check` and `spans` alike treat an iteration asked for that is not there as a bad
-    option value, not as an empty result."""
+def missing_iterations(store: SpanStore, selected: tuple[int, int]) -> str | None:
+    """Why `selected` (inclusive; ends may be open, +-2**63) holds no iteration of these traces, naming those they
+    hold ("no iteration 99 in these traces; they hold iterations 1-6"); None when it holds one."""
     ensure_lineage(store)
     windows = iteration_windows(store.connection)
-    if not any(selected[0] <= window.iteration <= selected[1] for window in windows):
-        raise _missing_iterations(selected, windows)
+    if any(selected[0] <= window.iteration <= selected[1] for window in windows):
+        return None
+    return _missing_iterations(selected, windows)
 
 
-def _missing_iterations(selected: tuple[int, int], windows: Sequence[Window]) -> GoodputError:
+def _missing_iterations(selected: tuple[int, int], windows: Sequence[Window]) -> str:
     low, high = selected
     if low == high:
         asked = f"iteration {low}"
@@ -130,8 +130,8 @@ def _missing_iterations(selected: tuple[int, int], windows: Sequence[Window]) ->
         asked += str(high) if high < 2**63 - 1 else ""
     held = sorted(window.iteration for window in windows)
     if not held:
-        return GoodputError(f"no {asked} in these traces: they hold no iteration (no rl.iteration on any step or span)")
-    return GoodputError(f"no {asked} in these traces; they hold {iteration_list(held)}")
+        return f"no {asked} in these traces: they hold no iteration (no rl.iteration on any step or span)"
+    return f"no {asked} in these traces; they hold {iteration_list(held)}"
 
 
 def iteration_list(iterations: Sequence[int], most: int = 6) -> str:
