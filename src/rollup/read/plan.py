@@ -12,6 +12,7 @@ the file's entry, so a large metrics file beside the traces is read once, not by
 
 from __future__ import annotations
 
+import importlib
 import json
 import multiprocessing
 import os
@@ -106,12 +107,30 @@ def pool_start_method() -> str:
     A child forked beside other threads inherits their locks but not the threads that would release them, and can
     hang on one. `threading` sees only Python threads; DuckDB's are native, started by its first connection and
     kept by any still open (ours, or a caller's in the same process), so fork is used only while DuckDB has not
-    been imported at all. `store.open_store` starts its workers before it imports DuckDB: the CLI forks.
+    been imported at all: nothing can have connected. `store.open_store` starts its workers before it imports
+    DuckDB, and `ProcessRunner` imports it just before forking (an import starts no thread; checked), so the CLI
+    forks and its workers inherit the import.
     """
     methods = multiprocessing.get_all_start_methods()
     if "fork" in methods and threading.active_count() == 1 and "duckdb" not in sys.modules:
         return "fork"
-    return "forkserver" if "forkserver" in methods else "spawn"
+    return _without_fork()
+
+
+def _without_fork() -> str:
+    return "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+
+
+def _imported_without_threads(module: str) -> bool:
+    """Import `module` for forked workers to inherit (the JSON reader's DuckDB: ~0.1 s a worker otherwise), and
+    say whether that started no thread, as the OS counts them: importing DuckDB starts none (its first connection
+    does), and where that cannot be seen (no /proc) or is no longer so, the caller does not fork."""
+    try:
+        before = len(os.listdir("/proc/self/task"))
+        importlib.import_module(module)
+        return len(os.listdir("/proc/self/task")) == before
+    except OSError:
+        return False
 
 
 def run_in_this_process(jobs: Sequence[ConvertJob]) -> Iterator[ChunkResult]:
@@ -126,9 +145,11 @@ class ProcessRunner:
 
     def __init__(self, workers: int) -> None:
         self.start_method = pool_start_method()
+        if self.start_method == "fork" and not _imported_without_threads("duckdb"):
+            self.start_method = _without_fork()
         context = multiprocessing.get_context(self.start_method)
         if self.start_method == "forkserver":  # the server imports the decoders once; each worker forks from it
-            context.set_forkserver_preload([convert_chunk.__module__])
+            context.set_forkserver_preload([convert_chunk.__module__, "duckdb"])
         self._pool = ProcessPoolExecutor(max_workers=max(1, workers), mp_context=context)
         if self.start_method == "fork":  # the pool forks every worker on its first task: have it do so now
             self._pool.submit(os.getpid).result()
