@@ -346,7 +346,7 @@ def report(
         )
         payload = report_json(built)
         if not payload["iterations"]:
-            _stderr().print(_nothing_selected(store, selected, iteration) or _no_iterations_note(store))
+            _stderr().print(escape(_nothing_selected(store, selected, iteration) or _no_iterations_note(store)))
     if fmt is OutputFormat.json:
         _emit(json_text(payload), output)
     elif fmt is OutputFormat.table:
@@ -377,7 +377,7 @@ def check(
     with _opened_store(paths, no_cache) as store:
         findings = check_findings(store, attempt=attempt)
         if selected is not None and (note := _nothing_selected(store, selected, iteration)):
-            _stderr().print(note)
+            _stderr().print(escape(note))
     if selected is not None:
         findings = [f for f in findings if f.iteration is not None and selected[0] <= f.iteration <= selected[1]]
     summary = check_summary(findings)
