@@ -13,7 +13,6 @@ import errno
 import os
 import re
 import sys
-import time
 import traceback
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -25,10 +24,19 @@ from rich.console import Console
 from rich.markup import escape
 from typer.core import TyperGroup
 
-from rollup.views import OutputFormat, json_text, render_rows, report_rows, report_table
+from rollup.views import (
+    LoadProgress,
+    OutputFormat,
+    arrow_rows,
+    format_for_output,
+    json_text,
+    no_iterations_note,
+    render_rows,
+    report_rows,
+    report_table,
+)
 
 if TYPE_CHECKING:
-    import pyarrow as pa
 
     from rollup import SpanStore
 
@@ -132,13 +140,6 @@ OutputOption = typer.Option(
 )
 NoCacheOption = typer.Option(False, "--no-cache", help="Parse the files afresh; neither read nor write the cache.")
 
-# SPEC section 6: with --output and no --format, the format follows the file's extension. `jsonl` and `html` are
-# formats of their own there; until they exist, such a file is refused rather than filled with a table.
-_EXTENSION_FORMATS = {
-    ".json": "json", ".jsonl": "jsonl", ".csv": "csv", ".md": "markdown", ".markdown": "markdown", ".html": "html",
-}  # fmt: skip
-
-
 def _stderr() -> Console:
     return Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -163,16 +164,10 @@ def _output_format(fmt: OutputFormat | None, output: Path | None) -> OutputForma
     """`--format` when given; else the format `--output`'s extension names (SPEC section 6); else a table."""
     if fmt is not None:
         return fmt
-    name = _EXTENSION_FORMATS.get(output.suffix.lower()) if output is not None else None
-    if name is None:
-        return OutputFormat.table
-    if name in OutputFormat.__members__:
-        return OutputFormat(name)
-    known = ", ".join(ext for ext, known in _EXTENSION_FORMATS.items() if known in OutputFormat.__members__)
-    raise typer.BadParameter(
-        f"{output}: the {name} format is not implemented yet; name a file ending in {known}, or give --format",
-        param_hint="--output",
-    )
+    try:
+        return format_for_output(output)
+    except ValueError as error:
+        raise typer.BadParameter(str(error), param_hint="--output") from None
 
 
 def _print_notices(notices: Sequence[str]) -> None:
@@ -181,43 +176,12 @@ def _print_notices(notices: Sequence[str]) -> None:
         console.print(escape(notice))
 
 
-class _LoadProgress:
-    """A rich progress bar on stderr, shown only on a terminal and only once loading has taken over a second."""
-
-    def __init__(self) -> None:
-        self._started = time.monotonic()
-        self._progress: Any = None
-        self._task: Any = None
-
-    def __call__(self, done_bytes: int, total_bytes: int) -> None:
-        if self._progress is None:
-            if not sys.stderr.isatty() or time.monotonic() - self._started < 1.0:
-                return
-            from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
-
-            self._progress = Progress(
-                "reading traces",
-                BarColumn(),
-                DownloadColumn(),
-                TimeRemainingColumn(),
-                console=_stderr(),
-                transient=True,
-            )
-            self._task = self._progress.add_task("load", total=total_bytes)
-            self._progress.start()
-        self._progress.update(self._task, completed=done_bytes, total=total_bytes)
-
-    def close(self) -> None:
-        if self._progress is not None:
-            self._progress.stop()
-
-
 @contextmanager
 def _opened_store(paths: Sequence[str], no_cache: bool, *, accounting: bool = True) -> Iterator[SpanStore]:
     """The store for a command; `accounting`: the command reads only what the accounting reads (not `query`)."""
     from rollup import ACCOUNTING_SCHEMA, SPAN_SCHEMA, open_store
 
-    progress = _LoadProgress()
+    progress = LoadProgress(_stderr())
     try:
         schema = ACCOUNTING_SCHEMA if accounting else SPAN_SCHEMA
         store = open_store(paths, use_cache=not no_cache, progress=progress, schema=schema)
@@ -248,12 +212,6 @@ def _emit(text: str, output: Path | None) -> None:
         raise _fail(f"{output}: cannot write: {exc.strerror or exc}") from None
 
 
-def _arrow_rows(table: pa.Table) -> tuple[list[str], list[list[Any]]]:
-    columns = table.column_names
-    data = table.to_pydict()
-    return columns, [[data[c][i] for c in columns] for i in range(table.num_rows)]
-
-
 # --- commands -----------------------------------------------------------------------------------------------------
 
 
@@ -282,7 +240,7 @@ def query(
     *paths, sql = paths_and_sql
     fmt = _output_format(fmt, output)
     with _opened_store(paths, no_cache, accounting=False) as store:
-        columns, rows = _arrow_rows(store.sql(sql))
+        columns, rows = arrow_rows(store.sql(sql))
     _emit(render_rows(columns, rows, fmt, width=_terminal_width()), output)
 
 
@@ -346,7 +304,8 @@ def report(
         )
         payload = report_json(built)
         if not payload["iterations"]:
-            _stderr().print(escape(_nothing_selected(store, selected, iteration) or _no_iterations_note(store)))
+            why = _nothing_selected(store, selected, iteration) or no_iterations_note(store.read_summary())
+            _stderr().print(escape(why))
     if fmt is OutputFormat.json:
         _emit(json_text(payload), output)
     elif fmt is OutputFormat.table:
@@ -435,7 +394,7 @@ def spans(
         window, table = spans_in_window(store, iteration, bucket=bucket, process=process, attempt=attempt)
     if fmt is OutputFormat.table:  # ids that only a script needs would push the readable columns off the screen
         table = table.drop_columns(["parent_span_id", "trace_id"])
-    columns, rows = _arrow_rows(table)
+    columns, rows = arrow_rows(table)
     if window is not None:
         title = f"iteration {window.iteration}: {window.wall_ns / 1e9:.3f}s window, {len(rows)} spans"
     else:
@@ -444,10 +403,6 @@ def spans(
         last_end = pc.max(pc.add(table["start_offset_s"], table["duration_s"])).as_py() or 0.0
         title = f"every span: {last_end:.3f}s from the first start to the last end, {len(rows)} spans"
     _emit(render_rows(columns, rows, fmt, title=title, width=_terminal_width()), output)
-
-
-def _count(number: int, noun: str) -> str:
-    return f"{number} {noun}" + ("" if number == 1 else "s")
 
 
 def _nothing_selected(store: SpanStore, selected: tuple[int, int] | None, iteration: int | None) -> str | None:
@@ -460,18 +415,6 @@ def _nothing_selected(store: SpanStore, selected: tuple[int, int] | None, iterat
     if iteration is not None:
         raise _fail(missing)
     return f"note: {missing}"
-
-
-def _no_iterations_note(store: SpanStore) -> str:
-    """Why a report has no row, from what was read: no span at all, spans of no RL job, or no iteration."""
-    read = store.read_summary()
-    if not read.spans:
-        empty = f" ({_count(read.empty_files, 'file')}, all empty)" if read.empty_files else ""
-        return f"note: no spans in these traces{empty}"
-    spans = f"read {_count(read.spans, 'span')} from {_count(read.files, 'file')}"
-    if not read.with_bucket and not read.with_iteration:
-        return f"note: no iterations: {spans}, and none carries rl.bucket or rl.iteration (nothing to charge)"
-    return f"note: no iterations: {spans}, and none carries rl.iteration (on a step span or an ancestor)"
 
 
 _RAY_ADDRESS = re.compile(r"^(auto|local|ray://\S+|[\w.\-]+:\d+)$")
@@ -500,7 +443,7 @@ def ingest(
         from rollup import RAY_CHUNK_BYTES, ray_runner
 
         runner, max_chunk_bytes = ray_runner(ray_address), RAY_CHUNK_BYTES
-    progress = _LoadProgress()
+    progress = LoadProgress(_stderr())
     try:
         entries = ingest_files(paths, to_dir=to, runner=runner, progress=progress, max_chunk_bytes=max_chunk_bytes)
     finally:

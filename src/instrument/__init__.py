@@ -18,7 +18,7 @@ _HOMES: dict[str, str] = {
         [
             "NO_SPAN", "managed_span", "umbrella_span", "streaming_umbrella_span", "trace_fn", "umbrella_trace_fn",
             "efficiency_span", "start_efficiency_span", "startup_span", "setup_span", "evaluate_span",
-            "checkpoint_finalize_span", "bucket_scope", "iteration_scope", "per_prompt_scope", "in_per_prompt_scope",
+            "checkpoint_finalize_span", 
             "goodput_span_attributes", "safe_set_span_attributes", "is_span_group_enabled", "span_cm",
         ],
         "spans",
@@ -29,6 +29,7 @@ _HOMES: dict[str, str] = {
         "context",
     ),
     **dict.fromkeys(["dispatch_with_trace_context", "accepts_trace_context"], "ray_dispatch"),
+    **dict.fromkeys(["bucket_scope", "iteration_scope", "per_prompt_scope", "in_per_prompt_scope"], "scopes"),
     **dict.fromkeys(
         ["Bucket", "RLSpanGroup", "UMBRELLA_GROUPS", "EFFICIENCY_CATEGORY_BUCKET", "COLLECTOR_LOOP_CATEGORIES",
          "UNBUCKETED_SPAN_CATEGORIES", "SPAN_GROUP_PRESETS", "EveryGroupBut", "bucket_for_span_group",
@@ -73,18 +74,15 @@ if TYPE_CHECKING:  # what type checkers and editors see: the same names, importe
     )
     from .provider import configure, dropped_spans, force_flush, shutdown
     from .ray_dispatch import accepts_trace_context, dispatch_with_trace_context
+    from .scopes import bucket_scope, in_per_prompt_scope, iteration_scope, per_prompt_scope
     from .spans import (
         NO_SPAN,
-        bucket_scope,
         checkpoint_finalize_span,
         efficiency_span,
         evaluate_span,
         goodput_span_attributes,
-        in_per_prompt_scope,
         is_span_group_enabled,
-        iteration_scope,
         managed_span,
-        per_prompt_scope,
         safe_set_span_attributes,
         setup_span,
         span_cm,

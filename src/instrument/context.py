@@ -26,7 +26,7 @@ TRACE_CARRIER_KWARG = "_otel_carrier"
 
 def _with_carried_scopes(context: Any) -> Any:
     from .provider import _ITERATION, STATE
-    from .spans import _BUCKET_OVERRIDE
+    from .scopes import _BUCKET_OVERRIDE
 
     for key, value in STATE.handed_on.items():  # the caller's set-up, for a worker that never called configure()
         context = baggage.set_baggage(key, value, context)
@@ -42,7 +42,7 @@ def _enter_carried_scopes(context: Any) -> list[tuple[Any, Any]]:
     """Re-enter the iteration and bucket scopes a carrier brought along; tokens to reset, innermost last."""
     from .groups import Bucket
     from .provider import _ITERATION
-    from .spans import _BUCKET_OVERRIDE
+    from .scopes import _BUCKET_OVERRIDE
 
     tokens: list[tuple[Any, Any]] = []
     iteration = baggage.get_baggage(BAGGAGE_ITERATION, context)

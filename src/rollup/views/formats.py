@@ -8,6 +8,7 @@ import json
 from collections.abc import Sequence
 from decimal import Decimal
 from enum import Enum
+from pathlib import Path
 from typing import Any
 
 from .narrow import Fit, Kind
@@ -17,6 +18,13 @@ from .tables import cell_text, jsonable, table_text
 # span group (the span's name says it again); `iteration` has a short header; process names keep their tail.
 _DROP = {"trace_id": 1, "span_id": 1, "parent_span_id": 1, "related_span_id": 1, "span_group": 2}
 _SHORT = {"iteration": "iter"}
+
+
+# SPEC section 6: with --output and no --format, the format follows the file's extension. `jsonl` and `html` are
+# formats of their own there; until they exist, such a file is refused rather than filled with a table.
+EXTENSION_FORMATS = {
+    ".json": "json", ".jsonl": "jsonl", ".csv": "csv", ".md": "markdown", ".markdown": "markdown", ".html": "html",
+}  # fmt: skip
 
 
 class OutputFormat(str, Enum):
@@ -91,3 +99,24 @@ def column_fits(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[F
 def _is_figure(value: Any) -> bool:
     """A number (not a bool), a date or a time: what a table must show whole."""
     return (isinstance(value, (int, float, Decimal)) and not isinstance(value, bool)) or hasattr(value, "isoformat")
+
+
+def format_for_output(output: Path | None) -> OutputFormat:
+    """The format an `--output` file's extension names (a table for none or another); ValueError for a format
+    that does not exist yet."""
+    name = EXTENSION_FORMATS.get(output.suffix.lower()) if output is not None else None
+    if name is None:
+        return OutputFormat.table
+    if name in OutputFormat.__members__:
+        return OutputFormat(name)
+    known = ", ".join(ext for ext, known in EXTENSION_FORMATS.items() if known in OutputFormat.__members__)
+    raise ValueError(
+        f"{output}: the {name} format is not implemented yet; name a file ending in {known}, or give --format"
+    )
+
+
+def arrow_rows(table: Any) -> tuple[list[str], list[list[Any]]]:
+    """An Arrow table's column names and its rows as lists of plain Python values."""
+    columns = table.column_names
+    data = table.to_pydict()
+    return columns, [[data[c][i] for c in columns] for i in range(table.num_rows)]
