@@ -28,16 +28,18 @@ from rollup.views import (
     LoadProgress,
     OutputFormat,
     arrow_rows,
+    check_text,
     format_for_output,
-    json_text,
+    internal_error_text,
+    iteration_range,
     no_iterations_note,
     render_rows,
-    report_rows,
-    report_table,
+    report_text,
+    spans_title,
+    version_text,
 )
 
 if TYPE_CHECKING:
-
     from rollup import SpanStore
 
 EXIT_FINDINGS = 1
@@ -99,16 +101,9 @@ app = typer.Typer(
 
 
 def _show_version(value: bool) -> None:
-    if not value:
-        return
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        number = version("goodput")
-    except PackageNotFoundError:  # run from a source tree that was never installed
-        number = "unknown (not installed)"
-    typer.echo(f"goodput {number}")
-    raise typer.Exit()
+    if value:
+        typer.echo(version_text())
+        raise typer.Exit()
 
 
 @app.callback()
@@ -154,10 +149,7 @@ def _internal_error(exc: BaseException, *, debug: bool) -> typer.Exit:
     if debug:
         sys.stderr.write("".join(traceback.format_exception(exc)))
         sys.stderr.flush()
-    first_line = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
-    what = type(exc).__name__ + (f": {first_line}" if first_line else "")
-    how = "" if debug else "; --debug or GOODPUT_DEBUG=1 prints its traceback"
-    return _fail(f"internal error (a bug in goodput, not in the traces): {what}{how}", EXIT_INTERNAL)
+    return _fail(internal_error_text(exc, debug=debug), EXIT_INTERNAL)
 
 
 def _output_format(fmt: OutputFormat | None, output: Path | None) -> OutputFormat:
@@ -171,9 +163,8 @@ def _output_format(fmt: OutputFormat | None, output: Path | None) -> OutputForma
 
 
 def _print_notices(notices: Sequence[str]) -> None:
-    console = _stderr()
     for notice in notices:
-        console.print(escape(notice))
+        _stderr().print(escape(notice))
 
 
 @contextmanager
@@ -192,9 +183,6 @@ def _opened_store(paths: Sequence[str], no_cache: bool, *, accounting: bool = Tr
         yield store
     finally:
         store.close()
-
-
-# --- output ---------------------------------------------------------------------------------------------------
 
 
 def _terminal_width() -> int:
@@ -250,13 +238,8 @@ def _iteration_range(iteration: int | None, iterations: str | None) -> tuple[int
         raise typer.BadParameter("give --iteration or --iterations, not both")
     if iteration is not None:
         return iteration, iteration
-    if iterations is None:
-        return None
-    low, sep, high = iterations.partition(":")
     try:
-        if not sep:
-            raise ValueError
-        return (int(low) if low.strip() else -(2**63)), (int(high) if high.strip() else 2**63 - 1)
+        return iteration_range(iterations) if iterations is not None else None
     except ValueError:
         raise typer.BadParameter(f"expected A:B, got {iterations!r}", param_hint="--iterations") from None
 
@@ -304,14 +287,8 @@ def report(
         )
         payload = report_json(built)
         if not payload["iterations"]:
-            why = _nothing_selected(store, selected, iteration) or no_iterations_note(store.read_summary())
-            _stderr().print(escape(why))
-    if fmt is OutputFormat.json:
-        _emit(json_text(payload), output)
-    elif fmt is OutputFormat.table:
-        _emit(report_table(payload, by is not None, width=_terminal_width()), output)
-    else:
-        _emit(render_rows(*report_rows(payload, by is not None), fmt, width=_terminal_width()), output)
+            _print_notices([_nothing_selected(store, selected, iteration) or no_iterations_note(store.read_summary())])
+    _emit(report_text(payload, by is not None, fmt, width=_terminal_width()), output)
 
 
 @app.command()
@@ -336,21 +313,11 @@ def check(
     with _opened_store(paths, no_cache) as store:
         findings = check_findings(store, attempt=attempt)
         if selected is not None and (note := _nothing_selected(store, selected, iteration)):
-            _stderr().print(escape(note))
+            _print_notices([note])
     if selected is not None:
         findings = [f for f in findings if f.iteration is not None and selected[0] <= f.iteration <= selected[1]]
     summary = check_summary(findings)
-    if fmt is OutputFormat.json:
-        payload = {"findings": [f.as_json() for f in findings], "summary": summary}
-        _emit(json_text(payload), output)
-    else:
-        columns = ["severity", "rule", "iteration", "name", "span_id", "related_span_id", "message"]
-        rows = [[getattr(f, c) for c in columns] for f in findings]
-        # No findings: CSV and Markdown still start with their header, so a script reads an empty table.
-        text = render_rows(columns, rows, fmt, width=_terminal_width()) if rows or fmt is not OutputFormat.table else ""
-        if fmt is OutputFormat.table:
-            text += f"{summary['errors']} errors, {summary['warnings']} warnings\n"
-        _emit(text, output)
+    _emit(check_text(findings, summary, fmt, width=_terminal_width()), output)
     if summary["errors"]:
         raise typer.Exit(EXIT_FINDINGS)
 
@@ -395,13 +362,7 @@ def spans(
     if fmt is OutputFormat.table:  # ids that only a script needs would push the readable columns off the screen
         table = table.drop_columns(["parent_span_id", "trace_id"])
     columns, rows = arrow_rows(table)
-    if window is not None:
-        title = f"iteration {window.iteration}: {window.wall_ns / 1e9:.3f}s window, {len(rows)} spans"
-    else:
-        import pyarrow.compute as pc
-
-        last_end = pc.max(pc.add(table["start_offset_s"], table["duration_s"])).as_py() or 0.0
-        title = f"every span: {last_end:.3f}s from the first start to the last end, {len(rows)} spans"
+    title = spans_title(window, table["start_offset_s"].to_pylist(), table["duration_s"].to_pylist())
     _emit(render_rows(columns, rows, fmt, title=title, width=_terminal_width()), output)
 
 

@@ -1,14 +1,19 @@
 """What the commands show: data in (Arrow tables, the report's JSON object, findings), text out. No typer here."""
 
+from .check import check_text, spans_title
 from .formats import OutputFormat, arrow_rows, format_for_output, json_text, render_rows
-from .notes import count, no_iterations_note
+from .notes import count, internal_error_text, iteration_range, no_iterations_note, version_text
 from .progress import LoadProgress
-from .report import report_rows, report_table
+from .report import report_rows, report_table, report_text
 from .tables import cell_text, jsonable, rich_table_text, table_text
 
 __all__ = [
     "LoadProgress",
     "arrow_rows",
+    "check_text",
+    "internal_error_text",
+    "iteration_range",
+    "spans_title",
     "count",
     "format_for_output",
     "no_iterations_note",
@@ -19,6 +24,8 @@ __all__ = [
     "render_rows",
     "report_rows",
     "report_table",
+    "report_text",
+    "version_text",
     "rich_table_text",
     "table_text",
 ]

@@ -20,3 +20,29 @@ def no_iterations_note(read: Any) -> str:
     if not read.with_bucket and not read.with_iteration:
         return f"note: no iterations: {spans}, and none carries rl.bucket or rl.iteration (nothing to charge)"
     return f"note: no iterations: {spans}, and none carries rl.iteration (on a step span or an ancestor)"
+
+
+def internal_error_text(exc: BaseException, *, debug: bool) -> str:
+    """The one line a bug in goodput (not in the traces) is said in, exit 3."""
+    first_line = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
+    what = type(exc).__name__ + (f": {first_line}" if first_line else "")
+    how = "" if debug else "; --debug or GOODPUT_DEBUG=1 prints its traceback"
+    return f"internal error (a bug in goodput, not in the traces): {what}{how}"
+
+
+def iteration_range(text: str) -> tuple[int, int]:
+    """`A:B`, `A:` or `:B` as an inclusive range of iterations (an open end is int64's); ValueError otherwise."""
+    low, sep, high = text.partition(":")
+    if not sep:
+        raise ValueError(text)
+    return (int(low) if low.strip() else -(2**63)), (int(high) if high.strip() else 2**63 - 1)
+
+
+def version_text() -> str:
+    """`goodput 0.1.0`, from the installed package's metadata."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"goodput {version('goodput')}"
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "goodput unknown (not installed)"

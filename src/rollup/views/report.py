@@ -11,6 +11,7 @@ from typing import Any
 
 from instrument.groups import BUCKETS
 
+from .formats import OutputFormat, json_text, render_rows
 from .narrow import Fit
 from .tables import table_text
 
@@ -115,3 +116,12 @@ def report_table(payload: dict[str, Any], by_process: bool, *, width: int) -> st
         width=width,
         fits=fits,
     ) + (f"{line}\n" if line else "")
+
+
+def report_text(payload: dict[str, Any], by_process: bool, fmt: OutputFormat, *, width: int) -> str:
+    """The report in `fmt`: SPEC 6's JSON object, the table, or its rows as CSV or Markdown."""
+    if fmt is OutputFormat.json:
+        return json_text(payload)
+    if fmt is OutputFormat.table:
+        return report_table(payload, by_process, width=width)
+    return render_rows(*report_rows(payload, by_process), fmt, width=width)
