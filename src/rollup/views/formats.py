@@ -21,7 +21,7 @@ _SHORT = {"iteration": "iter"}
 
 
 # SPEC section 6: with --output and no --format, the format follows the file's extension. `jsonl` and `html` are
-# formats of their own there; until they exist, such a file is refused rather than filled with a table.
+# `report`'s alone: another command given such a file refuses it (`tabular_format`) rather than fill it with a table.
 EXTENSION_FORMATS = {
     ".json": "json", ".jsonl": "jsonl", ".csv": "csv", ".md": "markdown", ".markdown": "markdown", ".html": "html",
 }  # fmt: skip
@@ -34,6 +34,21 @@ class OutputFormat(str, Enum):
     json = "json"
     csv = "csv"
     markdown = "markdown"
+    html = "html"  # report only: one self-contained page (SPEC section 11)
+    jsonl = "jsonl"  # report only: one JSON object a line
+
+
+# The formats only `report` writes: a page of charts, and one line per iteration for a dashboard.
+REPORT_ONLY_FORMATS = (OutputFormat.html, OutputFormat.jsonl)
+
+
+def tabular_format(fmt: OutputFormat) -> OutputFormat:
+    """`fmt` when a command other than `report` can write it; ValueError naming the formats it can otherwise (the
+    CLI turns it into a bad --format, exit 2)."""
+    if fmt in REPORT_ONLY_FORMATS:
+        known = ", ".join(f.value for f in OutputFormat if f not in REPORT_ONLY_FORMATS)
+        raise ValueError(f"{fmt.value} is a format of `goodput report` only; this command writes {known}")
+    return fmt
 
 
 def json_text(payload: Any) -> str:

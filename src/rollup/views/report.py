@@ -118,10 +118,21 @@ def report_table(payload: dict[str, Any], by_process: bool, *, width: int) -> st
     ) + (f"{line}\n" if line else "")
 
 
-def report_text(payload: dict[str, Any], by_process: bool, fmt: OutputFormat, *, width: int) -> str:
-    """The report in `fmt`: SPEC 6's JSON object, the table, or its rows as CSV or Markdown."""
+def report_text(
+    payload: dict[str, Any], by_process: bool, fmt: OutputFormat, *, width: int, checks: dict[str, Any] | None = None
+) -> str:
+    """The report in `fmt`: SPEC 6's JSON object, the table, its rows as CSV or Markdown, JSON Lines, or the HTML
+    page (with `checks`, the `html.check_counts` summary, when the checks were run)."""
     if fmt is OutputFormat.json:
         return json_text(payload)
+    if fmt is OutputFormat.html:
+        from .html import report_html  # imports plotly: only for the page
+
+        return report_html(payload, checks)
+    if fmt is OutputFormat.jsonl:
+        from .jsonl import report_jsonl
+
+        return report_jsonl(payload)
     if fmt is OutputFormat.table:
         return report_table(payload, by_process, width=width)
     return render_rows(*report_rows(payload, by_process), fmt, width=width)
