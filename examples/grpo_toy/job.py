@@ -22,6 +22,16 @@ so a run takes a few seconds on two cores. The shape is that of a real job:
 `--resume-from N` starts at step N, as a job relaunched after a crash does: into the same `--out`, it is a second
 attempt (its own run id), and `goodput report` shows the steps it redid as rework and the gap as downtime.
 
+`--slow-phase NAME:SECONDS` (repeatable) makes one phase SECONDS longer in every step it runs in, as a regression
+would: NAME is the phase's span as the trace names it (`rl.grpo.policy_training`, `rl.grpo.generation`,
+`rl.idle.refit_bubble`, ...; an efficiency category such as `idle/refit_bubble` works too). The extra seconds are
+added to the phase's planned sleep, so they land inside its span and `goodput diff` of a normal run against a slowed
+one names that phase first:
+
+    python -m examples.grpo_toy.job --out run/base/
+    python -m examples.grpo_toy.job --out run/slow/ --slow-phase rl.grpo.policy_training:0.3
+    goodput diff run/base/ run/slow/
+
 `--buggy` plants, in step 2 only, a reward span inside a worker's generation span (`nested-bucket`) and the reward
 phase as three concurrent asyncio tasks each opening `rl.grpo.reward` (`self-overlap`): `goodput check` reports
 exactly those three findings and nothing else; a clean run gives none.
@@ -32,6 +42,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import math
 import os
 import sys
 import time
@@ -46,7 +57,15 @@ import ray
 
 import instrument
 from examples.grpo_toy.loops import async_loop, sync_loop
-from examples.grpo_toy.schedule import COLLECTIVES_S, LOAD_MODEL_S, N_GENERATION_ACTORS, StepPlan, make_plan
+from examples.grpo_toy.schedule import (
+    COLLECTIVES_S,
+    LOAD_MODEL_S,
+    N_GENERATION_ACTORS,
+    SLOWABLE_PHASES,
+    StepPlan,
+    make_plan,
+    slowed,
+)
 from examples.grpo_toy.trainer import Trainer
 from examples.grpo_toy.workers import GenerationWorker, StreamingGenerationWorker
 from instrument import (
@@ -57,10 +76,30 @@ from instrument import (
     startup_span,
     umbrella_trace_fn,
 )
+from instrument.wire import efficiency_span_name
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 EXPORTER_BY_MODE = {"sync": "otlp-file", "async": "json-file"}
 JSON_SUFFIXES = (".jsonl", ".json", ".ndjson")
+
+
+def slow_phase(value: str) -> tuple[str, float]:
+    """`NAME:SECONDS` as (span name, seconds); an unknown phase or a malformed value names the phases there are."""
+    phases = ", ".join(SLOWABLE_PHASES)
+    name, colon, seconds_text = value.rpartition(":")
+    try:
+        seconds = float(seconds_text)
+    except ValueError:
+        seconds = math.nan
+    if not colon or not name or not math.isfinite(seconds) or seconds < 0:
+        raise argparse.ArgumentTypeError(
+            f"expected NAME:SECONDS with SECONDS a number >= 0 (rl.grpo.generation:0.3), got {value!r}; "
+            f"the phases are {phases}"
+        )
+    span_name = efficiency_span_name(name) if "/" in name else name  # idle/refit_bubble -> rl.idle.refit_bubble
+    if span_name not in SLOWABLE_PHASES:
+        raise argparse.ArgumentTypeError(f"no phase named {name!r}; the phases are {phases}")
+    return span_name, seconds
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -93,6 +132,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=1,
         metavar="N",
         help="start at step N, as a job relaunched after a crash resumes from its last checkpoint (default 1)",
+    )
+    parser.add_argument(
+        "--slow-phase",
+        type=slow_phase,
+        action="append",
+        default=[],
+        metavar="NAME:SECONDS",
+        help="make the phase whose span is NAME (rl.grpo.policy_training, idle/refit_bubble, ...) SECONDS longer in "
+        "every step; repeatable",
     )
     options = parser.parse_args(argv)
     if options.steps < 1:
@@ -185,6 +233,10 @@ def main(argv: Sequence[str] | None = None, log: Callable[[str], None] = print) 
     # A relaunch resumes at --resume-from with the same seeded schedule: the steps it redoes sleep as they did.
     plans = [plan for plan in make_plan(options.seed, options.steps, buggy=options.buggy)
              if plan.step >= options.resume_from]  # fmt: skip
+    extra_s: dict[str, float] = {}
+    for name, seconds in options.slow_phase:  # the same phase twice adds up
+        extra_s[name] = extra_s.get(name, 0.0) + seconds
+    plans = slowed(plans, extra_s)
     # Before ray.init: configure() leaves its choice in GOODPUT_* for every process started afterwards.
     instrument.configure(
         service_name="grpo-driver", span_groups="per_step", exporter=options.exporter, path=options.out

@@ -26,7 +26,7 @@ from instrument import (
     umbrella_span,
 )
 
-from .schedule import ASYNC_STALENESS, FAIL_S, POLL_S, RETRY_S, VALIDATION_S, StepPlan
+from .schedule import ASYNC_STALENESS, POLL_S, RETRY_S, StepPlan
 from .trainer import Trainer
 
 
@@ -38,7 +38,7 @@ async def sync_rollout(workers: list[Any], plan: StepPlan) -> np.ndarray:
                 worker.generate,
                 plan.step,
                 plan.generation_s[rank],
-                fail_after_s=FAIL_S if plan.failed and rank == 1 else None,
+                fail_after_s=plan.fail_s if plan.failed and rank == 1 else None,
                 plant_nested_reward=plan.buggy and rank == 0,
             )
             for rank, worker in enumerate(workers)
@@ -62,7 +62,7 @@ async def validate(workers: list[Any], plan: StepPlan) -> float:
     """Generate on held-out prompts and score them: the tokens are discarded, so this generation is overhead."""
     with evaluate_span("grpo"):
         refs = [
-            dispatch_with_trace_context(worker.generate, plan.step, VALIDATION_S)
+            dispatch_with_trace_context(worker.generate, plan.step, plan.validation_s)
             for worker in workers
         ]
         tokens = np.concatenate(await asyncio.gather(*refs))
@@ -107,7 +107,7 @@ async def consume_rollouts(streamer: Any, plans: list[StepPlan], buffer: dict[in
             "step": plan.step,
             "seconds": plan.batch_generation_s,
             "min_version": max(0, plan.step - 1 - ASYNC_STALENESS),
-            "fail_after_s": FAIL_S if plan.failed else None,
+            "fail_after_s": plan.fail_s if plan.failed else None,
             "plant_nested_reward": plan.buggy,
         }
         for plan in plans

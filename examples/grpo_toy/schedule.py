@@ -28,8 +28,9 @@ charges the union of productive intervals inside each step window.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -72,6 +73,9 @@ class StepPlan:
     logprob_s: float = LOGPROB_S
     advantage_s: float = ADVANTAGE_S
     refit_s: float = REFIT_S
+    validation_s: float = VALIDATION_S  # when `validation`
+    checkpoint_s: float = CHECKPOINT_S  # staging, when `checkpoint`
+    fail_s: float = FAIL_S  # the hung trajectory's time-out, when `failed`
 
     @property
     def batch_generation_s(self) -> float:
@@ -100,16 +104,58 @@ def make_plan(seed: int, steps: int, *, buggy: bool = False) -> list[StepPlan]:
     return plan
 
 
+# What `--slow-phase NAME:SECONDS` can lengthen: the span a phase opens (as the trace names it) and the StepPlan field
+# it sleeps for. Only phases planned per step: start-up, the finalize thread and the async trainer's buffer
+# starvation (a wait that follows from the others) are not. Generation is the rollout's (each actor's half, so the
+# batch); validation's generation and the failed step's retry keep their own durations.
+SLOWABLE_PHASES = {
+    "rl.grpo.generation": "generation_s",
+    "rl.grpo.reward": "reward_s",
+    "rl.grpo.logprob": "logprob_s",
+    "rl.grpo.advantage": "advantage_s",
+    "rl.grpo.policy_training": "train_s",
+    "rl.idle.refit_bubble": "refit_s",
+    "rl.grpo.evaluate": "validation_s",
+    "rl.grpo.checkpointing": "checkpoint_s",
+    "rl.wasted.failed_trajectory": "fail_s",
+}
+
+
+def slowed(plans: Sequence[StepPlan], extra_s: Mapping[str, float]) -> list[StepPlan]:
+    """`plans` with `extra_s[name]` seconds added to the phase whose span is `name`, in every step.
+
+    The sleep is what grows, so the extra time lands inside that phase's span and `expected_goodput` of the result
+    stays the figure a run of it must show. Names outside `SLOWABLE_PHASES` raise KeyError.
+    """
+    changes: dict[str, float] = {}
+    for name, seconds in extra_s.items():
+        changes[SLOWABLE_PHASES[name]] = changes.get(SLOWABLE_PHASES[name], 0.0) + seconds
+
+    def one(plan: StepPlan) -> StepPlan:
+        fields: dict[str, Any] = {}
+        for field, seconds in changes.items():
+            value = getattr(plan, field)
+            fields[field] = tuple(x + seconds for x in value) if isinstance(value, tuple) else value + seconds
+        return replace(plan, **fields)
+
+    return [one(plan) for plan in plans]
+
+
 def _sync_step(plan: StepPlan) -> tuple[float, float]:
     """(productive, wall) of one sync step, from the formula in the module docstring."""
     if plan.failed:
-        rollout = max(plan.generation_s[0], FAIL_S) + RETRY_S
+        rollout = max(plan.generation_s[0], plan.fail_s) + RETRY_S
         generating = plan.generation_s[0] + RETRY_S
     else:
         rollout = generating = max(plan.generation_s)
     wall = rollout + plan.reward_s + plan.logprob_s + plan.advantage_s + plan.train_s + plan.refit_s
-    wall += (VALIDATION_S if plan.validation else 0.0) + (CHECKPOINT_S if plan.checkpoint else 0.0)
+    wall += _validation_and_checkpoint_s(plan)
     return generating + plan.reward_s + plan.train_s, wall
+
+
+def _validation_and_checkpoint_s(plan: StepPlan) -> float:
+    """The step's tail after the refit: validation every few steps, checkpoint staging every few others."""
+    return (plan.validation_s if plan.validation else 0.0) + (plan.checkpoint_s if plan.checkpoint else 0.0)
 
 
 Interval = tuple[float, float]
@@ -129,7 +175,7 @@ def _async_timeline(plans: Sequence[StepPlan]) -> tuple[list[Interval], list[Int
     for plan in plans:
         start = max(actor_free, version_ready.get(plan.step - 1 - ASYNC_STALENESS, 0.0))
         if plan.failed:
-            start += FAIL_S  # the hung attempt: wasted
+            start += plan.fail_s  # the hung attempt: wasted
         actor_free = start + plan.batch_generation_s
         productive.append((start, actor_free))
 
@@ -140,7 +186,7 @@ def _async_timeline(plans: Sequence[StepPlan]) -> tuple[list[Interval], list[Int
         productive.append((t, t + plan.train_s))
         t += plan.train_s + plan.refit_s
         version_ready[plan.step] = t
-        t += (VALIDATION_S if plan.validation else 0.0) + (CHECKPOINT_S if plan.checkpoint else 0.0)
+        t += _validation_and_checkpoint_s(plan)
         windows.append((opened, t))
         trainer = t
     return windows, productive
@@ -178,7 +224,7 @@ def planned_step_work_s(plans: Sequence[StepPlan], mode: str) -> dict[int, float
         return {plan.step: _sync_step(plan)[1] for plan in plans}
     return {
         plan.step: plan.reward_s + plan.logprob_s + plan.advantage_s + plan.train_s + plan.refit_s
-        + (VALIDATION_S if plan.validation else 0.0) + (CHECKPOINT_S if plan.checkpoint else 0.0)
+        + _validation_and_checkpoint_s(plan)
         for plan in plans
     }
 

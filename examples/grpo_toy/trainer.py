@@ -21,7 +21,7 @@ from instrument import (
     remote_trace_context,
 )
 
-from .schedule import CHECKPOINT_S, FINALIZE_S, StepPlan
+from .schedule import FINALIZE_S, StepPlan
 
 BUGGY_REWARD_TASKS = 3
 
@@ -91,7 +91,7 @@ class Trainer:
         with managed_span(RLSpanGroup.CHECKPOINT, "rl.grpo.checkpointing"):
             started = time.perf_counter()
             staged = self.policy.copy()
-            await _work(CHECKPOINT_S, started)
+            await _work(plan.checkpoint_s, started)
             carrier = current_trace_carrier()  # a raw thread starts with an empty context: hand it the span
         thread = threading.Thread(
             target=self._finalize, args=(plan.step, staged, carrier), name=f"checkpoint-{plan.step}", daemon=True
