@@ -35,7 +35,8 @@ FRONT_DOOR = {
     "GoodputError", "InputError", "TraceFormatError", "SpanStore", "open_store", "ingest", "SPAN_SCHEMA",
     "ACCOUNTING_SCHEMA", "BUCKETS", "Report", "IterationRow", "Figures", "build_report", "report_json", "Finding",
     "RULES", "check_findings", "check_summary", "Window", "iteration_windows", "spans_in_window", "ray_runner",
-    "RAY_CHUNK_BYTES", "default_cache_dir", "Attempt", "JobFigures",
+    "RAY_CHUNK_BYTES", "default_cache_dir", "Attempt", "JobFigures", "NameShare", "shares_by_name", "Side",
+    "summarise", "compare", "slower_than", "outliers",
 }  # fmt: skip
 
 

@@ -201,7 +201,8 @@ def test_report_json_has_exactly_the_spec_shape(tmp_path):
     out = report(tmp_path, [step("step1", 1, 0, 1)])
     figures = {"wall_s", "productive_s", "overhead_s", "idle_s", "wasted_s", "unaccounted_s"}
     assert set(out) == {"iterations", "total", "outside", "attempts", "rework", "downtime", "job"}
-    assert set(out["iterations"][0]) == {"iteration", "start_ns", "end_ns", "goodput", "span_seconds"} | figures
+    row_keys = {"iteration", "start_ns", "end_ns", "goodput", "span_seconds", "outliers"}  # outliers: SPEC 10
+    assert set(out["iterations"][0]) == row_keys | figures
     assert set(out["total"]) == {"goodput", "span_seconds"} | figures
     assert set(out["total"]["span_seconds"]) == {"productive", "overhead", "idle", "wasted"}
     assert set(out["rework"]) == set(out["outside"]) == figures | {"goodput"}

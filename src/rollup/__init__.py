@@ -6,8 +6,8 @@ importing `rollup` (or `rollup.views` for the CLI's option types) does not impor
 The path of a span: `read` (paths, sniff, chunks, otlp_proto / otlp_json / duckdb_json, plan) turns files into
 Parquet parts or DuckDB rows; `store` puts them behind one `spans` view, with `cache` in between; `lineage` gives
 each span its effective iteration; `attempts` tells a job's restarts apart; `windows` cuts each attempt into
-iteration windows; `attribution` charges their wall clock; `report` and `checks` build the results; `views` renders
-them.
+iteration windows; `attribution` charges their wall clock, `breakdown` shares it among span names; `report`,
+`outliers`, `checks` and `diff` build the results; `views` renders them.
 """
 
 from __future__ import annotations
@@ -23,6 +23,9 @@ _HOMES: dict[str, str] = {
     **dict.fromkeys(["SPAN_SCHEMA", "ACCOUNTING_SCHEMA", "BUCKETS"], "schema"),
     **dict.fromkeys(["Report", "IterationRow", "Figures", "JobFigures", "build_report", "report_json"], "report"),
     "Attempt": "attempts",
+    **dict.fromkeys(["NameShare", "shares_by_name"], "breakdown"),
+    **dict.fromkeys(["Side", "summarise", "compare", "slower_than"], "diff"),
+    "outliers": "outliers",
     **dict.fromkeys(["Finding", "RULES", "check_findings", "check_summary"], "checks"),
     **dict.fromkeys(["Window", "iteration_windows", "spans_in_window"], "windows"),
     **dict.fromkeys(["ray_runner", "RAY_CHUNK_BYTES"], "read.ray_tasks"),
@@ -36,9 +39,12 @@ __getattr__, __dir__ = lazy_exports(__name__, _HOMES)
 
 if TYPE_CHECKING:
     from .attempts import Attempt
+    from .breakdown import NameShare, shares_by_name
     from .cache import default_cache_dir
     from .checks import RULES, Finding, check_findings, check_summary
+    from .diff import Side, compare, slower_than, summarise
     from .errors import GoodputError, InputError, TraceFormatError
+    from .outliers import outliers
     from .read.ray_tasks import RAY_CHUNK_BYTES, ray_runner
     from .report import Figures, IterationRow, JobFigures, Report, build_report, report_json
     from .schema import ACCOUNTING_SCHEMA, BUCKETS, SPAN_SCHEMA

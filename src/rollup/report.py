@@ -12,7 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 from .attempts import Attempt, downtime_stretches, find_attempts, keep_attempt
 from .attribution import Charge, Frame, charge_wall_clock, parse_precedence, processes_in_frames, span_seconds_ns
+from .breakdown import BREAKDOWN_KEYS, NameShare, shares_by_name
+from .errors import GoodputError
 from .lineage import ensure_lineage
+from .outliers import outliers
 from .schema import BUCKETS
 from .windows import Window, attempt_windows, latest_windows, outside_stretches
 
@@ -121,6 +124,8 @@ class IterationRow:
     figures: Figures
     process: str | None = None
     run_id: str = ""
+    names: list[NameShare] | None = None  # with `--by name` / `--by group` (SPEC section 8)
+    outliers: list[str] = field(default_factory=list)  # the figures that stand out (SPEC section 10)
 
 
 @dataclass(frozen=True)
@@ -154,11 +159,16 @@ class Report:
     total: Figures
     outside: Figures
     precedence: list[str]
-    by_process: bool = False
+    by: str | None = None  # None, "process", "name" or "group"
     process_totals: dict[str, Figures] = field(default_factory=dict)
     rework: Figures = field(default_factory=Figures)
     downtime_ns: int = 0
     attempts: list[Attempt] = field(default_factory=list)
+    total_names: list[NameShare] | None = None
+
+    @property
+    def by_process(self) -> bool:
+        return self.by == "process"
 
     @property
     def downtime_s(self) -> float:
@@ -183,14 +193,18 @@ def build_report(
     *,
     iterations: tuple[int, int] | None = None,
     precedence: str | None = None,
-    by_process: bool = False,
+    by: str | None = None,
     attempt: str | None = None,
 ) -> Report:
     """The report over the store's spans.
 
     `iterations` keeps the windows in that inclusive range, superseded ones included (rework); outside and
-    downtime stay the whole run's. `attempt` (a run id or `latest`) reads that attempt alone.
+    downtime stay the whole run's. `by`: "process" gives a row per window and process; "name" or "group" adds each
+    row's and the total's breakdown by span name or `rl.span_group`. `attempt` (a run id or `latest`) reads that
+    attempt alone.
     """
+    if by not in (None, "process", *BREAKDOWN_KEYS):
+        raise GoodputError(f"--by takes process, name or group, got {by!r}")
     order = parse_precedence(precedence)
     connection = store.connection
     ensure_lineage(store)
@@ -226,10 +240,42 @@ def build_report(
         rework=Figures.from_ns(_sum_charges([charges[len(windows) + i] for i in range(len(lost))])),
         downtime_ns=sum(end - start for start, end in downtime_stretches(attempts)),
         attempts=_with_windows(attempts, by_attempt, superseded),
+        by=by,
     )
-    if by_process:
+    if by == "process":
         _add_process_rows(connection, report, windows, order)
+    elif by is not None:
+        _add_names(connection, report, windows, by)
+    _mark_outliers(report.iterations)
     return report
+
+
+def _add_names(connection: duckdb.DuckDBPyConnection, report: Report, windows: list[Window], by: str) -> None:
+    """Each row's share of its buckets by span name (or group), and the total's: the rows' shares summed."""
+    charged = [row.figures.bucket_ns for row in report.iterations]
+    per_row = shares_by_name(connection, windows, report.precedence, charged, by=by)
+    summed: dict[tuple[str, str], list[int]] = {}
+    for row, names in zip(report.iterations, per_row, strict=True):
+        row.names = names
+        for share in names:
+            entry = summed.setdefault((share.name, share.bucket), [0, 0])
+            entry[0] += share.wall_ns
+            entry[1] += share.span_ns
+    total = [NameShare(name, bucket, wall_ns, span_ns) for (name, bucket), (wall_ns, span_ns) in summed.items()]
+    total.sort(key=lambda n: (BUCKETS.index(n.bucket), -n.wall_ns, n.name))
+    report.total_names = total
+
+
+def _mark_outliers(rows: list[IterationRow]) -> None:
+    """Each row's outlying figures among the rows of its process (all rows when not by process): a process's
+    steps are compared with its own other steps, never with another process's."""
+    groups: dict[str | None, list[IterationRow]] = {}
+    for row in rows:
+        groups.setdefault(row.process, []).append(row)
+    for group in groups.values():
+        figures = [{"wall_s": r.figures.wall_ns, **{f"{b}_s": r.figures.bucket_ns[b] for b in BUCKETS}} for r in group]
+        for row, flagged in zip(group, outliers(figures), strict=True):
+            row.outliers = flagged
 
 
 def _with_windows(
@@ -282,7 +328,6 @@ def _add_process_rows(
         figures = Figures.from_ns(charges[pframe.frame_id], span_ns.get((w.run_id, w.iteration, pframe.process)))
         rows.append(IterationRow(w.iteration, w.start_ns, w.end_ns, figures, pframe.process, w.run_id))
     report.iterations = rows
-    report.by_process = True
     by_process: dict[str, list[Figures]] = {}
     for row in rows:
         by_process.setdefault(row.process or "", []).append(row.figures)
@@ -324,9 +369,14 @@ def attempt_json(attempt: Attempt) -> dict[str, Any]:
     }
 
 
+def names_json(names: list[NameShare], by: str) -> list[dict[str, Any]]:
+    """SPEC section 8's list: `{"name" (or "group"), "bucket", "wall_s", "span_s"}` per name and bucket."""
+    return [{by: n.name, "bucket": n.bucket, "wall_s": seconds(n.wall_ns), "span_s": seconds(n.span_ns)} for n in names]
+
+
 def report_json(report: Report) -> dict[str, Any]:
-    """The object `report --format json` prints (SPEC sections 6 and 7); `--by process` adds `process` and
-    `processes`."""
+    """The object `report --format json` prints (SPEC sections 6, 7, 8 and 10); `--by process` adds `process` and
+    `processes`, `--by name` / `--by group` a `names` list to each row and to the total."""
     job = report.job
     iterations = []
     for row in report.iterations:
@@ -334,10 +384,16 @@ def report_json(report: Report) -> dict[str, Any]:
         if report.by_process:
             item["process"] = row.process
         item.update(_figures_json(row.figures))
+        if row.names is not None and report.by is not None:
+            item["names"] = names_json(row.names, report.by)
+        item["outliers"] = list(row.outliers)
         iterations.append(item)
+    total = _figures_json(report.total)
+    if report.total_names is not None and report.by is not None:
+        total["names"] = names_json(report.total_names, report.by)
     out: dict[str, Any] = {
         "iterations": iterations,
-        "total": _figures_json(report.total),
+        "total": total,
         "outside": _figures_json(report.outside, with_span_seconds=False),
         "rework": _figures_json(report.rework, with_span_seconds=False),
         "downtime": {"wall_s": report.downtime_s},

@@ -1,0 +1,205 @@
+"""Which phase the wall clock went to (SPEC section 8): each window's bucket seconds shared among span names or groups.
+
+Within a window, an instant charged to bucket B (the first active bucket in precedence order, as in `attribution`)
+is shared equally among the distinct names (or `rl.span_group`s) of the bucket-B spans active at that instant,
+whatever their process. A phase that ran alone keeps all of its time; two phases overlapping split the overlap. So
+every name's share is the part of its phase nobody else covered plus its fair part of the rest, and for every window
+and bucket the names add up to the bucket's seconds exactly.
+
+The sweep runs over the moments a name starts or stops being active (not every span edge): a packed running count
+of active names per bucket gives, for each segment between two such moments, the charged bucket and how many names
+share it; a running sum of each bucket's `segment / sharers` then prices any name's active stretch as the
+difference of two prefix sums, with no join of names against segments. The shares, exact rationals in principle,
+are floats to well under a nanosecond; they are turned into integer nanoseconds that add up to the bucket exactly by
+largest remainder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from .attempts import ATTEMPT_SQL
+from .schema import BUCKETS
+
+if TYPE_CHECKING:
+    import duckdb
+
+    from .windows import Window
+
+# How a span is keyed: by its name, or by its `rl.span_group` (`""` when it has none).
+BREAKDOWN_KEYS = {"name": "name", "group": "coalesce(span_group, '')"}
+
+
+@dataclass(frozen=True)
+class NameShare:
+    """One name's (or group's) part of one bucket in one window: wall-clock and span-seconds nanoseconds."""
+
+    name: str
+    bucket: str
+    wall_ns: int
+    span_ns: int
+
+
+def _window_table(windows: Sequence[Window]) -> pa.Table:
+    return pa.table(
+        {"frame_id": pa.array(range(len(windows)), pa.int64()),
+         "start_ns": pa.array([w.start_ns for w in windows], pa.int64()),
+         "end_ns": pa.array([w.end_ns for w in windows], pa.int64())}
+    )  # fmt: skip
+
+
+def shares_by_name(
+    connection: duckdb.DuckDBPyConnection,
+    windows: Sequence[Window],
+    precedence: Sequence[str],
+    bucket_ns: Sequence[dict[str, int]],
+    *,
+    by: str = "name",
+) -> list[list[NameShare]]:
+    """Per window (in the order given), the names' shares of its buckets, sorted by bucket order, then wall
+    nanoseconds descending, then name.
+
+    `bucket_ns[i]` is window i's charge per bucket (from `attribution.charge_wall_clock`); the shares are rounded
+    to add up to it. Span-seconds count the spans whose effective iteration is the window's and whose attempt is
+    the window's own. Needs the `spans_ex` table of `lineage.build_lineage`.
+    """
+    if not windows:
+        return []
+    key_sql = BREAKDOWN_KEYS[by]
+    wall = _wall_shares(connection, windows, precedence, key_sql)
+    spans = _span_seconds_by_name(connection, windows, key_sql)
+    out = []
+    for frame_id, window_buckets in enumerate(bucket_ns):
+        exact = wall.get(frame_id, {})
+        names: dict[tuple[str, str], list[int]] = {}
+        for bucket in BUCKETS:
+            of_bucket = {name: value for (b, name), value in exact.items() if b == bucket}
+            for name, ns in apportion(of_bucket, window_buckets[bucket]).items():
+                names[(name, bucket)] = [ns, 0]
+        for (name, bucket), ns in spans.get(frame_id, {}).items():
+            names.setdefault((name, bucket), [0, 0])[1] = ns
+        shares = [NameShare(name, bucket, w, s) for (name, bucket), (w, s) in names.items() if w or s]
+        shares.sort(key=lambda n: (BUCKETS.index(n.bucket), -n.wall_ns, n.name))
+        out.append(shares)
+    return out
+
+
+def apportion(exact: dict[str, float], total: int) -> dict[str, int]:
+    """Integer nanoseconds for float shares that add up to `total` exactly: each share's floor, and the nanoseconds
+    left over to the shares with the largest remainders (ties to the earlier name). The floats are within a small
+    fraction of a nanosecond of the exact shares, so at most one nanosecond moves per name."""
+    if not exact:
+        return {}
+    floors = {name: max(0, int(value)) for name, value in exact.items()}
+    left = total - sum(floors.values())
+    by_remainder = sorted(exact, key=lambda name: (-(exact[name] - floors[name]), name))
+    while left > 0:  # one pass in practice; a loop keeps the sum exact whatever the floats did
+        for name in by_remainder[:left]:
+            floors[name] += 1
+        left = total - sum(floors.values())
+    for name in reversed(by_remainder):  # only if float error overshot: take back from the smallest remainders
+        if left >= 0:
+            break
+        if floors[name] > 0:
+            floors[name] -= 1
+            left += 1
+    return floors
+
+
+def _wall_shares(
+    connection: duckdb.DuckDBPyConnection, windows: Sequence[Window], precedence: Sequence[str], key_sql: str
+) -> dict[int, dict[tuple[str, str], float]]:
+    """Per window, per (bucket, name): the float nanoseconds of its share (see the module's docstring)."""
+    rank_sql = "CASE bucket " + " ".join(f"WHEN '{b}' THEN {i}" for i, b in enumerate(precedence)) + " END"
+    shift, mask = 32, 0xFFFFFFFF
+
+    def count(rank: int) -> str:
+        return f"((active >> {shift * rank}) & {mask})"
+
+    # The charged rank of a segment is the first with an active name; its sharers, that rank's count.
+    charged_rank = "CASE " + " ".join(f"WHEN {count(i)} > 0 THEN {i}" for i in range(len(BUCKETS))) + " END"
+    sharers = "CASE " + " ".join(f"WHEN {count(i)} > 0 THEN {count(i)}" for i in range(len(BUCKETS))) + " END"
+    prefix = ", ".join(
+        f"coalesce(sum(CASE WHEN charged = {i} THEN portion END) OVER before, 0) AS p{i}" for i in range(len(BUCKETS))
+    )
+    priced = "CASE rank " + " ".join(f"WHEN {i} THEN p{i}" for i in range(len(BUCKETS))) + " END"
+    connection.register("breakdown_windows", _window_table(windows))
+    try:
+        # Clipping in a statement of its own, so DuckDB uses an IE join for the range condition (as in attribution).
+        connection.execute(
+            f"""
+            CREATE OR REPLACE TEMP TABLE breakdown_clipped AS
+            SELECT w.frame_id, b.rank, b.key, greatest(b.start_ns, w.start_ns) AS s, least(b.end_ns, w.end_ns) AS e
+            FROM breakdown_windows w JOIN (
+                SELECT start_ns, end_ns, {rank_sql} AS rank, {key_sql} AS key FROM spans_ex
+                WHERE bucketed AND end_ns > start_ns
+            ) b ON b.start_ns < w.end_ns AND b.end_ns > w.start_ns
+            """
+        )
+        rows = connection.execute(
+            f"""
+            WITH edges AS (
+                SELECT frame_id, rank, key, s AS t, 1 AS d FROM breakdown_clipped
+                UNION ALL
+                SELECT frame_id, rank, key, e AS t, -1 AS d FROM breakdown_clipped
+            ),
+            counted AS (
+                SELECT *, sum(d) OVER (PARTITION BY frame_id, rank, key ORDER BY t, d DESC
+                                       ROWS UNBOUNDED PRECEDING) AS n
+                FROM edges
+            ),
+            -- A name starts being active (+1) when its count rises to 1, stops (-1) when it falls to 0.
+            turns AS (
+                SELECT frame_id, rank, key, t, d FROM counted WHERE (d = 1 AND n = 1) OR (d = -1 AND n = 0)
+            ),
+            swept AS (
+                SELECT frame_id, rank, key, t, d,
+                       lead(t) OVER w AS t_next,
+                       sum(d * (1::HUGEINT << ({shift} * rank))) OVER w AS active
+                FROM turns WINDOW w AS (PARTITION BY frame_id ORDER BY t, d, rank, key ROWS UNBOUNDED PRECEDING)
+            ),
+            segments AS (
+                SELECT frame_id, rank, key, t, d, {charged_rank} AS charged,
+                       (coalesce(t_next, t) - t)::DOUBLE / {sharers} AS portion
+                FROM swept
+            ),
+            prefixed AS (
+                SELECT frame_id, rank, key, d, {prefix} FROM segments  -- the same total order as `swept`'s
+                WINDOW before AS (PARTITION BY frame_id ORDER BY t, d, rank, key
+                                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+            )
+            SELECT frame_id, rank, key, sum(-d * {priced}) FROM prefixed GROUP BY ALL
+            """
+        ).fetchall()
+    finally:
+        connection.execute("DROP TABLE IF EXISTS breakdown_clipped")
+        connection.unregister("breakdown_windows")
+    out: dict[int, dict[tuple[str, str], float]] = {}
+    for frame_id, rank, key, value in rows:
+        if value and value > 0:
+            out.setdefault(frame_id, {})[(precedence[rank], key)] = float(value)
+    return out
+
+
+def _span_seconds_by_name(
+    connection: duckdb.DuckDBPyConnection, windows: Sequence[Window], key_sql: str
+) -> dict[int, dict[tuple[str, str], int]]:
+    """Per window, per (name, bucket): the summed full durations of the bucketed spans of the window's attempt
+    whose effective iteration is the window's (the span-seconds view, split by name)."""
+    frame_of = {(w.run_id, w.iteration): i for i, w in enumerate(windows)}
+    rows = connection.execute(
+        f"""
+        SELECT {ATTEMPT_SQL}, eff_iteration, {key_sql}, bucket, sum(end_ns - start_ns)::BIGINT FROM spans_ex
+        WHERE bucketed AND eff_iteration IS NOT NULL GROUP BY ALL
+        """
+    ).fetchall()
+    out: dict[int, dict[tuple[str, str], int]] = {}
+    for run_id, iteration, key, bucket, ns in rows:
+        frame_id = frame_of.get((run_id, int(iteration)))
+        if frame_id is not None:
+            out.setdefault(frame_id, {})[(key, bucket)] = int(ns)
+    return out

@@ -1,0 +1,99 @@
+"""Did it get worse, and where (SPEC section 9): two runs' typical step compared figure by figure and phase by phase.
+
+Each side is summarised by medians over its iteration rows, not by totals: two runs rarely have the same number of
+steps, and a median step shrugs off the one step that hit a slow checkpoint or a straggler. The phases (span names,
+by bucket, from the `--by name` breakdown) are compared the same way, a phase absent from a step counting 0 there,
+and sorted by how much they moved, so the first line says what changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from statistics import median
+from typing import Any
+
+from .report import Report
+from .schema import BUCKETS
+
+# The figures compared, as the report's JSON names them.
+DIFF_FIGURES = ("wall_s", *(f"{b}_s" for b in BUCKETS), "unaccounted_s", "goodput")
+
+
+@dataclass(frozen=True)
+class Side:
+    """One run as the diff sees it: the paths it was read from, its rows' medians and its phases' medians."""
+
+    paths: list[str]
+    iterations: int
+    median: dict[str, float | None]
+    names: dict[tuple[str, str], float]  # (name, bucket) -> median wall seconds per iteration
+
+
+def _middle(values: Sequence[float]) -> float | None:
+    return float(median(values)) if values else None
+
+
+def summarise(report: Report, paths: Sequence[str]) -> Side:
+    """A side of the diff from a report built with `by="name"`: medians in seconds, exact to the nanosecond."""
+    rows = report.iterations
+    figures: dict[str, float | None] = {
+        "wall_s": _middle([r.figures.wall_ns for r in rows]),
+        **{f"{b}_s": _middle([r.figures.bucket_ns[b] for r in rows]) for b in BUCKETS},
+        "unaccounted_s": _middle([r.figures.unaccounted_ns for r in rows]),
+    }
+    medians: dict[str, float | None] = {k: None if v is None else v / 1e9 for k, v in figures.items()}
+    medians["goodput"] = _middle([g for r in rows if (g := r.figures.goodput) is not None])
+    per_name: dict[tuple[str, str], list[int]] = {}
+    for index, row in enumerate(rows):
+        for share in row.names or ():
+            per_name.setdefault((share.name, share.bucket), [0] * len(rows))[index] += share.wall_ns
+    names = {key: float(median(values)) / 1e9 for key, values in per_name.items()}
+    return Side(list(paths), len(rows), medians, names)
+
+
+def _delta(baseline: float | None, candidate: float | None) -> float | None:
+    return None if baseline is None or candidate is None else candidate - baseline
+
+
+def _ratio(baseline: float | None, candidate: float | None) -> float | None:
+    """candidate / baseline - 1; None when the baseline is 0 or either side has no value."""
+    return None if baseline is None or candidate is None or baseline == 0 else candidate / baseline - 1
+
+
+def compare(baseline: Side, candidate: Side) -> dict[str, Any]:
+    """SPEC section 9's object: each side's medians, their delta and ratio, and the phases sorted by how much
+    their median moved (largest absolute change first; then bucket order and name, so ties read the same)."""
+    keys = sorted(set(baseline.names) | set(candidate.names), key=lambda k: (BUCKETS.index(k[1]), k[0]))
+    names: list[dict[str, Any]] = []
+    for name, bucket in keys:
+        before, after = baseline.names.get((name, bucket), 0.0), candidate.names.get((name, bucket), 0.0)
+        names.append({"name": name, "bucket": bucket, "baseline_s": before, "candidate_s": after,
+                      "delta_s": after - before})  # fmt: skip
+    names.sort(key=lambda n: -abs(n["delta_s"]))  # stable: ties keep bucket order, then name
+    return {
+        "baseline": _side_json(baseline),
+        "candidate": _side_json(candidate),
+        "delta": {f: _delta(baseline.median[f], candidate.median[f]) for f in DIFF_FIGURES},
+        "ratio": {f: _ratio(baseline.median[f], candidate.median[f]) for f in DIFF_FIGURES},
+        "names": names,
+    }
+
+
+def _side_json(side: Side) -> dict[str, Any]:
+    return {"paths": side.paths, "iterations": side.iterations, "median": dict(side.median)}
+
+
+def slower_than(diff: dict[str, Any], percent: float) -> str | None:
+    """Why `diff --fail-over PCT` fails: the candidate's median step is more than PCT percent slower than the
+    baseline's; None when it is not. Without a median step on both sides there is nothing to hold, and it fails."""
+    before, after = diff["baseline"]["median"]["wall_s"], diff["candidate"]["median"]["wall_s"]
+    if before is None or after is None:
+        side = "baseline" if before is None else "candidate"
+        return f"diff gate failed: the {side} has no iteration, so there is no median step to compare"
+    if after > before * (1 + percent / 100):
+        ratio = diff["ratio"]["wall_s"]
+        change = f"{100 * ratio:+.1f}%" if ratio is not None else f"{after - before:+.3f} s"
+        return (f"diff gate failed: median step {change} ({before:.3f} s -> {after:.3f} s), more than "
+                f"--fail-over {percent:g}%")  # fmt: skip
+    return None

@@ -1,0 +1,41 @@
+"""Iterations that stand out (SPEC section 10): a figure more than three robust standard deviations above its median.
+
+The median absolute deviation (MAD), scaled by 1.4826, estimates the standard deviation of normally distributed
+figures without letting the outliers themselves widen it, as a plain standard deviation would. A figure is an outlier
+when it exceeds the median of that figure over the rows by more than 3 x 1.4826 x MAD and by more than 1 ms (a
+millisecond above a steady median is noise, not a slow step). Fewer than 8 rows, or a MAD of 0, flag nothing: too
+few to know what is normal, or a figure that never varies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from statistics import median
+
+from .schema import BUCKETS
+
+# The figures of a row that can be outliers, as the row's JSON names them.
+OUTLIER_FIGURES = ("wall_s", *(f"{b}_s" for b in BUCKETS))
+MIN_ROWS = 8
+MAD_SCALE = 1.4826
+MAD_FACTOR = 3.0
+MIN_EXCESS_NS = 1_000_000
+
+
+def outliers(rows: Sequence[dict[str, int]]) -> list[list[str]]:
+    """For each row (its figures in integer nanoseconds, keyed as `OUTLIER_FIGURES`), the names of its figures that
+    are outliers among `rows`, in `OUTLIER_FIGURES` order."""
+    flagged: list[list[str]] = [[] for _ in rows]
+    if len(rows) < MIN_ROWS:
+        return flagged
+    for figure in OUTLIER_FIGURES:
+        values = [row[figure] for row in rows]
+        middle = median(values)
+        mad = median(abs(v - middle) for v in values)
+        if mad == 0:
+            continue
+        bar = max(MAD_FACTOR * MAD_SCALE * mad, MIN_EXCESS_NS)
+        for index, value in enumerate(values):
+            if value - middle > bar:
+                flagged[index].append(figure)
+    return flagged
