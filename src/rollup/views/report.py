@@ -7,10 +7,12 @@ it always did.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from instrument.groups import BUCKETS
 
+from .breakdown import breakdown_text
 from .formats import OutputFormat, json_text, render_rows
 from .narrow import Fit
 from .tables import table_text
@@ -27,6 +29,11 @@ _FITS = {
     "span s": Fit("figure", drop=1),
     "span/wall": Fit("figure", drop=1),
 }
+
+
+# A figure far above its median over the iterations (SPEC section 10) is marked, and the mark explained below.
+OUTLIER_MARK = "*"
+OUTLIER_NOTE = f"{OUTLIER_MARK} outlier: more than 3 scaled MADs (and 1 ms) above the median of the iterations"
 
 
 def _percent(value: float) -> str:
@@ -87,14 +94,16 @@ def report_table(payload: dict[str, Any], by_process: bool, *, width: int) -> st
     headers = ["iter"] + (["process"] if by_process else []) + ["wall s", *[f"{_SHORT[b]} s" for b in BUCKETS]]
     headers += ["unacct s", "goodput", "span s", "span/wall"]
 
-    def seconds(value: float | None) -> str:
-        return "" if value is None else f"{value:.3f}"
+    def seconds(value: float | None, key: str = "", flagged: Sequence[str] = ()) -> str:
+        return "" if value is None else f"{value:.3f}" + (OUTLIER_MARK if key in flagged else "")
 
     def cells(label: str, process: str | None, item: dict[str, Any]) -> list[str]:
         span_total = sum((item.get("span_seconds") or {}).values())
         wall = item["wall_s"]
-        out = [label] + ([process or ""] if by_process else []) + [f"{wall:.3f}"]
-        out += [seconds(item.get(f"{b}_s")) for b in BUCKETS] + [seconds(item.get("unaccounted_s"))]
+        flagged = item.get("outliers") or ()
+        out = [label] + ([process or ""] if by_process else []) + [seconds(wall, "wall_s", flagged)]
+        out += [seconds(item.get(f"{b}_s"), f"{b}_s", flagged) for b in BUCKETS]
+        out.append(seconds(item.get("unaccounted_s")))
         goodput = item.get("goodput") if label not in _WHOLE_RUN_ROWS else None  # a share of what, there?
         out.append(_percent(goodput) if goodput is not None else "")
         out.append(f"{span_total:.3f}" if "span_seconds" in item else "")
@@ -106,6 +115,8 @@ def report_table(payload: dict[str, Any], by_process: bool, *, width: int) -> st
     right = [header != "process" for header in headers]
     fits = [_FITS.get(header, Fit("figure")) for header in headers]
     line = job_line(payload)
+    if any(item.get("outliers") for item in payload["iterations"]):
+        line = (f"{line}\n" if line else "") + OUTLIER_NOTE
     return table_text(
         headers,
         rows,
@@ -119,7 +130,13 @@ def report_table(payload: dict[str, Any], by_process: bool, *, width: int) -> st
 
 
 def report_text(
-    payload: dict[str, Any], by_process: bool, fmt: OutputFormat, *, width: int, checks: dict[str, Any] | None = None
+    payload: dict[str, Any],
+    by_process: bool,
+    fmt: OutputFormat,
+    *,
+    width: int,
+    checks: dict[str, Any] | None = None,
+    total_only: bool = False,
 ) -> str:
     """The report in `fmt`: SPEC 6's JSON object, the table, its rows as CSV or Markdown, JSON Lines, or the HTML
     page (with `checks`, the `html.check_counts` summary, when the checks were run)."""
@@ -133,6 +150,8 @@ def report_text(
         from .jsonl import report_jsonl
 
         return report_jsonl(payload)
+    if "names" in payload["total"]:  # --by name / --by group: the breakdown is what the table and rows show
+        return breakdown_text(payload, fmt, width=width, total_only=total_only)
     if fmt is OutputFormat.table:
         return report_table(payload, by_process, width=width)
     return render_rows(*report_rows(payload, by_process), fmt, width=width)
