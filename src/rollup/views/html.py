@@ -148,6 +148,7 @@ def _iterations_figure(rows: list[dict[str, Any]]) -> dict[str, Any]:
         x: Any = [[r["iteration"] for r in rows], [escape(str(r.get("process") or "")) for r in rows]]
     else:
         x = [r["iteration"] for r in rows]
+    many = len(rows) > 200  # a line and markers that stay readable over thousands of bars
     traces: list[dict[str, Any]] = []
     for bucket in (*BUCKETS, "unaccounted"):
         traces.append({
@@ -160,13 +161,14 @@ def _iterations_figure(rows: list[dict[str, Any]]) -> dict[str, Any]:
         })  # fmt: skip
     traces.append({
         "type": "scatter",
-        "mode": "lines+markers" if len(rows) <= 200 else "lines",
+        "mode": "lines" if many else "lines+markers",
         "name": "goodput",
         "x": x,
         "y": [None if r.get("goodput") is None else round(r["goodput"], 6) for r in rows],
         "customdata": [_s(r["wall_s"]) for r in rows],
         "yaxis": "y2",
-        "line": {"color": GOODPUT_COLOUR, "width": 1.5},
+        "line": {"color": GOODPUT_COLOUR, "width": 1 if many else 1.5},
+        "opacity": 0.6 if many else 1,
         "marker": {"size": 5},
         "hovertemplate": "goodput %{y:.1%} of %{customdata:.3f} s wall<extra></extra>",
     })  # fmt: skip
@@ -179,12 +181,12 @@ def _iterations_figure(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "x": _pick(x, outliers),
             "y": [_s(rows[i]["wall_s"]) for i in outliers],
             "text": [escape(", ".join(rows[i]["outliers"])) for i in outliers],
-            "marker": {"symbol": "triangle-down", "size": 9, "color": OUTLIER_COLOUR},
+            "marker": {"symbol": "triangle-down", "size": 6 if many else 9, "color": OUTLIER_COLOUR},
             "hovertemplate": "outlier: %{text}<extra></extra>",
         })  # fmt: skip
     layout: dict[str, Any] = {
         "barmode": "stack",
-        "bargap": 0.15 if len(rows) <= 200 else 0,
+        "bargap": 0 if many else 0.15,
         "hovermode": "x unified",
         "margin": {"l": 60, "r": 60, "t": 30, "b": 50},
         "legend": {"orientation": "h", "x": 0, "y": 1.08, "traceorder": "normal"},
@@ -268,7 +270,7 @@ def _headline(payload: dict[str, Any]) -> str:
     total, rows = payload["total"], payload["iterations"]
     iterations = len({r["iteration"] for r in rows})
     text = (
-        f"<b>{_percent(total.get('goodput'))}</b> goodput over {iterations} iteration{'s' * (iterations != 1)} "
+        f"<b>{_percent(total.get('goodput'))}</b> goodput over {iterations:,} iteration{'s' * (iterations != 1)} "
         f"({total['wall_s']:.3f} s of wall clock)"
     )
     job, attempts = payload.get("job"), len(payload.get("attempts") or [])
