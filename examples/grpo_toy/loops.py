@@ -61,10 +61,7 @@ async def refit(workers: list[Any], plan: StepPlan) -> None:
 async def validate(workers: list[Any], plan: StepPlan) -> float:
     """Generate on held-out prompts and score them: the tokens are discarded, so this generation is overhead."""
     with evaluate_span("grpo"):
-        refs = [
-            dispatch_with_trace_context(worker.generate, plan.step, plan.validation_s)
-            for worker in workers
-        ]
+        refs = [dispatch_with_trace_context(worker.generate, plan.step, plan.validation_s) for worker in workers]
         tokens = np.concatenate(await asyncio.gather(*refs))
     return float((tokens % 3 == 0).mean())
 
