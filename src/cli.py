@@ -89,7 +89,8 @@ app = typer.Typer(
     cls=_Commands,
     help=(
         "Where the wall clock of a distributed RL training job goes, read from its OpenTelemetry trace files.\n\n"
-        "Exit codes: 0 success; 1 a gate failed (check found errors); 2 the input could not be used (a missing or "
+        "Exit codes: 0 success; 1 a gate failed (check found errors, or warnings with --strict; report "
+        "--fail-under; diff --fail-over); 2 the input could not be used (a missing or "
         "unreadable file, not a trace, a corrupt record, a bad option value); 3 an internal error in goodput "
         "itself (a bug; --debug or GOODPUT_DEBUG=1 prints its traceback)."
     ),
@@ -297,28 +298,48 @@ def check(
     iteration: int | None = IterationOption,
     iterations: str | None = IterationsOption,
     attempt: str | None = AttemptOption,
+    strict: bool = typer.Option(False, "--strict", help="Exit 1 on warnings too, not only on errors."),
+    expect: list[str] | None = typer.Option(
+        None,
+        "--expect",
+        metavar="GROUP,...",
+        help="Span groups (rl.span_group, any case) that should be active in every iteration window: warn "
+        "missing-group for each window without one. Repeatable.",
+    ),
+    each: bool = typer.Option(False, "--all", help="List each finding on a line of its own in the table."),
     fmt: OutputFormat | None = FormatOption,
     output: Path | None = OutputOption,
     no_cache: bool = NoCacheOption,
 ) -> None:
-    """Flag the accounting bugs; exit 1 when any is an error.
+    """Flag the accounting bugs; exit 1 when any is an error (with --strict, when any is a warning too).
 
     Errors: nested-bucket, self-overlap, bucketed-umbrella, unknown-bucket. Warnings: overlapping-steps (within
-    an attempt), orphan-span, iteration-mismatch, inverted-span, overlapping-attempts.
+    an attempt), orphan-span, iteration-mismatch, inverted-span, overlapping-attempts, no-iterations,
+    mostly-unaccounted (a window more than half charged to no bucket), missing-group (with --expect). The table
+    has a line per rule and span name, with the count, the iterations and an example; --all, JSON, CSV and
+    Markdown list each finding.
     """
     selected = _iteration_range(iteration, iterations)
     fmt = _output_format(fmt, output)
+    groups: list[str] = []
+    if expect is not None:
+        from rollup.coverage import parse_groups
+
+        try:
+            groups = parse_groups(expect)
+        except ValueError as error:
+            raise typer.BadParameter(str(error), param_hint="--expect") from None
     from rollup import check_findings, check_summary
 
     with _opened_store(paths, no_cache) as store:
-        findings = check_findings(store, attempt=attempt)
+        findings = check_findings(store, attempt=attempt, expect=groups)
         if selected is not None and (note := _nothing_selected(store, selected, iteration)):
             _print_notices([note])
     if selected is not None:
         findings = [f for f in findings if f.iteration is not None and selected[0] <= f.iteration <= selected[1]]
     summary = check_summary(findings)
-    _emit(check_text(findings, summary, fmt, width=_terminal_width()), output)
-    if summary["errors"]:
+    _emit(check_text(findings, summary, fmt, width=_terminal_width(), each=each), output)
+    if summary["errors"] or (strict and summary["warnings"]):
         raise typer.Exit(EXIT_FINDINGS)
 
 

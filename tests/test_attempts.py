@@ -288,26 +288,30 @@ def test_overlapping_attempts_is_one_warning_on_the_later_attempts_first_span(tm
     result = run(["check", str(overlapping_job(tmp_path)), "--format", "json"])
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout)
-    assert [f["rule"] for f in payload["findings"]] == ["overlapping-attempts"]
-    (finding,) = payload["findings"]
+    # Besides: the two rows' windows (B's 1, A's 2) hold no bucketed span, so each is mostly-unaccounted.
+    rules = [f["rule"] for f in payload["findings"]]
+    assert rules == ["overlapping-attempts", "mostly-unaccounted", "mostly-unaccounted"]
+    finding = payload["findings"][0]
     assert finding["severity"] == "warning"
     assert (finding["span_id"], finding["related_span_id"]) == (span_id_of("setup", "b"), span_id_of("job", "a"))
     assert '"job-a"' in finding["message"] and '"job-b"' in finding["message"]
     assert f"{40 - 16:.3f}s" in finding["message"]  # A's extent [0, 40] against B's job span [16, 60]
-    assert payload["summary"] == {"errors": 0, "warnings": 1}
+    assert payload["summary"] == {"errors": 0, "warnings": 1 + 2}
 
 
 def test_checking_one_of_two_overlapping_attempts_finds_nothing(tmp_path):
     result = run(["check", str(overlapping_job(tmp_path)), "--attempt", "job-b", "--format", "json"])
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout)["findings"] == []
+    # No overlapping-attempts; only B's window 1, which no bucketed span covers.
+    assert [f["rule"] for f in json.loads(result.stdout)["findings"]] == ["mostly-unaccounted"]
 
 
 def test_overlapping_steps_are_still_found_within_an_attempt(tmp_path):
     spans = [step("step1", 1, 0, 10, trace="b"), step("step2", 2, 8, 20, trace="b")]
     path = write_trace(tmp_path / "b.otlp", spans, resources={"driver": resource("driver", "job-b")})
     payload = json.loads(run(["check", str(path), "--format", "json"]).stdout)
-    assert [f["rule"] for f in payload["findings"]] == ["overlapping-steps"]
+    # Both windows hold no bucketed span: mostly-unaccounted each.
+    assert [f["rule"] for f in payload["findings"]] == ["overlapping-steps", "mostly-unaccounted", "mostly-unaccounted"]
 
 
 def test_overlapping_attempts_charge_each_others_spans_and_have_no_downtime(tmp_path):

@@ -24,6 +24,18 @@ def run(args: list[str]):
     return invoke(args, width=160)
 
 
+# The rules about iteration windows (tests/test_check_gates.py) flag these tiny timelines too: their steps are mostly
+# time that no bucketed span covers. Each test here is about the span rules, so it reads their findings alone.
+WINDOW_RULES = {"no-iterations", "mostly-unaccounted", "missing-group"}
+
+
+def span_rules_only(payload: dict) -> dict:
+    """`check --format json`'s payload without the window rules' findings, which its summary no longer counts."""
+    kept = [f for f in payload["findings"] if f["rule"] not in WINDOW_RULES]
+    left_out = len(payload["findings"]) - len(kept)
+    return {"findings": kept, "summary": {**payload["summary"], "warnings": payload["summary"]["warnings"] - left_out}}
+
+
 def check(tmp_path, spans, *extra: str, expect_exit: int | None = None, shape: str = "framed") -> dict:
     """`goodput check --format json` on `spans` written as one file; the exit code is 1 exactly when errors exist."""
     path = write_trace(tmp_path / "run.trace", spans, shape)
@@ -33,7 +45,7 @@ def check(tmp_path, spans, *extra: str, expect_exit: int | None = None, shape: s
     assert result.exit_code == (1 if payload["summary"]["errors"] else 0)
     if expect_exit is not None:
         assert result.exit_code == expect_exit
-    return payload
+    return span_rules_only(payload)
 
 
 def only_finding(payload: dict, rule: str) -> dict:
@@ -419,7 +431,7 @@ def test_orphan_span_when_the_parent_file_is_not_given(tmp_path):
     _, worker = _handoff_files(tmp_path)
     result = run(["check", str(worker), "--format", "json"])
     assert result.exit_code == 0, result.output  # a warning only
-    payload = json.loads(result.stdout)
+    payload = span_rules_only(json.loads(result.stdout))
     finding = only_finding(payload, "orphan-span")
     assert finding["severity"] == "warning"
     assert finding["span_id"] == span_id_of("wgen")
@@ -444,7 +456,7 @@ def test_the_parent_in_another_file_lends_its_iteration(tmp_path):
         "jsonl",
     )
     result = run(["check", str(driver), str(worker), str(tmp_path / "worker2.jsonl"), "--format", "json"])
-    finding = only_finding(json.loads(result.stdout), "iteration-mismatch")
+    finding = only_finding(span_rules_only(json.loads(result.stdout)), "iteration-mismatch")
     assert (finding["span_id"], finding["iteration"]) == (span_id_of("w2"), 5)
 
 
@@ -501,8 +513,8 @@ def test_check_json_has_exactly_the_spec_shape_with_lowercase_hex_ids(tmp_path):
     path.write_text(text)
     result = run(["check", str(path), "--format", "json", "--no-cache"])
     assert result.exit_code == 1, result.output
-    payload = json.loads(result.stdout)
-    assert set(payload) == {"findings", "summary"}
+    assert set(json.loads(result.stdout)) == {"findings", "summary"}
+    payload = span_rules_only(json.loads(result.stdout))
     assert payload["summary"] == {"errors": 1, "warnings": 1}
     assert [f["rule"] for f in payload["findings"]] == ["nested-bucket", "overlapping-steps"]  # errors first
     for finding in payload["findings"]:
@@ -524,9 +536,10 @@ def test_errors_exit_1_and_warnings_alone_exit_0_in_every_format(tmp_path):
         assert run(["check", str(warning_only), "--format", fmt]).exit_code == 0
         assert run(["check", str(error), "--format", fmt]).exit_code == 1
     table = run(["check", str(warning_only)])
-    assert "overlapping-steps" in table.stdout and "0 errors, 1 warnings" in table.stdout
+    # Besides overlapping-steps, each step's window is charged to no bucket at all (mostly-unaccounted).
+    assert "overlapping-steps" in table.stdout and f"0 errors, {1 + 2} warnings" in table.stdout
     table = run(["check", str(error), str(warning_only)])
-    assert table.exit_code == 1 and "1 errors, 1 warnings" in table.stdout
+    assert table.exit_code == 1 and f"1 errors, {1 + 2} warnings" in table.stdout
 
 
 def test_check_iteration_filter_keeps_that_iterations_findings(tmp_path):

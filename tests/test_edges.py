@@ -30,7 +30,10 @@ def report(path: Path, *extra: str) -> dict:
 
 
 def check(path: Path, *extra: str, expect_exit: int = 0) -> list[dict]:
-    return run_json("check", str(path), *extra, expect_exit=expect_exit)["findings"]
+    """The span rules' findings: the window rules (tests/test_check_gates.py) also flag these tiny timelines,
+    whose steps are mostly time no bucketed span covers."""
+    findings = run_json("check", str(path), *extra, expect_exit=expect_exit)["findings"]
+    return [f for f in findings if f["rule"] not in ("no-iterations", "mostly-unaccounted", "missing-group")]
 
 
 def rules(findings: list[dict]) -> list[tuple[str, str]]:

@@ -55,20 +55,24 @@ def test_check_warns_inverted_span_and_nothing_else(tmp_path, shape):
     result = run(["check", str(path), "--format", "json"])
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout)
+    # Besides: step 1's window is mostly time no bucketed span covers (1-5 of 0-10), a window rule's business.
+    assert [f["rule"] for f in payload["findings"]][2:] == ["mostly-unaccounted"]
+    payload["findings"] = payload["findings"][:2]
     findings = {f["span_id"]: f for f in payload["findings"]}
     assert [f["rule"] for f in payload["findings"]] == ["inverted-span", "inverted-span"]
     bad, step2 = findings[span_id_of("bad")], findings[span_id_of("step2")]
     assert bad["severity"] == "warning" and bad["iteration"] == 1 and bad["related_span_id"] is None
     assert "2.000s" in bad["message"]  # 8 - 6
     assert "8.000s" in step2["message"] and step2["iteration"] == 2  # 20 - 12
-    assert payload["summary"] == {"errors": 0, "warnings": 2}
+    assert payload["summary"] == {"errors": 0, "warnings": 2 + 1}
 
 
 def test_an_inverted_step_inside_another_step_overlaps_nothing(tmp_path):
     path = write_trace(tmp_path / "run.trace", [step("step1", 1, 0, 10), step("step2", 2, 6, 4)])
     payload = json.loads(run(["check", str(path), "--format", "json"]).stdout)
-    # Not overlapping-steps: step2 is the point 6, and a point overlaps nothing.
-    assert [f["rule"] for f in payload["findings"]] == ["inverted-span"]
+    # Not overlapping-steps: step2 is the point 6, and a point overlaps nothing. (Step 1's window, with no bucketed
+    # span, is mostly-unaccounted; step 2's, a point, is not.)
+    assert [f["rule"] for f in payload["findings"]] == ["inverted-span", "mostly-unaccounted"]
 
 
 def test_the_spans_listing_shows_an_inverted_span_with_no_duration(tmp_path):

@@ -176,8 +176,9 @@ def test_a_long_job_at_80_columns_gives_up_whole_columns_or_splits_but_cuts_no_f
 
 @pytest.mark.parametrize("path", [BUGGY, RESTART])
 def test_check_at_80_columns_puts_each_message_below_the_table_as_a_numbered_note(path, monkeypatch):
+    """With --all, a line a finding (the grouped table at 80 columns: tests/test_check_gates.py)."""
     findings = json.loads(at_width(["check", path, "-f", "json"], 80, monkeypatch).stdout)["findings"]
-    result = at_width(["check", path], 80, monkeypatch)
+    result = at_width(["check", path, "--all"], 80, monkeypatch)
     assert_fits(result.stdout)
     rows = table_rows(result.stdout)
     assert rows == [
@@ -194,8 +195,8 @@ def test_check_at_80_columns_puts_each_message_below_the_table_as_a_numbered_not
 
 
 def test_check_at_200_columns_keeps_the_message_in_the_table_as_rich_folds_it(monkeypatch):
-    result = at_width(["check", BUGGY], 200, monkeypatch)
-    assert result.stdout == invoke(["check", BUGGY]).stdout  # a pipe is 200 columns too
+    result = at_width(["check", BUGGY, "--all"], 200, monkeypatch)
+    assert result.stdout == invoke(["check", BUGGY, "--all"]).stdout  # a pipe is 200 columns too
     findings = json.loads(invoke(["check", BUGGY, "-f", "json"]).stdout)["findings"]
     columns = ["severity", "rule", "iteration", "name", "span_id", "related_span_id", "message"]
     rows = [[cell_text(f[c]) for c in columns] for f in findings]

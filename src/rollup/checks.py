@@ -2,16 +2,18 @@
 
 Every rule exists because it makes a goodput figure wrong or unexplainable: a bucketed span inside a bucketed span
 counts the same wall clock twice in any naive sum; concurrent instances of one bucketed span multiply it; an orphan
-is a lost span or a broken trace-context hand-off, which silently moves work out of its iteration.
+is a lost span or a broken trace-context hand-off, which silently moves work out of its iteration. The rules that
+look at iteration windows rather than spans are in `coverage`; the rules' table and `Finding` in `findings`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from .attempts import ATTEMPT_SQL, attempt_label, find_attempts, keep_attempt, overlapping_attempts
+from .coverage import no_iterations_findings, window_findings
+from .findings import ERROR, RULES, WARNING, Finding
 from .lineage import ensure_lineage
 from .schema import BUCKET_LIST_SQL
 
@@ -19,40 +21,6 @@ if TYPE_CHECKING:
     import duckdb
 
     from .store import SpanStore
-
-ERROR = "error"
-WARNING = "warning"
-
-RULES: dict[str, str] = {
-    "nested-bucket": ERROR,
-    "self-overlap": ERROR,
-    "bucketed-umbrella": ERROR,
-    "unknown-bucket": ERROR,
-    "overlapping-steps": WARNING,
-    "orphan-span": WARNING,
-    "iteration-mismatch": WARNING,
-    "inverted-span": WARNING,
-    "overlapping-attempts": WARNING,
-}
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One accounting bug: the rule it breaks, the span that shows it and, where there is one, the span involved."""
-
-    rule: str
-    severity: str
-    trace_id: str
-    span_id: str
-    name: str
-    iteration: int | None
-    related_span_id: str | None
-    message: str
-    overlap_s: float | None = None  # nested-bucket and self-overlap: the seconds counted twice
-
-    def as_json(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 def _seconds(ns: int | None) -> str:
     return f"{(ns or 0) / 1e9:.3f}s"
@@ -295,10 +263,12 @@ def overlapping_attempts_findings(connection: duckdb.DuckDBPyConnection) -> list
     return findings
 
 
-def check_findings(store: SpanStore, *, attempt: str | None = None) -> list[Finding]:
-    """Every finding of every rule, errors first, then by rule, trace and span.
+def check_findings(store: SpanStore, *, attempt: str | None = None, expect: Sequence[str] = ()) -> list[Finding]:
+    """Every finding of every rule, errors first, then in SPEC section 5's order of rules; a span rule's findings
+    by trace and span, a window rule's by iteration.
 
-    `attempt` (a run id or `latest`) checks that attempt alone.
+    `attempt` (a run id or `latest`) checks that attempt alone. `expect` (lowercase span group names, see
+    `coverage.parse_groups`) asks for `missing-group`: each window lacking a span of one of them.
     """
     connection = store.connection
     ensure_lineage(store)
@@ -316,9 +286,11 @@ def check_findings(store: SpanStore, *, attempt: str | None = None) -> list[Find
         inverted_span_findings,
         overlapping_attempts_findings,
     ):
-        findings.extend(finder(connection))
+        findings.extend(sorted(finder(connection), key=lambda f: (f.trace_id, f.span_id)))
+    findings += no_iterations_findings(connection)
+    findings += window_findings(connection, expect)
     rule_order = list(RULES)
-    findings.sort(key=lambda f: (f.severity != ERROR, rule_order.index(f.rule), f.trace_id, f.span_id))
+    findings.sort(key=lambda f: (f.severity != ERROR, rule_order.index(f.rule)))  # stable: each rule's order kept
     return findings
 
 

@@ -1,0 +1,136 @@
+"""Is the job's time covered by its spans? The `check` warnings that look at iteration windows (SPEC section 10).
+
+A goodput figure is only as good as the spans behind it. A job that never entered `iteration_scope` has no
+iteration to report (`no-iterations`); a window mostly charged to no bucket is uninstrumented work or lost spans,
+so its goodput says little (`mostly-unaccounted`); and a phase the user knows runs every step but that left no
+span in a window is a disabled span group or a lost worker file (`missing-group`, with `--expect`).
+
+The windows are the report's: per iteration the latest attempt's, charged as the report charges them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from .attempts import ATTEMPT_SQL, find_attempts
+from .attribution import Frame, charge_wall_clock
+from .findings import RULES, Finding
+from .schema import BUCKETS
+from .windows import Window, attempt_windows, latest_windows
+
+if TYPE_CHECKING:
+    import duckdb
+
+def parse_groups(values: Iterable[str]) -> list[str]:
+    """`--expect` values (each `GROUP` or `GROUP,GROUP,...`) as distinct lowercase group names in the order given;
+    ValueError when they name none. Any name is taken: traces from other emitters may use groups of their own."""
+    groups: list[str] = []
+    for value in values:
+        for name in value.split(","):
+            name = name.strip().lower()
+            if name and name not in groups:
+                groups.append(name)
+    if not groups:
+        raise ValueError("give at least one span group name, e.g. --expect generation,policy_update")
+    return groups
+
+
+def no_iterations_findings(connection: duckdb.DuckDBPyConnection) -> list[Finding]:
+    """One finding when spans were read but none has an effective iteration: the job never entered
+    `iteration_scope` (or a foreign emitter sets no `rl.iteration`), so every instant is outside any window."""
+    (spans, with_iteration) = connection.execute(
+        "SELECT count(*), count(eff_iteration) FROM spans_ex"
+    ).fetchone() or (0, 0)
+    if not spans or with_iteration:
+        return []
+    message = (
+        f"{spans} spans read and none carries rl.iteration, on itself or an ancestor: the job never entered "
+        "iteration_scope, so there is no iteration window and every second is outside"
+    )
+    return [Finding("no-iterations", RULES["no-iterations"], "", "", "", None, None, message)]
+
+
+def window_findings(connection: duckdb.DuckDBPyConnection, expect: Sequence[str] = ()) -> list[Finding]:
+    """`mostly-unaccounted` for each window whose unaccounted seconds exceed half its wall clock, then
+    `missing-group` for each window and each group of `expect` (lowercase names) with no span active in it.
+    Each in iteration order; a finding points at the window's step span when there is one, else at no span."""
+    attempts = find_attempts(connection)
+    windows, _ = latest_windows(attempt_windows(connection, [a.run_id for a in attempts]))
+    if not windows:
+        return []
+    steps = _step_spans(connection)
+
+    def finding(rule: str, window: Window, message: str, topic: str = "") -> Finding:
+        trace_id, span_id, name = steps.get((window.run_id, window.iteration), ("", "", ""))
+        message = f"iteration {window.iteration}: {message}"
+        return Finding(rule, RULES[rule], trace_id, span_id, name, window.iteration, None, message, topic=topic)
+
+    frames = [Frame(i, w.start_ns, w.end_ns) for i, w in enumerate(windows)]
+    charges = charge_wall_clock(connection, frames, list(BUCKETS))
+    findings = []
+    for frame, window in zip(frames, windows, strict=True):
+        wall_ns, unaccounted_ns = charges[frame.frame_id].wall_ns, charges[frame.frame_id].unaccounted_ns
+        if 2 * unaccounted_ns > wall_ns:  # more than half, in exact integers: half is not flagged
+            message = (
+                f"{unaccounted_ns / 1e9:.3f}s of its {wall_ns / 1e9:.3f}s window ({unaccounted_ns / wall_ns:.1%}) "
+                "is charged to no bucket: uninstrumented work or lost spans"
+            )
+            findings.append(finding("mostly-unaccounted", window, message))
+    if expect:
+        present = _groups_present(connection, windows, expect)
+        for index, window in enumerate(windows):
+            for group in expect:
+                if group not in present.get(index, ()):
+                    message = (
+                        f"no span of group {group} is active in its window: a disabled span group, a phase that "
+                        "did not run, or a lost worker file"
+                    )
+                    findings.append(finding("missing-group", window, message, topic=group))
+    return findings
+
+
+def _step_spans(connection: duckdb.DuckDBPyConnection) -> dict[tuple[str, int], tuple[str, str, str]]:
+    """Per (attempt, iteration): the (trace_id, span_id, name) of the earliest step span carrying that iteration
+    itself, the span a window is made of (SPEC section 4)."""
+    rows = connection.execute(
+        f"""
+        SELECT {ATTEMPT_SQL} AS attempt, iteration, trace_id, span_id, name FROM spans_ex
+        WHERE is_step AND iteration IS NOT NULL
+        QUALIFY row_number() OVER (PARTITION BY attempt, iteration ORDER BY start_ns, span_id) = 1
+        """
+    ).fetchall()
+    return {(run_id, int(i)): (t, s, n) for run_id, i, t, s, n in rows}
+
+
+def _groups_present(
+    connection: duckdb.DuckDBPyConnection, windows: Sequence[Window], groups: Sequence[str]
+) -> dict[int, set[str]]:
+    """Per window (by position), which of `groups` have a span overlapping it with positive length, bucketed or
+    not, whatever its process, iteration or attempt (as the wall clock is charged)."""
+    frames = pa.table(
+        {
+            "frame_id": pa.array(range(len(windows)), pa.int64()),
+            "start_ns": pa.array([w.start_ns for w in windows], pa.int64()),
+            "end_ns": pa.array([w.end_ns for w in windows], pa.int64()),
+        }
+    )
+    connection.register("coverage_frames", frames)
+    try:
+        rows = connection.execute(
+            """
+            SELECT DISTINCT f.frame_id, s.grp FROM coverage_frames f
+            JOIN (SELECT start_ns, end_ns, lower(span_group) AS grp FROM spans_ex
+                  WHERE end_ns > start_ns AND list_contains(?, lower(span_group))) s
+              ON s.start_ns < f.end_ns AND s.end_ns > f.start_ns
+            """,
+            [list(groups)],
+        ).fetchall()
+    finally:
+        connection.unregister("coverage_frames")
+    present: dict[int, set[str]] = {}
+    for frame_id, group in rows:
+        present.setdefault(frame_id, set()).add(group)
+    return present
