@@ -136,6 +136,12 @@ def _plot_divs(figures: Sequence[tuple[str, dict[str, Any], int]]) -> Iterable[t
         )
 
 
+def _label(text: str) -> str:
+    """A string from a trace as plotly should draw it: as text. plotly reads `<b>`, `<br>` and the like as markup and
+    decodes `&lt;` `&gt;` `&amp;` (not `&quot;`, so quotes stay as they are: they are not markup there)."""
+    return escape(text, quote=False)
+
+
 def _s(value: float | None) -> float | None:
     """Seconds to the microsecond, for the charts."""
     return None if value is None else round(value, 6)
@@ -145,7 +151,7 @@ def _iterations_figure(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The stacked bars (one trace per bucket and unaccounted) and the goodput line on a second axis; with `--by
     process` the x axis has two levels, iteration and process. Outlier rows (SPEC 10) get a marker above the bar."""
     if "process" in rows[0]:
-        x: Any = [[r["iteration"] for r in rows], [escape(str(r.get("process") or "")) for r in rows]]
+        x: Any = [[r["iteration"] for r in rows], [_label(str(r.get("process") or "")) for r in rows]]
     else:
         x = [r["iteration"] for r in rows]
     many = len(rows) > 200  # a line and markers that stay readable over thousands of bars
@@ -180,7 +186,7 @@ def _iterations_figure(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "name": "outlier",
             "x": _pick(x, outliers),
             "y": [_s(rows[i]["wall_s"]) for i in outliers],
-            "text": [escape(", ".join(rows[i]["outliers"])) for i in outliers],
+            "text": [_label(", ".join(rows[i]["outliers"])) for i in outliers],
             "marker": {"symbol": "triangle-down", "size": 6 if many else 9, "color": OUTLIER_COLOUR},
             "hovertemplate": "outlier: %{text}<extra></extra>",
         })  # fmt: skip
@@ -221,7 +227,7 @@ def _name_labels(names: list[dict[str, Any]], key: str) -> list[str]:
     counts: dict[str, int] = {}
     for item in names:
         counts[item[key]] = counts.get(item[key], 0) + 1
-    return [escape(item[key] or "(none)") + (f" [{item['bucket']}]" if counts[item[key]] > 1 else "") for item in names]
+    return [_label(item[key] or "(none)") + (f" [{item['bucket']}]" if counts[item[key]] > 1 else "") for item in names]
 
 
 def _names_figure(names: list[dict[str, Any]], key: str) -> dict[str, Any]:
