@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from statistics import median
 from typing import Any
 
-from .report import Report
+from .report import NS_PER_S, Report
 from .schema import BUCKETS
 
 # The figures compared, as the report's JSON names them.
@@ -22,12 +22,21 @@ DIFF_FIGURES = ("wall_s", *(f"{b}_s" for b in BUCKETS), "unaccounted_s", "goodpu
 
 @dataclass(frozen=True)
 class Side:
-    """One run as the diff sees it: the paths it was read from, its rows' medians and its phases' medians."""
+    """One run as the diff sees it: the paths it was read from, its rows' medians and its phases' medians.
+
+    Seconds figures are held as nanoseconds (a median of integers: whole, or a half between two), so a delta is one
+    exact subtraction divided once, with none of the float noise of subtracting two rounded seconds."""
 
     paths: list[str]
     iterations: int
-    median: dict[str, float | None]
-    names: dict[tuple[str, str], float]  # (name, bucket) -> median wall seconds per iteration
+    median_ns: dict[str, float | None]  # the seconds figures of DIFF_FIGURES, in nanoseconds
+    goodput: float | None
+    names_ns: dict[tuple[str, str], float]  # (name, bucket) -> median wall nanoseconds per iteration
+
+    @property
+    def median(self) -> dict[str, float | None]:
+        out = {k: None if v is None else v / NS_PER_S for k, v in self.median_ns.items()}
+        return {**out, "goodput": self.goodput}
 
 
 def _middle(values: Sequence[float]) -> float | None:
@@ -35,25 +44,24 @@ def _middle(values: Sequence[float]) -> float | None:
 
 
 def summarise(report: Report, paths: Sequence[str]) -> Side:
-    """A side of the diff from a report built with `by="name"`: medians in seconds, exact to the nanosecond."""
+    """A side of the diff from a report built with `by="name"`."""
     rows = report.iterations
     figures: dict[str, float | None] = {
         "wall_s": _middle([r.figures.wall_ns for r in rows]),
         **{f"{b}_s": _middle([r.figures.bucket_ns[b] for r in rows]) for b in BUCKETS},
         "unaccounted_s": _middle([r.figures.unaccounted_ns for r in rows]),
     }
-    medians: dict[str, float | None] = {k: None if v is None else v / 1e9 for k, v in figures.items()}
-    medians["goodput"] = _middle([g for r in rows if (g := r.figures.goodput) is not None])
+    goodput = _middle([g for r in rows if (g := r.figures.goodput) is not None])
     per_name: dict[tuple[str, str], list[int]] = {}
     for index, row in enumerate(rows):
         for share in row.names or ():
             per_name.setdefault((share.name, share.bucket), [0] * len(rows))[index] += share.wall_ns
-    names = {key: float(median(values)) / 1e9 for key, values in per_name.items()}
-    return Side(list(paths), len(rows), medians, names)
+    names = {key: float(median(values)) for key, values in per_name.items()}
+    return Side(list(paths), len(rows), figures, goodput, names)
 
 
-def _delta(baseline: float | None, candidate: float | None) -> float | None:
-    return None if baseline is None or candidate is None else candidate - baseline
+def _delta(baseline: float | None, candidate: float | None, scale: float = 1.0) -> float | None:
+    return None if baseline is None or candidate is None else (candidate - baseline) / scale
 
 
 def _ratio(baseline: float | None, candidate: float | None) -> float | None:
@@ -64,18 +72,24 @@ def _ratio(baseline: float | None, candidate: float | None) -> float | None:
 def compare(baseline: Side, candidate: Side) -> dict[str, Any]:
     """SPEC section 9's object: each side's medians, their delta and ratio, and the phases sorted by how much
     their median moved (largest absolute change first; then bucket order and name, so ties read the same)."""
-    keys = sorted(set(baseline.names) | set(candidate.names), key=lambda k: (BUCKETS.index(k[1]), k[0]))
+    keys = sorted(set(baseline.names_ns) | set(candidate.names_ns), key=lambda k: (BUCKETS.index(k[1]), k[0]))
     names: list[dict[str, Any]] = []
     for name, bucket in keys:
-        before, after = baseline.names.get((name, bucket), 0.0), candidate.names.get((name, bucket), 0.0)
-        names.append({"name": name, "bucket": bucket, "baseline_s": before, "candidate_s": after,
-                      "delta_s": after - before})  # fmt: skip
+        before, after = baseline.names_ns.get((name, bucket), 0.0), candidate.names_ns.get((name, bucket), 0.0)
+        names.append({"name": name, "bucket": bucket, "baseline_s": before / NS_PER_S, "candidate_s": after / NS_PER_S,
+                      "delta_s": (after - before) / NS_PER_S})  # fmt: skip
     names.sort(key=lambda n: -abs(n["delta_s"]))  # stable: ties keep bucket order, then name
     return {
         "baseline": _side_json(baseline),
         "candidate": _side_json(candidate),
-        "delta": {f: _delta(baseline.median[f], candidate.median[f]) for f in DIFF_FIGURES},
-        "ratio": {f: _ratio(baseline.median[f], candidate.median[f]) for f in DIFF_FIGURES},
+        "delta": {
+            **{f: _delta(baseline.median_ns[f], candidate.median_ns[f], NS_PER_S) for f in baseline.median_ns},
+            "goodput": _delta(baseline.goodput, candidate.goodput),
+        },
+        "ratio": {
+            **{f: _ratio(baseline.median_ns[f], candidate.median_ns[f]) for f in baseline.median_ns},
+            "goodput": _ratio(baseline.goodput, candidate.goodput),
+        },
         "names": names,
     }
 
