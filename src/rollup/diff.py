@@ -16,9 +16,6 @@ from typing import Any
 from .report import NS_PER_S, Report
 from .schema import BUCKETS
 
-# The figures compared, as the report's JSON names them.
-DIFF_FIGURES = ("wall_s", *(f"{b}_s" for b in BUCKETS), "unaccounted_s", "goodput")
-
 
 @dataclass(frozen=True)
 class Side:
@@ -29,7 +26,7 @@ class Side:
 
     paths: list[str]
     iterations: int
-    median_ns: dict[str, float | None]  # the seconds figures of DIFF_FIGURES, in nanoseconds
+    median_ns: dict[str, float | None]  # wall_s, each bucket's seconds and unaccounted_s, in nanoseconds
     goodput: float | None
     names_ns: dict[tuple[str, str], float]  # (name, bucket) -> median wall nanoseconds per iteration
 
