@@ -67,3 +67,18 @@ def test_the_restart_report_shown_is_the_report_printed(monkeypatch):
     result = run("report", "sample_traces/grpo_restart/")
     assert result.exit_code == 0
     assert result.stdout.rstrip("\n") == block_after("`goodput report sample_traces/grpo_restart/` prints:\n")
+
+
+def test_the_name_breakdown_shown_is_the_one_printed(monkeypatch):
+    monkeypatch.chdir(REPO)
+    result = run("report", "sample_traces/grpo_sync/", "--by", "name", "--total")
+    assert result.exit_code == 0
+    shown = block_after("`goodput report sample_traces/grpo_sync/ --by name --total` prints:\n")
+    assert result.stdout.rstrip("\n") == shown
+
+
+def test_the_diff_shown_is_the_diff_printed(monkeypatch):
+    monkeypatch.chdir(REPO)
+    result = run("diff", "sample_traces/grpo_sync/", "sample_traces/grpo_async/")
+    assert result.exit_code == 0
+    assert result.stdout.rstrip("\n") == block_after("step ahead):\n")
