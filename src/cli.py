@@ -435,9 +435,46 @@ def ingest(
     _emit(render_rows(["file", "spans", "parts", "state"], rows, fmt, width=_terminal_width()), output)
 
 
+def timeline(
+    paths: list[str] = typer.Argument(..., metavar="PATH...", help="Trace files, directories or globs."),
+    output: Path = typer.Option(..., "--output", "-o", help="Write the trace to FILE ('-': standard output)."),
+    iteration: int | None = IterationOption,
+    iterations: str | None = IterationsOption,
+    attempt: str | None = AttemptOption,
+    no_cache: bool = NoCacheOption,
+) -> None:
+    """Write the spans as a Chrome/Perfetto trace: open FILE in ui.perfetto.dev or chrome://tracing.
+
+    One process per emitting process, concurrent spans on separate lanes, an 'iterations' process with each
+    window (and each superseded one), arrows from a parent to its children in other processes. Times are
+    microseconds from the run's first span. --iterations A:B keeps the spans overlapping those windows.
+    """
+    selected = _iteration_range(iteration, iterations)
+    from rollup.timeline import build_timeline
+
+    with _opened_store(paths, no_cache, accounting=False) as store:
+        built = build_timeline(store, iterations=selected, attempt=attempt)
+        note = _nothing_selected(store, selected, iteration)
+        if note is None and not built.windows and selected is None:
+            note = no_iterations_note(store.read_summary())
+        _print_notices([note] if note else [])
+        if str(output) == "-":
+            sys.stdout.flush()
+            built.write(sys.stdout.buffer)
+            sys.stdout.buffer.flush()
+        else:
+            try:
+                with output.open("wb") as out:
+                    built.write(out)
+            except OSError as exc:
+                raise _fail(f"{output}: cannot write: {exc.strerror or exc}") from None
+    _print_notices([f"wrote {built.summary()} to {'standard output' if str(output) == '-' else output}"])
+
+
 # Registered here so `goodput --help` lists them in the order a user needs them.
 app.command()(query)
 app.command()(ingest)
+app.command()(timeline)
 
 
 def _rewrite_ray_address(argv: list[str]) -> list[str]:

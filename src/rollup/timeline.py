@@ -1,0 +1,360 @@
+"""The timeline of SPEC section 11: the spans as a Chrome / Perfetto trace, to look at a run rather than add it up.
+
+One `pid` per process (the `process` column's name, in a `process_name` metadata event), ordered by its first
+span; each span one complete event (`"ph": "X"`) on a lane (`tid`) of its process, laid out by `lanes` so every lane
+nests; an `iterations` process (pid 1) with each window the report charges and each superseded one; flow events
+from a parent to each child in another process. Opens in ui.perfetto.dev and chrome://tracing.
+
+Times: `ts` and `dur` are microseconds from the run's first span start (`otherData.origin_unix_ns`), written with
+exactly three decimals, i.e. exact to the nanosecond (Perfetto rounds them back to whole nanoseconds). A span whose
+end precedes its start is drawn zero-length (SPEC section 3). `cat` is the span's bucket as written, `umbrella`
+without one; `cname` colours it with one of the trace viewer's reserved colour names (`BUCKET_COLOURS`).
+
+Flow events: `"ph": "s"` on the parent and `"ph": "f", "bp": "e"` on the child, each at its slice's start, sharing
+`id`, `cat` and `name` (Perfetto matches the two halves on all three). Both viewers bind a flow event to the
+innermost slice open at its instant on its lane (Perfetto: the last one begun there; its sorter puts flow events
+after every complete event of the same instant), so the lanes never nest a span under a flow's slice at the same
+start (`lanes.assign_lanes`'s anchors), and complete events come first in the file.
+
+Built column-wise: DuckDB picks the spans, the processes and the flows, and writes each event's JSON text; only
+the lane assignment, a sequential pass, runs in Python over plain integers.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+from .attempts import find_attempts, keep_attempt
+from .lanes import assign_lanes
+from .lineage import ensure_lineage
+from .report import select_windows
+from .schema import BUCKETS
+from .windows import Window, attempt_windows, latest_windows
+
+if TYPE_CHECKING:
+    import duckdb
+    import pyarrow as pa
+
+    from .store import SpanStore
+
+# Chrome's reserved colour names (trace viewer's `color_scheme`); Perfetto colours by name and ignores `cname`.
+BUCKET_COLOURS = {"productive": "good", "overhead": "bad", "idle": "grey", "wasted": "terrible"}
+UMBRELLA = "umbrella"  # the `cat` of a span without a bucket
+UMBRELLA_COLOUR = "generic_work"
+INVALID_BUCKET_COLOUR = "yellow"  # a bucket outside the four (`check` flags it as unknown-bucket)
+WINDOW_COLOUR = "thread_state_running"
+SUPERSEDED_COLOUR = "thread_state_iowait"
+ITERATIONS_PID = 1
+ITERATIONS_PROCESS = "iterations"
+FLOW_CATEGORY = "flow"
+_BATCH_ROWS = 65_536
+
+_COLOUR_SQL = (
+    "CASE "
+    + " ".join(f"WHEN s.bucket = '{bucket}' THEN '{colour}'" for bucket, colour in BUCKET_COLOURS.items())
+    + f" WHEN s.bucket IS NULL THEN '{UMBRELLA_COLOUR}' ELSE '{INVALID_BUCKET_COLOUR}' END"
+)
+assert set(BUCKET_COLOURS) == set(BUCKETS), "every bucket has its colour"
+
+
+@dataclass(frozen=True)
+class Lane:
+    """One `tid`: lane `number` (from 1) of the process shown as `pid`."""
+
+    pid: int
+    tid: int
+    number: int
+
+
+@dataclass
+class Timeline:
+    """A built timeline, its events waiting in the store's DuckDB (tables `timeline_*`) until `write`.
+
+    `processes` maps each process's name to its pid (the iterations process excluded); `windows` are the iteration
+    windows shown, each with whether it was superseded and its tid.
+    """
+
+    connection: duckdb.DuckDBPyConnection
+    origin_ns: int
+    processes: dict[str, int]
+    lanes: list[Lane]
+    windows: list[tuple[Window, bool, int]]
+    spans: int
+    flows: int
+    has_attributes: bool
+    iterations: tuple[int, int] | None = None
+
+    def write(self, out: BinaryIO) -> None:
+        """Write the trace as one JSON object, `{"otherData": ..., "traceEvents": [...]}`: metadata events first,
+        then the iteration windows, the spans in start order and the flow events."""
+        other: dict[str, Any] = {"generator": "goodput timeline", "origin_unix_ns": self.origin_ns, "unit": "us"}
+        if self.iterations is not None:
+            other["iterations"] = list(self.iterations)
+        out.write(b'{"otherData": ' + json.dumps(other).encode() + b',\n"traceEvents": [\n')
+        out.write(b",\n".join(json.dumps(event).encode() for event in self._metadata_events()))
+        for query in (_WINDOW_EVENTS_SQL, _SPAN_EVENTS_SQL if self.has_attributes else _SPAN_EVENTS_BARE_SQL,
+                      _FLOW_EVENTS_SQL):  # fmt: skip
+            reader = self.connection.sql(query, params={"origin": self.origin_ns}).to_arrow_reader(_BATCH_ROWS)
+            for batch in reader:
+                _write_strings(out, batch.column(0))
+        out.write(b"\n]}\n")
+
+    def summary(self) -> str:
+        """`120 spans of 3 processes, 6 iteration windows, 40 flows`: what `write` writes."""
+        windows = len(self.windows)
+        return (
+            f"{self.spans} span{'s' * (self.spans != 1)} of {len(self.processes)} "
+            f"process{'es' * (len(self.processes) != 1)}, {windows} iteration window{'s' * (windows != 1)}, "
+            f"{self.flows} flow{'s' * (self.flows != 1)}"
+        )
+
+    def trace_object(self) -> dict[str, Any]:
+        """The trace as a Python object (parsed back from `write`'s text, so both say the same)."""
+        buffer = io.BytesIO()
+        self.write(buffer)
+        return json.loads(buffer.getvalue())
+
+    def _metadata_events(self) -> list[dict[str, Any]]:
+        """Process and lane names, and the order chrome://tracing shows them in (Perfetto reads the names only)."""
+        names = {ITERATIONS_PID: ITERATIONS_PROCESS} | {pid: name for name, pid in self.processes.items()}
+        events: list[dict[str, Any]] = []
+        for pid, name in sorted(names.items()):
+            events.append({"name": "process_name", "ph": "M", "pid": pid, "args": {"name": name}})
+            events.append({"name": "process_sort_index", "ph": "M", "pid": pid, "args": {"sort_index": pid}})
+        for lane in self.lanes:
+            where = {"pid": lane.pid, "tid": lane.tid}
+            events.append({"name": "thread_name", "ph": "M", **where, "args": {"name": f"lane {lane.number}"}})
+            events.append({"name": "thread_sort_index", "ph": "M", **where, "args": {"sort_index": lane.number}})
+        return events
+
+
+def _write_strings(out: BinaryIO, strings: pa.Array) -> None:
+    """Write an Arrow column of texts back to back: its data buffer as it is when it can be (no copy per row)."""
+    import pyarrow as pa
+
+    if not len(strings):
+        return
+    if strings.null_count == 0 and (pa.types.is_string(strings.type) or pa.types.is_large_string(strings.type)):
+        offsets = memoryview(strings.buffers()[1]).cast("q" if pa.types.is_large_string(strings.type) else "i")
+        first, last = offsets[strings.offset], offsets[strings.offset + len(strings)]
+        out.write(memoryview(strings.buffers()[2])[first:last])
+        return
+    out.write("".join(text for text in strings.to_pylist() if text is not None).encode())
+
+
+# Each event's text starts with the comma that separates it from the one before (the metadata events come first,
+# and there is always at least the iterations process's name), so none ends the array with a trailing comma.
+_MICROS_SQL = "({ns}) * 0.001::DECIMAL(4, 3)"  # exact: DECIMAL(22, 3), written as 1234.567
+
+_WINDOW_EVENTS_SQL = f"""
+SELECT ',' || chr(10) || to_json({{
+    'name': 'iteration ' || w.iteration || CASE WHEN w.superseded THEN ' (superseded)' ELSE '' END,
+    'cat': CASE WHEN w.superseded THEN 'superseded' ELSE 'iteration' END, 'ph': 'X',
+    'ts': {_MICROS_SQL.format(ns="w.start_ns - $origin")}, 'dur': {_MICROS_SQL.format(ns="w.end_ns - w.start_ns")},
+    'pid': {ITERATIONS_PID}, 'tid': w.tid,
+    'cname': CASE WHEN w.superseded THEN '{SUPERSEDED_COLOUR}' ELSE '{WINDOW_COLOUR}' END,
+    'args': {{'iteration': w.iteration, 'run_id': w.run_id, 'superseded': w.superseded,
+              'start_ns': w.start_ns, 'end_ns': w.end_ns}}
+}}) AS line
+FROM timeline_windows w ORDER BY w.seq
+"""
+
+_SPAN_EVENT_SQL = f"""
+SELECT ',' || chr(10) || to_json({{
+    'name': coalesce(s.name, ''), 'cat': coalesce(s.bucket, '{UMBRELLA}'), 'ph': 'X',
+    'ts': {_MICROS_SQL.format(ns="s.start_ns - $origin")}, 'dur': {_MICROS_SQL.format(ns="s.end_ns - s.start_ns")},
+    'pid': s.pid, 'tid': s.tid, 'cname': {_COLOUR_SQL},
+    'args': {{'span_id': s.span_id, 'parent_span_id': s.parent_span_id, 'trace_id': s.trace_id,
+              'iteration': s.eff_iteration, 'group': s.span_group, 'attributes': @ATTRIBUTES@}}
+}}) AS line
+FROM timeline_spans s @JOIN@
+ORDER BY s.seq
+"""
+_SPAN_EVENTS_SQL = _SPAN_EVENT_SQL.replace("@ATTRIBUTES@", "coalesce(a.attributes, MAP {})").replace(
+    "@JOIN@", "LEFT JOIN spans a ON a.trace_id = s.trace_id AND a.span_id = s.span_id"
+)
+_SPAN_EVENTS_BARE_SQL = _SPAN_EVENT_SQL.replace("@ATTRIBUTES@", "MAP {}::MAP(VARCHAR, VARCHAR)").replace("@JOIN@", "")
+
+# The two halves of each flow: "s" at the parent's start on its lane, "f" (bound to the enclosing slice) at the
+# child's start on its lane; `name` is the child's, the same on both halves.
+_FLOW_EVENTS_SQL = f"""
+SELECT line FROM (
+    SELECT f.flow_id, 0 AS half, ',' || chr(10) || to_json({{
+        'name': coalesce(c.name, ''), 'cat': '{FLOW_CATEGORY}', 'ph': 's', 'id': f.flow_id,
+        'ts': {_MICROS_SQL.format(ns="p.start_ns - $origin")}, 'pid': p.pid, 'tid': p.tid
+    }}) AS line
+    FROM timeline_flows f JOIN timeline_spans p ON p.seq = f.parent_seq JOIN timeline_spans c ON c.seq = f.child_seq
+    UNION ALL
+    SELECT f.flow_id, 1, ',' || chr(10) || to_json({{
+        'name': coalesce(c.name, ''), 'cat': '{FLOW_CATEGORY}', 'ph': 'f', 'bp': 'e', 'id': f.flow_id,
+        'ts': {_MICROS_SQL.format(ns="c.start_ns - $origin")}, 'pid': c.pid, 'tid': c.tid
+    }})
+    FROM timeline_flows f JOIN timeline_spans c ON c.seq = f.child_seq
+)
+ORDER BY flow_id, half
+"""
+
+
+def build_timeline(
+    store: SpanStore, *, iterations: tuple[int, int] | None = None, attempt: str | None = None
+) -> Timeline:
+    """The timeline of the store's spans, ready to `write`.
+
+    `iterations` (an inclusive range) keeps the windows of those iterations (the report's rows and the superseded
+    windows alike) and the spans that overlap one of them, whatever their own iteration or process; without it,
+    every span and every window. `attempt` (a run id or `latest`) reads that attempt alone. Times count from the
+    first span of what is read (after `attempt`), with or without `iterations`, so two timelines of one run line up.
+    """
+    connection = store.connection
+    ensure_lineage(store)
+    if attempt is not None:
+        keep_attempt(store, attempt)
+    attempts = find_attempts(connection)
+    latest, superseded = latest_windows(attempt_windows(connection, [a.run_id for a in attempts]))
+    shown = [(w, False) for w in select_windows(latest, iterations)]
+    shown += [(w, True) for w in select_windows(superseded, iterations)]
+    shown.sort(key=lambda item: (item[0].start_ns, -item[0].end_ns, item[0].iteration, item[1]))
+    (origin,) = connection.execute("SELECT min(start_ns) FROM spans_ex").fetchall()[0]
+    origin_ns = int(origin) if origin is not None else 0
+
+    _select_spans(connection, [w for w, _ in shown] if iterations is not None else None)
+    flows = _find_flows(connection)
+    processes = _number_processes(connection)
+    # tids follow the pids, so that no tid is a pid (Perfetto takes a thread whose tid is its pid for the main one)
+    next_tid = ITERATIONS_PID + len(processes) + 1
+    window_lanes = assign_lanes([w.start_ns for w, _ in shown], [w.end_ns for w, _ in shown])
+    lanes = [Lane(ITERATIONS_PID, next_tid + n, n + 1) for n in range(max(window_lanes, default=0) + 1)]
+    windows = [(w, superseded, lanes[n].tid) for (w, superseded), n in zip(shown, window_lanes, strict=True)]
+    _store_windows(connection, windows)
+    lanes += _lay_spans(connection, next_tid + len(lanes))
+    (spans,) = connection.execute("SELECT count(*) FROM timeline_spans").fetchall()[0]
+    has_attributes = "attributes" in store.sql("SELECT * FROM spans LIMIT 0").column_names
+    return Timeline(connection, origin_ns, processes, lanes, windows, int(spans), flows, has_attributes, iterations)
+
+
+def _select_spans(connection: duckdb.DuckDBPyConnection, windows: list[Window] | None) -> None:
+    """Table `timeline_selected`: the spans shown (all, or those overlapping one of `windows`), numbered `seq` in
+    the order they are laid out and written: by start, the longer first, then by ids."""
+    import pyarrow as pa
+
+    where = "true"
+    if windows is not None:
+        table = pa.table(
+            {"start_ns": [w.start_ns for w in windows], "end_ns": [w.end_ns for w in windows]},
+            schema=pa.schema([("start_ns", pa.int64()), ("end_ns", pa.int64())]),
+        )
+        connection.register("timeline_window_bounds", table)
+        # As `goodput spans` has it: overlapping the window, or zero-length inside it.
+        where = """EXISTS (SELECT 1 FROM timeline_window_bounds w WHERE s.start_ns < w.end_ns
+                   AND (s.end_ns > w.start_ns OR (s.end_ns = s.start_ns AND s.start_ns >= w.start_ns)))"""
+    connection.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE timeline_selected AS
+        SELECT row_number() OVER (ORDER BY start_ns, end_ns DESC, tkey, skey) AS seq,
+               tkey, skey, pkey, trace_id, span_id, parent_span_id, name, start_ns, end_ns,
+               coalesce(process, '') AS process, bucket, span_group, eff_iteration
+        FROM spans_ex s WHERE {where}
+        """
+    )
+    if windows is not None:
+        connection.unregister("timeline_window_bounds")
+
+
+def _find_flows(connection: duckdb.DuckDBPyConnection) -> int:
+    """Table `timeline_flows`: each shown span whose parent is shown in another process, numbered from 1."""
+    connection.execute(
+        """
+        CREATE OR REPLACE TEMP TABLE timeline_flows AS
+        SELECT row_number() OVER (ORDER BY c.seq) AS flow_id, p.seq AS parent_seq, c.seq AS child_seq
+        FROM timeline_selected c JOIN timeline_selected p ON p.tkey = c.tkey AND p.skey = c.pkey
+        WHERE p.process <> c.process
+        """
+    )
+    (flows,) = connection.execute("SELECT count(*) FROM timeline_flows").fetchall()[0]
+    return int(flows)
+
+
+def _number_processes(connection: duckdb.DuckDBPyConnection) -> dict[str, int]:
+    """Table `timeline_processes`: each process shown, its pid (from 2, in the order of its first span) and how many
+    spans it has; returned as name -> pid."""
+    connection.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE timeline_processes AS
+        SELECT process, ({ITERATIONS_PID} + row_number() OVER (ORDER BY min(start_ns), process))::BIGINT AS pid,
+               count(*) AS spans
+        FROM timeline_selected GROUP BY process
+        """
+    )
+    return dict(connection.execute("SELECT process, pid FROM timeline_processes ORDER BY pid").fetchall())
+
+
+def _store_windows(connection: duckdb.DuckDBPyConnection, windows: list[tuple[Window, bool, int]]) -> None:
+    """Table `timeline_windows`: the windows shown, with whether each was superseded and its tid."""
+    import pyarrow as pa
+
+    table = pa.table(
+        {
+            "seq": list(range(len(windows))),
+            "iteration": [w.iteration for w, _, _ in windows],
+            "run_id": [w.run_id for w, _, _ in windows],
+            "superseded": [superseded for _, superseded, _ in windows],
+            "start_ns": [w.start_ns for w, _, _ in windows],
+            "end_ns": [w.end_ns for w, _, _ in windows],
+            "tid": [tid for _, _, tid in windows],
+        },
+        schema=pa.schema(
+            [("seq", pa.int64()), ("iteration", pa.int64()), ("run_id", pa.string()), ("superseded", pa.bool_()),
+             ("start_ns", pa.int64()), ("end_ns", pa.int64()), ("tid", pa.int64())]
+        ),
+    )  # fmt: skip
+    connection.register("timeline_windows_arrow", table)
+    connection.execute("CREATE OR REPLACE TEMP TABLE timeline_windows AS SELECT * FROM timeline_windows_arrow")
+    connection.unregister("timeline_windows_arrow")
+
+
+def _lay_spans(connection: duckdb.DuckDBPyConnection, first_tid: int) -> list[Lane]:
+    """Lay each process's spans on lanes (`lanes.assign_lanes`), tids counted from `first_tid` in pid order, and
+    create table `timeline_spans`: `timeline_selected` with each span's pid and tid."""
+    import pyarrow as pa
+
+    rows = connection.sql(
+        """
+        SELECT s.seq, s.start_ns, s.end_ns,
+               s.seq IN (SELECT parent_seq FROM timeline_flows UNION ALL SELECT child_seq FROM timeline_flows) AS anchor
+        FROM timeline_selected s JOIN timeline_processes p USING (process)
+        ORDER BY p.pid, s.seq
+        """
+    ).to_arrow_table()
+    starts, ends = rows["start_ns"].to_pylist(), rows["end_ns"].to_pylist()
+    anchors = rows["anchor"].to_pylist()
+    tids: list[int] = []
+    lanes: list[Lane] = []
+    begin = 0
+    for pid, count in connection.execute("SELECT pid, spans FROM timeline_processes ORDER BY pid").fetchall():
+        end = begin + int(count)
+        numbers = assign_lanes(starts[begin:end], ends[begin:end], anchors[begin:end])
+        base = first_tid + len(lanes)
+        tids += [base + number for number in numbers]
+        lanes += [Lane(int(pid), base + n, n + 1) for n in range(max(numbers, default=-1) + 1)]
+        begin = end
+    placed = pa.table({"seq": rows["seq"], "tid": pa.array(tids, pa.int64())})
+    connection.register("timeline_tids", placed)
+    connection.execute(
+        """
+        CREATE OR REPLACE TEMP TABLE timeline_spans AS
+        SELECT s.*, p.pid, t.tid FROM timeline_selected s
+        JOIN timeline_processes p USING (process) JOIN timeline_tids t USING (seq)
+        """
+    )
+    connection.unregister("timeline_tids")
+    return lanes
+
+
+def timeline_trace(
+    store: SpanStore, *, iterations: tuple[int, int] | None = None, attempt: str | None = None
+) -> dict[str, Any]:
+    """The Chrome / Perfetto trace object, `{"otherData": {...}, "traceEvents": [...]}` (see `build_timeline`)."""
+    return build_timeline(store, iterations=iterations, attempt=attempt).trace_object()
