@@ -122,7 +122,7 @@ class Timeline:
         names = {ITERATIONS_PID: ITERATIONS_PROCESS} | {pid: name for name, pid in self.processes.items()}
         events: list[dict[str, Any]] = []
         for pid, name in sorted(names.items()):
-            events.append({"name": "process_name", "ph": "M", "pid": pid, "args": {"name": name}})
+            events.append({"name": "process_name", "ph": "M", "pid": pid, "args": {"name": name or "(unnamed)"}})
             events.append({"name": "process_sort_index", "ph": "M", "pid": pid, "args": {"sort_index": pid}})
         for lane in self.lanes:
             where = {"pid": lane.pid, "tid": lane.tid}
