@@ -28,11 +28,16 @@ from rollup.views import (
     LoadProgress,
     OutputFormat,
     arrow_rows,
+    check_counts,
     check_text,
+    diff_text,
     format_for_output,
+    goodput_gate_verdict,
+    goodput_share,
     internal_error_text,
     iteration_range,
     no_iterations_note,
+    percent_over,
     render_rows,
     report_text,
     spans_title,
@@ -262,7 +267,16 @@ def report(
         "--precedence",
         help="Bucket order for instants where several are active (default productive,overhead,idle,wasted).",
     ),
-    by: str | None = typer.Option(None, "--by", help="'process': each process's own breakdown within the windows."),
+    by: str | None = typer.Option(
+        None,
+        "--by",
+        help="'process': each process's own breakdown within the windows; 'name' or 'group': which phase (span name or "
+        "rl.span_group) each bucket's seconds went to.",
+    ),
+    total_only: bool = typer.Option(False, "--total", help="With --by name or group: the total's breakdown only."),
+    fail_under: str | None = typer.Option(
+        None, "--fail-under", help="Exit 1 (after printing) when the total goodput is below G: 0.6 or 60%."
+    ),
     attempt: str | None = AttemptOption,
     fmt: OutputFormat | None = FormatOption,
     output: Path | None = OutputOption,
@@ -274,22 +288,46 @@ def report(
     naive span-seconds sum is shown beside it so the overcount is visible. Then totals, and the time outside
     every iteration (start-up, gaps, shutdown). A job restarted from a checkpoint writes several attempts: an
     iteration's row is its latest attempt's, the windows it replaced are rework, the time between attempts is
-    downtime, and the job's goodput over all of it is shown below.
+    downtime, and the job's goodput over all of it is shown below. Figures far above their median over the
+    iterations (3 scaled MADs) are marked as outliers.
     """
-    if by not in (None, "process"):
-        raise typer.BadParameter("the only grouping is 'process'", param_hint="--by")
+    if by is not None and by not in ("process", "name", "group"):
+        raise typer.BadParameter(f"expected process, name or group, got {by!r}", param_hint="--by")
+    if total_only and by not in ("name", "group"):
+        raise typer.BadParameter("--total goes with --by name or --by group", param_hint="--total")
+    gate = _goodput_gate(fail_under)
     selected = _iteration_range(iteration, iterations)
     fmt = _output_format(fmt, output)
     from rollup import build_report, report_json
 
+    checks = None
     with _opened_store(paths, no_cache) as store:
-        built = build_report(
-            store, iterations=selected, precedence=precedence, by_process=by is not None, attempt=attempt
-        )
+        if fmt is OutputFormat.html and by is None:  # the page shows the total's breakdown by name
+            by = "name"
+        built = build_report(store, iterations=selected, precedence=precedence, by=by, attempt=attempt)
         payload = report_json(built)
         if not payload["iterations"]:
             _print_notices([_nothing_selected(store, selected, iteration) or no_iterations_note(store.read_summary())])
-    _emit(report_text(payload, by is not None, fmt, width=_terminal_width()), output)
+        if fmt is OutputFormat.html:
+            from rollup import check_findings
+            checks = check_counts(check_findings(store, attempt=attempt))
+    width = _terminal_width()
+    _emit(report_text(payload, by == "process", fmt, width=width, checks=checks, total_only=total_only), output)
+    if gate is not None:
+        verdict = goodput_gate_verdict(payload["total"]["goodput"], gate)
+        if verdict is not None:
+            _stderr().print(escape(verdict))
+            raise typer.Exit(EXIT_FINDINGS)
+
+
+def _goodput_gate(text: str | None) -> float | None:
+    """`--fail-under`'s value as a share: `0.6` or `60%`."""
+    if text is None:
+        return None
+    try:
+        return goodput_share(text)
+    except ValueError as error:
+        raise typer.BadParameter(str(error), param_hint="--fail-under") from None
 
 
 @app.command()
@@ -323,7 +361,7 @@ def check(
     fmt = _output_format(fmt, output)
     groups: list[str] = []
     if expect is not None:
-        from rollup.coverage import parse_groups
+        from rollup import parse_groups
 
         try:
             groups = parse_groups(expect)
@@ -385,6 +423,53 @@ def spans(
     columns, rows = arrow_rows(table)
     title = spans_title(window, table["start_offset_s"].to_pylist(), table["duration_s"].to_pylist())
     _emit(render_rows(columns, rows, fmt, title=title, width=_terminal_width()), output)
+
+
+@app.command()
+def diff(
+    baseline: str = typer.Argument(
+        ..., metavar="BASELINE", help="The run to compare against: a file, directory or glob."
+    ),
+    candidate: str = typer.Argument(..., metavar="CANDIDATE", help="The run to judge: a file, directory or glob."),
+    iterations: str | None = typer.Option(
+        None, "--iterations", help="Only iterations A to B inclusive (A:B, A:, :B), on both sides."
+    ),
+    precedence: str | None = typer.Option(
+        None, "--precedence", help="Bucket order for instants where several are active, on both sides."
+    ),
+    fail_over: str | None = typer.Option(
+        None, "--fail-over", help="Exit 1 (after printing) when the candidate's median step is more than PCT% slower."
+    ),
+    fmt: OutputFormat | None = FormatOption,
+    output: Path | None = OutputOption,
+    no_cache: bool = NoCacheOption,
+) -> None:
+    """Did it get worse, and where: the median step of two runs, figure by figure and phase by phase.
+
+    Medians over each side's iterations of the wall clock, each bucket, unaccounted and goodput, their difference
+    (candidate minus baseline) and change; then each span name's median seconds per step in each bucket (from
+    `report --by name`), largest change first. The first line is the verdict.
+    """
+    percent = None
+    if fail_over is not None:
+        try:
+            percent = percent_over(fail_over)
+        except ValueError as error:
+            raise typer.BadParameter(str(error), param_hint="--fail-over") from None
+    selected = _iteration_range(None, iterations)
+    fmt = _output_format(fmt, output)
+    from rollup import build_report, compare, slower_than, summarise
+
+    sides = []
+    for path in (baseline, candidate):
+        with _opened_store([path], no_cache) as store:
+            built = build_report(store, iterations=selected, precedence=precedence, by="name")
+            sides.append(summarise(built, [path]))
+    result = compare(*sides)
+    _emit(diff_text(result, fmt, width=_terminal_width()), output)
+    if percent is not None and (verdict := slower_than(result, percent)) is not None:
+        _stderr().print(escape(verdict))
+        raise typer.Exit(EXIT_FINDINGS)
 
 
 def _nothing_selected(store: SpanStore, selected: tuple[int, int] | None, iteration: int | None) -> str | None:
@@ -450,7 +535,7 @@ def timeline(
     microseconds from the run's first span. --iterations A:B keeps the spans overlapping those windows.
     """
     selected = _iteration_range(iteration, iterations)
-    from rollup.timeline import build_timeline
+    from rollup import build_timeline
 
     with _opened_store(paths, no_cache, accounting=False) as store:
         built = build_timeline(store, iterations=selected, attempt=attempt)

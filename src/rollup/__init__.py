@@ -27,6 +27,8 @@ _HOMES: dict[str, str] = {
     **dict.fromkeys(["Side", "summarise", "compare", "slower_than"], "diff"),
     "outliers": "outliers",
     **dict.fromkeys(["Finding", "RULES", "check_findings", "check_summary"], "checks"),
+    "parse_groups": "coverage",
+    **dict.fromkeys(["Timeline", "build_timeline", "timeline_trace"], "timeline"),
     **dict.fromkeys(["Window", "iteration_windows", "spans_in_window"], "windows"),
     **dict.fromkeys(["ray_runner", "RAY_CHUNK_BYTES"], "read.ray_tasks"),
     "default_cache_dir": "cache",
@@ -42,6 +44,7 @@ if TYPE_CHECKING:
     from .breakdown import NameShare, shares_by_name
     from .cache import default_cache_dir
     from .checks import RULES, Finding, check_findings, check_summary
+    from .coverage import parse_groups
     from .diff import Side, compare, slower_than, summarise
     from .errors import GoodputError, InputError, TraceFormatError
     from .outliers import outliers
@@ -49,4 +52,5 @@ if TYPE_CHECKING:
     from .report import Figures, IterationRow, JobFigures, Report, build_report, report_json
     from .schema import ACCOUNTING_SCHEMA, BUCKETS, SPAN_SCHEMA
     from .store import SpanStore, ingest, open_store
+    from .timeline import Timeline, build_timeline, timeline_trace
     from .windows import Window, iteration_windows, spans_in_window
