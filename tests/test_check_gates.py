@@ -324,7 +324,7 @@ def test_all_json_csv_and_markdown_list_each_finding(tmp_path):
 
 
 def test_the_grouped_table_fits_80_columns_with_counts_and_ranges_whole(tmp_path, monkeypatch):
-    monkeypatch.setattr(cli, "_terminal_width", lambda: 80)
+    monkeypatch.setattr(cli.shell, "terminal_width", lambda: 80)
     path = buggy(tmp_path)
     for extra in ([], ["--all"], ["--expect", "data_processing,policy_update"]):
         result = invoke(["check", str(path), *extra], width=80)

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from cli import _rewrite_ray_address
+from cli import rewrite_ray_address
 from conftest import invoke
 from rollup.views import rich_table_text, table_text
 from tracebuild import S, write_trace
@@ -129,15 +129,15 @@ def test_bad_option_values_are_usage_errors(tmp_path):
 
 def test_ray_takes_an_optional_address_without_eating_a_path(tmp_path):
     existing = str(tmp_path)
-    assert _rewrite_ray_address(["ingest", "run/", "--ray"]) == ["ingest", "run/", "--ray"]
-    assert _rewrite_ray_address(["ingest", "--ray", "auto", "run/"]) == [
+    assert rewrite_ray_address(["ingest", "run/", "--ray"]) == ["ingest", "run/", "--ray"]
+    assert rewrite_ray_address(["ingest", "--ray", "auto", "run/"]) == [
         "ingest", "--ray", "--ray-address", "auto", "run/"
     ]
-    assert _rewrite_ray_address(["ingest", "--ray=ray://head:10001", "x"])[1:4] == [
+    assert rewrite_ray_address(["ingest", "--ray=ray://head:10001", "x"])[1:4] == [
         "--ray", "--ray-address", "ray://head:10001"
     ]
-    assert _rewrite_ray_address(["ingest", "--ray", "10.0.0.1:6379"])[2:] == ["--ray-address", "10.0.0.1:6379"]
-    assert _rewrite_ray_address(["ingest", "--ray", existing]) == ["ingest", "--ray", existing]
+    assert rewrite_ray_address(["ingest", "--ray", "10.0.0.1:6379"])[2:] == ["--ray-address", "10.0.0.1:6379"]
+    assert rewrite_ray_address(["ingest", "--ray", existing]) == ["ingest", "--ray", existing]
 
 
 TABLES = {

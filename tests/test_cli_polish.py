@@ -295,15 +295,30 @@ def test_an_explicit_format_wins_over_the_extension(tmp_path):
     assert json.loads(out.read_text())["iterations"]
 
 
-@pytest.mark.parametrize("command", [["report"], ["check"], ["spans", "-i", "1"]])
+@pytest.mark.parametrize("command", [["check"], ["spans", "-i", "1"], ["query", "SELECT 1"]])
 @pytest.mark.parametrize("suffix", [".html", ".jsonl"])
-def test_formats_not_there_yet_are_refused_naming_those_that_are(tmp_path, command, suffix):
+def test_the_reports_own_formats_are_refused_by_other_commands_naming_those_they_write(tmp_path, command, suffix):
     out = tmp_path / f"r{suffix}"
-    result = invoke([command[0], str(three_steps(tmp_path)), *command[1:], "-o", str(out)], width=80)
+    trace = str(three_steps(tmp_path))
+    args = [command[0], trace, *command[1:], "-o", str(out)]
+    result = invoke(args, width=80)
     assert result.exit_code == 2
     text = " ".join(result.stderr.split())
-    assert "not implemented yet" in text and ".json, .csv, .md" in text
+    assert "format of `goodput report` only" in text and "table, json, csv, markdown" in text
     assert not out.exists()
+    by_flag = invoke([command[0], trace, *command[1:], "--format", suffix[1:]], width=80)
+    assert by_flag.exit_code == 2 and "--format" in by_flag.stderr
+    diff = invoke(["diff", trace, trace, "-o", str(out)], width=80)
+    assert diff.exit_code == 2
+
+
+@pytest.mark.parametrize("suffix", [".html", ".jsonl"])
+def test_the_report_writes_its_own_formats_by_extension(tmp_path, suffix):
+    out = tmp_path / f"r{suffix}"
+    result = invoke(["report", str(three_steps(tmp_path)), "-o", str(out)], width=80)
+    assert result.exit_code == 0, result.output
+    text = out.read_text(encoding="utf-8")
+    assert text.startswith("<!DOCTYPE html>" if suffix == ".html" else '{"kind": "iteration"')
 
 
 @pytest.mark.parametrize("width", WIDTHS)

@@ -32,7 +32,7 @@ BUCKETS = ("productive", "overhead", "idle", "wasted")
 
 
 def at_width(args: list[str], width: int, monkeypatch):
-    monkeypatch.setattr(cli, "_terminal_width", lambda: width)
+    monkeypatch.setattr(cli.shell, "terminal_width", lambda: width)
     return invoke(args, width=width)
 
 

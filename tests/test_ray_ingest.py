@@ -79,7 +79,7 @@ def corrupt_trace(tmp_path, cache_dir) -> tuple[Path, int]:
 
 def invoke(args: list[str]):
     """The `goodput` command in this process (so a `--ray` run reuses the session's connection), 200 columns wide."""
-    return CliRunner().invoke(cli.app, cli._rewrite_ray_address(args), env={"COLUMNS": "200"}, terminal_width=200)
+    return CliRunner().invoke(cli.app, cli.rewrite_ray_address(args), env={"COLUMNS": "200"}, terminal_width=200)
 
 
 def test_ingest_on_ray_fills_the_cache_that_later_loads_read(ray_cluster, traces, cache_dir):

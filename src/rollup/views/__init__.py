@@ -2,7 +2,7 @@
 
 from .check import check_text, spans_title
 from .diff import diff_text, verdict_line
-from .formats import OutputFormat, arrow_rows, format_for_output, json_text, render_rows
+from .formats import OutputFormat, arrow_rows, format_for_output, json_text, render_rows, tabular_format
 from .gates import goodput_gate_verdict, goodput_share, percent_over
 from .html import check_counts
 from .notes import count, internal_error_text, iteration_range, no_iterations_note, version_text
@@ -37,4 +37,5 @@ __all__ = [
     "version_text",
     "rich_table_text",
     "table_text",
+    "tabular_format",
 ]

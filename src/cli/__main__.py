@@ -1,0 +1,5 @@
+"""`python -m cli`: the `goodput` command."""
+
+from cli import main
+
+main()

@@ -1,0 +1,146 @@
+"""`goodput report` and `goodput diff`: where the wall clock went, and what changed between two runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+from rich.markup import escape
+
+from rollup.views import (
+    OutputFormat,
+    check_counts,
+    diff_text,
+    goodput_gate_verdict,
+    goodput_share,
+    no_iterations_note,
+    percent_over,
+    report_text,
+)
+
+if TYPE_CHECKING:
+    pass
+
+from . import shell
+
+
+def report(
+    paths: list[str] = typer.Argument(..., metavar="PATH...", help="Trace files, directories or globs."),
+    iteration: int | None = shell.IterationOption,
+    iterations: str | None = shell.IterationsOption,
+    precedence: str | None = typer.Option(
+        None,
+        "--precedence",
+        help="Bucket order for instants where several are active (default productive,overhead,idle,wasted).",
+    ),
+    by: str | None = typer.Option(
+        None,
+        "--by",
+        help="'process': each process's own breakdown within the windows; 'name' or 'group': which phase (span name or "
+        "rl.span_group) each bucket's seconds went to.",
+    ),
+    total_only: bool = typer.Option(False, "--total", help="With --by name or group: the total's breakdown only."),
+    fail_under: str | None = typer.Option(
+        None, "--fail-under", help="Exit 1 (after printing) when the total goodput is below G: 0.6 or 60%."
+    ),
+    attempt: str | None = shell.AttemptOption,
+    fmt: OutputFormat | None = shell.FormatOption,
+    output: Path | None = shell.OutputOption,
+    no_cache: bool = shell.NoCacheOption,
+) -> None:
+    """Goodput per iteration: wall clock by bucket, and span-seconds beside it.
+
+    Each instant of an iteration's window is charged once, to the first active bucket in precedence order; the
+    naive span-seconds sum is shown beside it so the overcount is visible. Then totals, and the time outside
+    every iteration (start-up, gaps, shutdown). A job restarted from a checkpoint writes several attempts: an
+    iteration's row is its latest attempt's, the windows it replaced are rework, the time between attempts is
+    downtime, and the job's goodput over all of it is shown below. Figures far above their median over the
+    iterations (3 scaled MADs) are marked as outliers.
+    """
+    if by is not None and by not in ("process", "name", "group"):
+        raise typer.BadParameter(f"expected process, name or group, got {by!r}", param_hint="--by")
+    if total_only and by not in ("name", "group"):
+        raise typer.BadParameter("--total goes with --by name or --by group", param_hint="--total")
+    gate = _goodput_gate(fail_under)
+    selected = shell.selected_iterations(iteration, iterations)
+    fmt = shell.output_format(fmt, output, report=True)
+    from rollup import build_report, report_json
+
+    checks = None
+    with shell.opened_store(paths, no_cache) as store:
+        if fmt is OutputFormat.html and by is None:  # the page shows the total's breakdown by name
+            by = "name"
+        built = build_report(store, iterations=selected, precedence=precedence, by=by, attempt=attempt)
+        payload = report_json(built)
+        if not payload["iterations"]:
+            note = shell.nothing_selected(store, selected, iteration) or no_iterations_note(store.read_summary())
+            shell.print_notices([note])
+        if fmt is OutputFormat.html:
+            from rollup import check_findings
+            checks = check_counts(check_findings(store, attempt=attempt))
+    width = shell.terminal_width()
+    shell.emit(report_text(payload, by == "process", fmt, width=width, checks=checks, total_only=total_only), output)
+    if gate is not None:
+        verdict = goodput_gate_verdict(payload["total"]["goodput"], gate)
+        if verdict is not None:
+            shell.stderr().print(escape(verdict))
+            raise typer.Exit(shell.EXIT_FINDINGS)
+
+
+def _goodput_gate(text: str | None) -> float | None:
+    """`--fail-under`'s value as a share: `0.6` or `60%`."""
+    if text is None:
+        return None
+    try:
+        return goodput_share(text)
+    except ValueError as error:
+        raise typer.BadParameter(str(error), param_hint="--fail-under") from None
+
+
+
+
+def diff(
+    baseline: str = typer.Argument(
+        ..., metavar="BASELINE", help="The run to compare against: a file, directory or glob."
+    ),
+    candidate: str = typer.Argument(..., metavar="CANDIDATE", help="The run to judge: a file, directory or glob."),
+    iterations: str | None = typer.Option(
+        None, "--iterations", help="Only iterations A to B inclusive (A:B, A:, :B), on both sides."
+    ),
+    precedence: str | None = typer.Option(
+        None, "--precedence", help="Bucket order for instants where several are active, on both sides."
+    ),
+    fail_over: str | None = typer.Option(
+        None, "--fail-over", help="Exit 1 (after printing) when the candidate's median step is more than PCT% slower."
+    ),
+    fmt: OutputFormat | None = shell.FormatOption,
+    output: Path | None = shell.OutputOption,
+    no_cache: bool = shell.NoCacheOption,
+) -> None:
+    """Did it get worse, and where: the median step of two runs, figure by figure and phase by phase.
+
+    Medians over each side's iterations of the wall clock, each bucket, unaccounted and goodput, their difference
+    (candidate minus baseline) and change; then each span name's median seconds per step in each bucket (from
+    `report --by name`), largest change first. The first line is the verdict.
+    """
+    percent = None
+    if fail_over is not None:
+        try:
+            percent = percent_over(fail_over)
+        except ValueError as error:
+            raise typer.BadParameter(str(error), param_hint="--fail-over") from None
+    selected = shell.selected_iterations(None, iterations)
+    fmt = shell.output_format(fmt, output)
+    from rollup import build_report, compare, slower_than, summarise
+
+    sides = []
+    for path in (baseline, candidate):
+        with shell.opened_store([path], no_cache) as store:
+            built = build_report(store, iterations=selected, precedence=precedence, by="name")
+            sides.append(summarise(built, [path]))
+    result = compare(*sides)
+    shell.emit(diff_text(result, fmt, width=shell.terminal_width()), output)
+    if percent is not None and (verdict := slower_than(result, percent)) is not None:
+        shell.stderr().print(escape(verdict))
+        raise typer.Exit(shell.EXIT_FINDINGS)

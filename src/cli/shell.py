@@ -1,0 +1,229 @@
+"""What every `goodput` command runs in: the typer app, the exit codes, the shared options, the store it opens,
+where its output goes.
+
+Errors become exit
+codes in one place (`_Commands.invoke`): the library raises `GoodputError` with a message a user can act on, printed
+as one line on stderr, exit 2, never with a traceback; anything else is a bug in goodput, said as such in one line,
+exit 3, with its traceback under `--debug` or `GOODPUT_DEBUG=1`. DuckDB, pyarrow and Ray are imported inside the
+commands, so `goodput --help` stays instant.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import sys
+import traceback
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from typer.core import TyperGroup
+
+from rollup.views import (
+    LoadProgress,
+    OutputFormat,
+    format_for_output,
+    internal_error_text,
+    iteration_range,
+    tabular_format,
+    version_text,
+)
+
+if TYPE_CHECKING:
+    from rollup import SpanStore
+
+EXIT_FINDINGS = 1
+EXIT_BAD_INPUT = 2
+EXIT_INTERNAL = 3
+DEBUG_VARIABLE = "GOODPUT_DEBUG"
+
+
+class _Commands(TyperGroup):
+    """goodput's command group: `--debug` is taken anywhere on the line, and errors become exit codes here."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, _debug_first(args))
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (typer.Exit, typer.Abort, typer.TyperException):  # exit codes and usage errors: typer's own
+            raise
+        except KeyboardInterrupt:
+            raise fail("interrupted", 130) from None
+        except Exception as exc:
+            from rollup import GoodputError
+
+            if isinstance(exc, GoodputError):
+                raise fail(str(exc)) from None
+            if isinstance(exc, OSError) and exc.errno == errno.EPIPE:  # `goodput ... | head`: typer exits quietly
+                raise
+            raise _internal_error(exc, debug=bool(ctx.params.get("debug")) or _debug_variable()) from None
+
+
+def _debug_first(args: list[str]) -> list[str]:
+    """`--debug` given after the command (`goodput report run/ --debug`) moved before it, where the group's option
+    is parsed; nothing after a `--` is touched."""
+    end = args.index("--") if "--" in args else len(args)
+    if "--debug" not in args[:end]:
+        return args
+    return ["--debug"] + [arg for arg in args[:end] if arg != "--debug"] + args[end:]
+
+
+def _debug_variable() -> bool:
+    return os.environ.get(DEBUG_VARIABLE, "").strip().lower() not in ("", "0", "false", "no", "off")
+
+
+app = typer.Typer(
+    name="goodput",
+    cls=_Commands,
+    help=(
+        "Where the wall clock of a distributed RL training job goes, read from its OpenTelemetry trace files.\n\n"
+        "Exit codes: 0 success; 1 a gate failed (check found errors, or warnings with --strict; report "
+        "--fail-under; diff --fail-over); 2 the input could not be used (a missing or "
+        "unreadable file, not a trace, a corrupt record, a bad option value); 3 an internal error in goodput "
+        "itself (a bug; --debug or GOODPUT_DEBUG=1 prints its traceback)."
+    ),
+    pretty_exceptions_show_locals=False,
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode=None,
+)
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        typer.echo(version_text())
+        raise typer.Exit()
+
+
+@app.callback()
+def _global_options(
+    version: bool = typer.Option(
+        False, "--version", callback=_show_version, is_eager=True, help="Print goodput's version and exit."
+    ),
+    debug: bool = typer.Option(
+        False, "--debug", help="On an internal error (exit 3), print its traceback too (also GOODPUT_DEBUG=1)."
+    ),
+) -> None:
+    """Options of every command (read by `_Commands`)."""
+
+
+# --- shared options -----------------------------------------------------------------------------------------------
+
+FormatOption = typer.Option(
+    None,
+    "--format",
+    "-f",
+    help="Output as a table, JSON, CSV or Markdown (default: from --output's extension, else a table).",
+    show_default=False,
+)
+OutputOption = typer.Option(
+    None,
+    "--output",
+    "-o",
+    help="Write the output to FILE instead of standard output; .json, .csv and .md choose the format.",
+)
+NoCacheOption = typer.Option(False, "--no-cache", help="Parse the files afresh; neither read nor write the cache.")
+
+def stderr() -> Console:
+    return Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def fail(message: str, code: int = EXIT_BAD_INPUT) -> typer.Exit:
+    stderr().print(f"Error: {escape(message)}", markup=True)
+    return typer.Exit(code)
+
+
+def _internal_error(exc: BaseException, *, debug: bool) -> typer.Exit:
+    """A bug in goodput (not in the traces): one line saying so, exit 3; the traceback first when debugging."""
+    if debug:
+        sys.stderr.write("".join(traceback.format_exception(exc)))
+        sys.stderr.flush()
+    return fail(internal_error_text(exc, debug=debug), EXIT_INTERNAL)
+
+
+def output_format(fmt: OutputFormat | None, output: Path | None, *, report: bool = False) -> OutputFormat:
+    """`--format` when given; else the format `--output`'s extension names (SPEC section 6); else a table. The HTML
+    page and JSON Lines are the report's alone (`report`): another command refuses them, exit 2."""
+    chosen = fmt if fmt is not None else format_for_output(output)
+    if report:
+        return chosen
+    try:
+        return tabular_format(chosen)
+    except ValueError as error:
+        raise typer.BadParameter(str(error), param_hint="--format" if fmt is not None else "--output") from None
+
+
+def print_notices(notices: Sequence[str]) -> None:
+    for notice in notices:
+        stderr().print(escape(notice))
+
+
+@contextmanager
+def opened_store(paths: Sequence[str], no_cache: bool, *, accounting: bool = True) -> Iterator[SpanStore]:
+    """The store for a command; `accounting`: the command reads only what the accounting reads (not `query`)."""
+    from rollup import ACCOUNTING_SCHEMA, SPAN_SCHEMA, open_store
+
+    progress = LoadProgress(stderr())
+    try:
+        schema = ACCOUNTING_SCHEMA if accounting else SPAN_SCHEMA
+        store = open_store(paths, use_cache=not no_cache, progress=progress, schema=schema)
+    finally:
+        progress.close()
+    print_notices(store.notices)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def terminal_width() -> int:
+    """The terminal's width on a terminal; wide enough for a whole report row when writing to a pipe or file."""
+    return Console().width if sys.stdout.isatty() else 200
+
+
+def emit(text: str, output: Path | None) -> None:
+    if output is None:
+        sys.stdout.write(text)
+        return
+    try:
+        output.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise fail(f"{output}: cannot write: {exc.strerror or exc}") from None
+
+
+def selected_iterations(iteration: int | None, iterations: str | None) -> tuple[int, int] | None:
+    """`--iteration N` or `--iterations A:B` (inclusive; either end may be left open) as a range, or None."""
+    if iteration is not None and iterations is not None:
+        raise typer.BadParameter("give --iteration or --iterations, not both")
+    if iteration is not None:
+        return iteration, iteration
+    try:
+        return iteration_range(iterations) if iterations is not None else None
+    except ValueError:
+        raise typer.BadParameter(f"expected A:B, got {iterations!r}", param_hint="--iterations") from None
+
+
+IterationOption = typer.Option(None, "--iteration", "-i", help="Only iteration N.")
+IterationsOption = typer.Option(None, "--iterations", help="Only iterations A to B inclusive (A:B, A:, :B).")
+AttemptOption = typer.Option(
+    None, "--attempt", help="Read one attempt only: its run id (goodput.run.id, else nemo.run.id), or 'latest'."
+)
+
+
+def nothing_selected(store: SpanStore, selected: tuple[int, int] | None, iteration: int | None) -> str | None:
+    """When `--iteration N` / `--iterations A:B` select no iteration of the traces: `--iteration N`, one iteration
+    asked for by number, is a bad option value (exit 2, as in `spans`); a range holding none is an empty result
+    with a note. Both name the iterations the traces hold."""
+    missing = store.missing_iterations(selected) if selected is not None else None
+    if missing is None:
+        return None
+    if iteration is not None:
+        raise fail(missing)
+    return f"note: {missing}"
