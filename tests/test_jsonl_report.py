@@ -115,3 +115,20 @@ def test_extensions_name_the_report_formats_and_other_commands_refuse_them():
     for fmt in (OutputFormat.html, OutputFormat.jsonl):
         with pytest.raises(ValueError, match=f"{fmt.value} is a format of `goodput report` only"):
             tabular_format(fmt)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["check", str(RESTART), "--format", "html"],
+        ["spans", str(RESTART), "--format", "jsonl"],
+        ["query", str(RESTART), "SELECT 1 AS one", "-f", "html"],
+        ["check", str(RESTART), "-o", "{tmp}/findings.jsonl"],
+    ],
+)
+def test_other_commands_refuse_the_report_formats(tmp_path, args):
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    result = invoke(args)
+    assert result.exit_code == 2, result.output
+    assert "is a format of `goodput report` only" in result.output
+    assert not (tmp_path / "findings.jsonl").exists()
