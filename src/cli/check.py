@@ -35,6 +35,11 @@ def check(
     fmt: OutputFormat | None = shell.FormatOption,
     output: Path | None = shell.OutputOption,
     no_cache: bool = shell.NoCacheOption,
+    ray: bool = typer.Option(
+        False, "--ray", help="Run the rules as Ray tasks, by ranges of iterations: --ray [ADDRESS] (default: "
+        "RAY_ADDRESS, else a local cluster). Same findings as without."
+    ),
+    ray_address: str | None = typer.Option(None, "--ray-address", hidden=True),
 ) -> None:
     """Flag the accounting bugs; exit 1 when any is an error (with --strict, when any is a warning too).
 
@@ -57,7 +62,12 @@ def check(
     from rollup import check_findings, check_summary
 
     with shell.opened_store(paths, no_cache) as store:
-        findings = check_findings(store, attempt=attempt, expect=groups)
+        if ray or ray_address:
+            from rollup.distributed import check_findings_on_ray
+
+            findings = check_findings_on_ray(store, address=ray_address, attempt=attempt, expect=groups)
+        else:
+            findings = check_findings(store, attempt=attempt, expect=groups)
         if selected is not None and (note := shell.nothing_selected(store, selected, iteration)):
             shell.print_notices([note])
     if selected is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -48,6 +49,11 @@ def report(
     fmt: OutputFormat | None = shell.FormatOption,
     output: Path | None = shell.OutputOption,
     no_cache: bool = shell.NoCacheOption,
+    ray: bool = typer.Option(
+        False, "--ray", help="Charge the windows as Ray tasks, by ranges of iterations: --ray [ADDRESS] (default: "
+        "RAY_ADDRESS, else a local cluster). Same output as without."
+    ),
+    ray_address: str | None = typer.Option(None, "--ray-address", hidden=True),
 ) -> None:
     """Goodput per iteration: wall clock by bucket, and span-seconds beside it.
 
@@ -68,17 +74,30 @@ def report(
     from rollup import build_report, report_json
 
     checks = None
-    with shell.opened_store(paths, no_cache) as store:
+    with shell.opened_store(paths, no_cache) as store, _ray_session(ray or bool(ray_address), ray_address):
         if fmt is OutputFormat.html and by is None:  # the page shows the total's breakdown by name
             by = "name"
-        built = build_report(store, iterations=selected, precedence=precedence, by=by, attempt=attempt)
+        if ray or ray_address:
+            from rollup.distributed import build_report_on_ray
+
+            built = build_report_on_ray(
+                store, address=ray_address, iterations=selected, precedence=precedence, by=by, attempt=attempt
+            )
+        else:
+            built = build_report(store, iterations=selected, precedence=precedence, by=by, attempt=attempt)
         payload = report_json(built)
         if not payload["iterations"]:
             note = shell.nothing_selected(store, selected, iteration) or no_iterations_note(store.read_summary())
             shell.print_notices([note])
         if fmt is OutputFormat.html:
             from rollup import check_findings
-            checks = check_counts(check_findings(store, attempt=attempt))
+
+            if ray or ray_address:
+                from rollup.distributed import check_findings_on_ray
+
+                checks = check_counts(check_findings_on_ray(store, address=ray_address, attempt=attempt))
+            else:
+                checks = check_counts(check_findings(store, attempt=attempt))
     width = shell.terminal_width()
     shell.emit(report_text(payload, by == "process", fmt, width=width, checks=checks, total_only=total_only), output)
     if gate is not None:
@@ -86,6 +105,15 @@ def report(
         if verdict is not None:
             shell.stderr().print(escape(verdict))
             raise typer.Exit(shell.EXIT_FINDINGS)
+
+
+def _ray_session(wanted: bool, address: str | None) -> AbstractContextManager[object]:
+    """With --ray, one connection for the whole command (the report, and the HTML page's checks)."""
+    if not wanted:
+        return nullcontext()
+    from rollup.distributed import ray_connection
+
+    return ray_connection(address)
 
 
 def _goodput_gate(text: str | None) -> float | None:
