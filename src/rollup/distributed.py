@@ -74,30 +74,27 @@ def build_report_on_ray(
     if by not in (None, "process", *BREAKDOWN_KEYS):
         raise GoodputError(f"--by takes process, name or group, got {by!r}")
     order = parse_precedence(precedence)
-    connection = store.connection
-    ensure_lineage(store)
-    run_id = keep_attempt(store, attempt) if attempt is not None else None
-    attempts = find_attempts(connection)
-    every = attempt_windows(connection, [a.run_id for a in attempts])
-    latest, superseded = latest_windows(every)
-    windows = select_windows(latest, iterations)
-    lost = select_windows(superseded, iterations)
-    by_attempt: dict[str, list[Window]] = {}
-    for window in every:
-        by_attempt.setdefault(window.run_id, []).append(window)
-    outside = [s for a in attempts for s in outside_stretches(a.extent, by_attempt.get(a.run_id, []))]
-    # Frame ids as build_report numbers them: the rows' windows, the superseded ones, then the stretches outside.
-    lost_frames = [Frame(len(windows) + i, w.start_ns, w.end_ns) for i, w in enumerate(lost)]
-    outside_frames = [Frame(len(windows) + len(lost) + i, s, e) for i, (s, e) in enumerate(outside)]
     _per_range(range_windows)  # a bad setting is an error before any cluster is reached
-
-    parts: dict[int, RangeReport] = {}
-    if windows or lost_frames or outside_frames:
-        with _lineage_dataset(store, run_id) as dataset, ray_connection(address) as ray:
-            per_range = windows_per_range(ray, range_windows, len(windows))
-            works = plan_ranges(list(enumerate(windows)), lost_frames + outside_frames, per_range)
-            for part in run_ranges(ray, report_range, [(dataset, w, order, by) for w in works]):
-                parts[part.index] = part
+    with _lineage(store, attempt) as (connection, dataset):
+        attempts = find_attempts(connection)
+        every = attempt_windows(connection, [a.run_id for a in attempts])
+        latest, superseded = latest_windows(every)
+        windows = select_windows(latest, iterations)
+        lost = select_windows(superseded, iterations)
+        by_attempt: dict[str, list[Window]] = {}
+        for window in every:
+            by_attempt.setdefault(window.run_id, []).append(window)
+        outside = [s for a in attempts for s in outside_stretches(a.extent, by_attempt.get(a.run_id, []))]
+        # Frame ids as build_report numbers them: the rows' windows, the superseded ones, then the stretches outside.
+        lost_frames = [Frame(len(windows) + i, w.start_ns, w.end_ns) for i, w in enumerate(lost)]
+        outside_frames = [Frame(len(windows) + len(lost) + i, s, e) for i, (s, e) in enumerate(outside)]
+        parts: dict[int, RangeReport] = {}
+        if windows or lost_frames or outside_frames:
+            with ray_connection(address) as ray:
+                per_range = windows_per_range(ray, range_windows, len(windows))
+                works = plan_ranges(list(enumerate(windows)), lost_frames + outside_frames, per_range)
+                for part in run_ranges(ray, report_range, [(dataset, w, order, by) for w in works]):
+                    parts[part.index] = part
     rows_of = {frame_id: row for part in parts.values() for frame_id, row in part.rows.items()}
     charges = {frame_id: c for part in parts.values() for frame_id, c in part.charges.items()}
     rows = [rows_of[i] for i in range(len(windows))]
@@ -130,25 +127,22 @@ def check_findings_on_ray(
 ) -> list[Finding]:
     """`checks.check_findings` with the span rules and the window charges run by Ray tasks; the same findings in
     the same order. Each span's findings come from the one range its start falls in."""
-    connection = store.connection
-    ensure_lineage(store)
-    run_id = keep_attempt(store, attempt) if attempt is not None else None
-    attempts = find_attempts(connection)
-    windows, _ = latest_windows(attempt_windows(connection, [a.run_id for a in attempts]))
     _per_range(range_windows)
-
-    with _lineage_dataset(store, run_id) as dataset, ray_connection(address) as ray:
-        per_range = windows_per_range(ray, range_windows, len(windows))
-        works = _with_ownership(connection, plan_ranges(list(enumerate(windows)), [], per_range))
-        parts: list[RangeChecks] = list(run_ranges(ray, check_range, [(dataset, w, list(expect)) for w in works]))
-    found = [f for part in parts for f in part.findings]
-    rule_order = list(RULES)
-    findings = sorted(found, key=lambda f: (rule_order.index(f.rule), f.trace_id, f.span_id))
-    findings += sorted(overlapping_attempts_findings(connection), key=lambda f: (f.trace_id, f.span_id))
-    findings += no_iterations_findings(connection)
-    charges = {frame_id: c for part in parts for frame_id, c in part.charges.items()}
-    present = {frame_id: groups for part in parts for frame_id, groups in part.present.items()}
-    findings += _window_findings(connection, windows, charges, present, expect)
+    with _lineage(store, attempt) as (connection, dataset):
+        attempts = find_attempts(connection)
+        windows, _ = latest_windows(attempt_windows(connection, [a.run_id for a in attempts]))
+        with ray_connection(address) as ray:
+            per_range = windows_per_range(ray, range_windows, len(windows))
+            works = _with_ownership(connection, plan_ranges(list(enumerate(windows)), [], per_range))
+            parts: list[RangeChecks] = list(run_ranges(ray, check_range, [(dataset, w, list(expect)) for w in works]))
+        found = [f for part in parts for f in part.findings]
+        rule_order = list(RULES)
+        findings = sorted(found, key=lambda f: (rule_order.index(f.rule), f.trace_id, f.span_id))
+        findings += sorted(overlapping_attempts_findings(connection), key=lambda f: (f.trace_id, f.span_id))
+        findings += no_iterations_findings(connection)
+        charges = {frame_id: c for part in parts for frame_id, c in part.charges.items()}
+        present = {frame_id: groups for part in parts for frame_id, groups in part.present.items()}
+        findings += _window_findings(connection, windows, charges, present, expect)
     findings.sort(key=lambda f: (f.severity != ERROR, rule_order.index(f.rule)))  # stable, as check_findings sorts
     return findings
 
@@ -294,28 +288,50 @@ def _window_findings(
 
 
 @contextlib.contextmanager
-def _lineage_dataset(store: SpanStore, run_id: str | None) -> Iterator[Dataset]:
-    """The lineage table as Parquet for the tasks: the cache's copy when there is one with `spans_ex`'s columns,
-    else a copy written for this command (with `--no-cache`, or a cache that could not be written), removed after.
-    `run_id`: the attempt `--attempt` kept (the cache's copy holds every attempt)."""
-    connection = store.connection
+def _lineage(store: SpanStore, attempt: str | None) -> Iterator[tuple[Any, Dataset]]:
+    """(a connection whose `spans_ex` the driver queries, the Parquet files the tasks read): the lineage table.
+
+    When the cache holds it (as `ingest` leaves it) and this command has not loaded it, the driver reads it through a
+    view of its own: it only needs a few aggregates (attempts, windows), never every span in memory. Otherwise it is
+    built or loaded in the store as a local command does, and written out for the tasks when the cache has no copy
+    (`--no-cache`, an unwritable cache), removed after. `attempt` (`--attempt`) keeps that attempt's spans alone.
+    """
+    import duckdb
+
+    run_id = keep_attempt(store, attempt) if attempt is not None else None
     cached = store.lineage_cache
-    if cached is not None and cached.exists():
-        columns = [c for (c,) in connection.execute("SELECT name FROM pragma_table_info('spans_ex')").fetchall()]
+    if cached is not None and cached.exists() and not _lineage_loaded(store):
+        connection = duckdb.connect(":memory:", config={"preserve_insertion_order": False})
+        kept = "" if run_id is None else f" WHERE coalesce(run_id, '') = {sql_text(run_id)}"
         try:
-            held = [c for (c,) in connection.execute("SELECT name FROM parquet_schema(?)", [str(cached)]).fetchall()]
-        except Exception:  # noqa: BLE001 - an unreadable entry is written afresh below
-            held = []
-        if set(columns) <= set(held):
-            yield Dataset((str(cached),), run_id)
+            connection.execute(f"CREATE VIEW spans_ex AS SELECT * FROM read_parquet({sql_text(str(cached))}){kept}")
+        except duckdb.Error:  # an unreadable entry: the store builds the table afresh below
+            connection.close()
+        else:
+            try:
+                yield connection, Dataset((str(cached),), run_id)
+            finally:
+                connection.close()
             return
+    ensure_lineage(store)
+    if cached is not None and cached.exists():
+        yield store.connection, Dataset((str(cached),), run_id)
+        return
     scratch = Path(tempfile.mkdtemp(prefix="goodput-ray-"))
     try:
         path = scratch / "spans_ex.parquet"
-        connection.execute(f"COPY spans_ex TO {sql_text(str(path))} (FORMAT parquet, COMPRESSION zstd)")
-        yield Dataset((str(path),), run_id)
+        store.connection.execute(f"COPY spans_ex TO {sql_text(str(path))} (FORMAT parquet, COMPRESSION zstd)")
+        yield store.connection, Dataset((str(path),), run_id)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _lineage_loaded(store: SpanStore) -> bool:
+    """Whether the store's connection already holds `spans_ex` (then it may differ from the cache's: `--attempt`)."""
+    (exists,) = store.connection.execute(
+        "SELECT count(*) > 0 FROM duckdb_tables() WHERE table_name = 'spans_ex'"
+    ).fetchall()[0]
+    return bool(exists)
 
 
 @contextlib.contextmanager

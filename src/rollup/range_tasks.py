@@ -40,6 +40,9 @@ if TYPE_CHECKING:
     from .findings import Finding
     from .windows import Window
 
+# The most stretches a range's spans are read from (see `cover`).
+COVER_STRETCHES = 16
+
 # The rules about single spans, in `checks.check_findings`' order. Each finding's related span is active at the
 # finding span's start (self-overlap, overlapping-steps) or is its nearest bucketed ancestor (nested-bucket), so a
 # range that holds every span active in its part of the time axis, and those ancestors, finds exactly the findings
@@ -117,14 +120,21 @@ class RangeChecks:
     present: dict[int, set[str]]
 
 
-def cover(frames: Sequence[Frame]) -> tuple[tuple[int, int], ...]:
-    """The frames' stretches merged where they touch or overlap, sorted."""
+def cover(frames: Sequence[Frame], most: int = COVER_STRETCHES) -> tuple[tuple[int, int], ...]:
+    """At most `most` stretches, sorted and disjoint, holding every frame: the frames merged where they overlap,
+    then across the smallest gaps between them (a few spans more to read, but a short filter: DuckDB tests each
+    span against every stretch)."""
     merged: list[list[int]] = []
     for frame in sorted(frames, key=lambda f: (f.start_ns, f.end_ns)):
         if merged and frame.start_ns <= merged[-1][1]:
             merged[-1][1] = max(merged[-1][1], frame.end_ns)
         else:
             merged.append([frame.start_ns, frame.end_ns])
+    if len(merged) > most:
+        gaps = sorted(range(1, len(merged)), key=lambda i: merged[i][0] - merged[i - 1][1], reverse=True)
+        breaks = sorted(gaps[: most - 1])
+        bounds = [0, *breaks, len(merged)]
+        merged = [[merged[a][0], max(m[1] for m in merged[a:b])] for a, b in zip(bounds, bounds[1:], strict=False)]
     return tuple((start, end) for start, end in merged)
 
 
@@ -144,8 +154,13 @@ def _slice_filter(work: RangeWork) -> str:
     return " OR ".join(terms) or "false"
 
 
-def load_slice(dataset: Dataset, work: RangeWork) -> duckdb.DuckDBPyConnection:
-    """A fresh DuckDB whose `spans_ex` holds the spans `work` needs, each once."""
+# What only the span rules read: `report` leaves these wide columns (ids as text, the ancestor chains) unread.
+CHECK_ONLY_COLUMNS = ("trace_id", "span_id", "parent_span_id", "bucketed_chain", "ancestor_iteration_span", "host_pid")
+
+
+def load_slice(dataset: Dataset, work: RangeWork, *, for_check: bool = False) -> duckdb.DuckDBPyConnection:
+    """A fresh DuckDB whose `spans_ex` holds the spans `work` needs, each once (for `report`, without the columns
+    only the span rules read)."""
     import duckdb
 
     for path in dataset.files:
@@ -162,8 +177,9 @@ def load_slice(dataset: Dataset, work: RangeWork) -> duckdb.DuckDBPyConnection:
         )
     files = "[" + ", ".join(sql_text(p) for p in dataset.files) + "]"
     attempt = "" if dataset.run_id is None else f" AND coalesce(run_id, '') = {sql_text(dataset.run_id)}"
+    columns = "*" if for_check else f"* EXCLUDE ({', '.join(CHECK_ONLY_COLUMNS)})"
     connection.execute(
-        f"CREATE TABLE spans_ex AS SELECT * FROM read_parquet({files}) WHERE ({_slice_filter(work)}){attempt}"
+        f"CREATE TABLE spans_ex AS SELECT {columns} FROM read_parquet({files}) WHERE ({_slice_filter(work)}){attempt}"
     )
     if work.ancestors:
         connection.unregister("range_ancestors")
@@ -208,7 +224,7 @@ def report_range(dataset: Dataset, work: RangeWork, precedence: list[str], by: s
 def check_range(dataset: Dataset, work: RangeWork, expect: Sequence[str]) -> RangeChecks:
     """The span rules' findings of the spans starting in the range's part of the time axis, and what the window
     rules need of its windows (`coverage.window_findings`): their charge and the `expect` groups active in them."""
-    connection = load_slice(dataset, work)
+    connection = load_slice(dataset, work, for_check=True)
     try:
         found = [finding for rule in SPAN_RULES for finding in rule(connection)]
         findings = _owned(connection, found, work.owned)
