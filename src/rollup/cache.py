@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 MANIFEST = "manifest.json"
 RETIRE_AFTER_S = 600.0
 INDEX_DIR = "versions"
+SPILL_DIR = "spill"
+SUMMARY_SUFFIX = ".spans.json"  # beside a set's lineage table: `read_set_summary`
 _CACHE_KEY = re.compile(r"[0-9a-f]{32}")
 _LINEAGE_FILE = re.compile(r"[0-9a-f]{32}\.lineage-v[0-9]+\.parquet")
 
@@ -58,17 +60,52 @@ def cache_work_dir(cache_dir: Path | None) -> Path:
     return work_dir
 
 
+def spill_root(cache_dir: Path | None) -> Path:
+    """Where DuckDB spills what exceeds its memory limit (`memory`): beside the entries, on the disk the user chose
+    for the cache, one folder per process under it. Not versioned: nothing in it outlives its command."""
+    return (cache_dir or default_cache_dir()) / SPILL_DIR
+
+
 def file_cache_key(path: Path, size: int, mtime_ns: int) -> str:
     """The key of one trace file's entry: its identity as the file system sees it, and the schema version."""
     identity = f"{SCHEMA_VERSION}|{path}|{size}|{mtime_ns}"
     return hashlib.sha256(identity.encode()).hexdigest()[:32]
 
 
+def _set_key(cache_keys: Iterable[str]) -> str:
+    return hashlib.sha256("|".join(sorted(cache_keys)).encode()).hexdigest()[:32]
+
+
 def lineage_cache_path(work_dir: Path, cache_keys: Iterable[str], lineage_version: int) -> Path:
     """Where the lineage table of a set of files (by their entries' keys) is kept."""
-    file_set = "|".join(sorted(cache_keys))
-    set_key = hashlib.sha256(file_set.encode()).hexdigest()[:32]
-    return work_dir / "sets" / f"{set_key}.lineage-v{lineage_version}.parquet"
+    return work_dir / "sets" / f"{_set_key(cache_keys)}.lineage-v{lineage_version}.parquet"
+
+
+def set_summary_path(work_dir: Path, cache_keys: Iterable[str]) -> Path:
+    """Where what the store learns of a set of files from all their spans (`read_set_summary`) is kept."""
+    return work_dir / "sets" / f"{_set_key(cache_keys)}{SUMMARY_SUFFIX}"
+
+
+def read_set_summary(path: Path) -> tuple[int, list[str]] | None:
+    """(spans exported more than once, process names shared by several processes) of a set of files, or None when
+    not recorded (or unreadable: then it is worked out again)."""
+    try:
+        summary = json.loads(path.read_text(encoding="utf-8"))
+        duplicates, shared = int(summary["duplicates"]), [str(name) for name in summary["shared"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return duplicates, shared
+
+
+def write_set_summary(path: Path, duplicates: int, shared: list[str]) -> None:
+    """Record `read_set_summary`'s answer, best effort (a read-only cache costs the next command that pass)."""
+    staging = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        staging.write_text(json.dumps({"duplicates": duplicates, "shared": shared}), encoding="utf-8")
+        os.replace(staging, path)
+    except OSError:
+        staging.unlink(missing_ok=True)
 
 
 def read_manifest(directory: Path) -> dict[str, Any] | None:
@@ -126,6 +163,7 @@ def retire_older_lineage(cached: Path, paths: Iterable[Path]) -> None:
     def remove(name: str) -> None:
         if _LINEAGE_FILE.fullmatch(name):
             (cached.parent / name).unlink(missing_ok=True)
+            (cached.parent / f"{name.split('.', 1)[0]}{SUMMARY_SUFFIX}").unlink(missing_ok=True)
 
     publish_version(index_path(cached.parent.parent, family), cached.name, remove)
 

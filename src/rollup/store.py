@@ -23,9 +23,26 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from .cache import cache_work_dir, lineage_cache_path, retire_older_lineage
+from .cache import (
+    cache_work_dir,
+    lineage_cache_path,
+    read_set_summary,
+    retire_older_lineage,
+    set_summary_path,
+    spill_root,
+    write_set_summary,
+)
 from .errors import GoodputError
 from .lineage import LINEAGE_VERSION, ensure_lineage
+from .memory import (
+    DIRECT_JSON_MIN_BYTES,
+    SpillDirectory,
+    connect,
+    conversion_workers,
+    memory_limit_bytes,
+    out_of_memory,
+    spill_directory,
+)
 from .read.plan import (
     FileEntry,
     ProcessRunner,
@@ -65,10 +82,12 @@ class SpanStore:
         temp_dir: Path | None = None,
         lineage_cache: Path | None = None,
         nodes_table: str | None = None,
+        spill: SpillDirectory | None = None,
     ) -> None:
         self.connection = connection
         self.entries = entries
         self._temp_dir = temp_dir  # an uncached load's parts, which the view reads until close()
+        self._spill = spill  # where DuckDB spills beyond its memory limit (`memory`)
         self.lineage_cache = lineage_cache  # where `lineage.ensure_lineage` keeps its table for this set of files
         self.nodes_table = nodes_table  # a table `lineage.build_lineage` may walk as it is (see there)
 
@@ -111,10 +130,12 @@ class SpanStore:
         try:
             return self.connection.sql(query, params=params).to_arrow_table()
         except duckdb.Error as exc:
-            raise GoodputError(f"SQL: {str(exc).splitlines()[0]}") from None
+            raise out_of_memory(exc) or GoodputError(f"SQL: {str(exc).splitlines()[0]}") from None
 
     def close(self) -> None:
         self.connection.close()
+        if self._spill is not None:
+            self._spill.remove()
         if self._temp_dir is not None:
             shutil.rmtree(self._temp_dir, ignore_errors=True)
 
@@ -126,7 +147,11 @@ class SpanStore:
 
 
 def _create_spans_view(
-    connection: duckdb.DuckDBPyConnection, parts: list[str], schema: pa.Schema, tables: Sequence[str] = ()
+    connection: duckdb.DuckDBPyConnection,
+    parts: list[str],
+    schema: pa.Schema,
+    tables: Sequence[str] = (),
+    summary: Path | None = None,
 ) -> bool:
     """`spans`: every span of the parts (and of the tables `read.duckdb_json` filled), each once, with `schema`'s
     columns.
@@ -134,7 +159,10 @@ def _create_spans_view(
     A view over the Parquet parts, read column by column as queries need them, so memory stays far below the
     spans' size; materialized only when duplicates must be dropped (the same span exported twice, same trace and
     span id, counts once). Processes shown alike (SPEC section 1) get their `[host:pid]` here. Returns whether
-    `spans` is other than the sources as they are (then the lineage cannot walk a source table in their place)."""
+    `spans` is other than the sources as they are (then the lineage cannot walk a source table in their place).
+
+    Finding duplicates and shared names reads every span; `summary` (a cached set of files, see
+    `cache.set_summary_path`) keeps the answer, so a re-run on the same files skips that pass."""
     if not parts and not tables:
         connection.register("empty_spans", pa.Table.from_batches([], schema=schema))
         connection.execute("CREATE TABLE spans AS SELECT * FROM empty_spans")
@@ -146,15 +174,21 @@ def _create_spans_view(
         files = "[" + ", ".join(sql_text(p) for p in parts) + "]"
         sources.append(f"SELECT {columns} FROM read_parquet({files})")
     connection.execute(f"CREATE VIEW all_spans AS {' UNION ALL '.join(sources)}")
-    (duplicates,) = connection.execute(
-        "SELECT count(*) - count(DISTINCT (trace_id, span_id)) FROM all_spans"
-    ).fetchall()[0]
-    shared = [
-        name
-        for (name,) in connection.execute(
-            "SELECT process FROM all_spans GROUP BY process HAVING count(DISTINCT coalesce(host_pid, '')) > 1"
-        ).fetchall()
-    ]
+    known = read_set_summary(summary) if summary is not None else None
+    if known is not None:
+        duplicates, shared = known
+    else:
+        (duplicates,) = connection.execute(
+            "SELECT count(*) - count(DISTINCT (trace_id, span_id)) FROM all_spans"
+        ).fetchall()[0]
+        shared = [
+            name
+            for (name,) in connection.execute(
+                "SELECT process FROM all_spans GROUP BY process HAVING count(DISTINCT coalesce(host_pid, '')) > 1"
+            ).fetchall()
+        ]
+        if summary is not None:
+            write_set_summary(summary, duplicates, shared)
     columns = "*"
     if shared:
         names = ", ".join(sql_text(name) for name in shared)
@@ -191,8 +225,9 @@ def _convert(
 
     Worker processes, when the jobs are worth them, are started before the connection is opened: DuckDB's threads
     would make forking them unsafe (`read.plan.pool_start_method`)."""
-    workers = workers or os.cpu_count() or 1
+    workers = workers or conversion_workers()
     direct = connect is not None and runner is None and not use_cache and accounting_only(schema)
+    direct = direct and memory_limit_bytes() >= DIRECT_JSON_MIN_BYTES
     plan = plan_load(
         paths,
         use_cache=use_cache,
@@ -221,17 +256,22 @@ def _convert(
 
 
 class _Connection:
-    """The store's DuckDB connection, opened (and DuckDB imported) on first call."""
+    """The store's DuckDB connection, opened (and DuckDB imported) on first call, held to the memory limit and
+    spilling into `spill` (`memory.connect`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, spill: SpillDirectory) -> None:
+        self.spill = spill
         self.connection: duckdb.DuckDBPyConnection | None = None
 
     def __call__(self) -> duckdb.DuckDBPyConnection:
         if self.connection is None:
-            import duckdb
-
-            self.connection = duckdb.connect(":memory:", config={"preserve_insertion_order": False})
+            self.connection = connect(self.spill)
         return self.connection
+
+    def close(self) -> None:
+        if self.connection is not None:
+            self.connection.close()
+        self.spill.remove()
 
 
 def open_store(
@@ -253,8 +293,9 @@ def open_store(
     Raises InputError for paths that name nothing readable and TraceFormatError for files that are not traces;
     truncated tails and empty files become `notices`, not errors.
     """
+    memory_limit_bytes()  # a bad GOODPUT_MEMORY_LIMIT is said before any work
     work_dir = _work_dir(use_cache, cache_dir)
-    connect = _Connection()
+    connect = _Connection(spill_directory(spill_root(cache_dir) if use_cache else work_dir))
     try:
         entries = _convert(
             paths,
@@ -269,19 +310,23 @@ def open_store(
         connection = connect()
         parts = [p for entry in entries for p in entry.parts]
         tables = list(dict.fromkeys(t for entry in entries for t in entry.tables))
-        rewritten = _create_spans_view(connection, parts, schema, tables)
-    except BaseException:
-        if connect.connection is not None:
-            connect.connection.close()
+        keys = [entry.cache_key for entry in entries]
+        summary = set_summary_path(work_dir, keys) if use_cache else None
+        rewritten = _create_spans_view(connection, parts, schema, tables, summary)
+    except BaseException as exc:
+        connect.close()
         if not use_cache:
             shutil.rmtree(work_dir, ignore_errors=True)
+        error = out_of_memory(exc)
+        if error is not None:
+            raise error from None
         raise
     if not use_cache:
         # Spans that all sit in one `read.duckdb_json` table, each once, are already the lineage's nodes.
         nodes = tables[0] if len(tables) == 1 and not parts and not rewritten else None
-        return SpanStore(connection, entries, temp_dir=work_dir, nodes_table=nodes)
-    lineage = lineage_cache_path(work_dir, (entry.cache_key for entry in entries), LINEAGE_VERSION)
-    return SpanStore(connection, entries, lineage_cache=lineage)
+        return SpanStore(connection, entries, temp_dir=work_dir, nodes_table=nodes, spill=connect.spill)
+    lineage = lineage_cache_path(work_dir, keys, LINEAGE_VERSION)
+    return SpanStore(connection, entries, lineage_cache=lineage, spill=connect.spill)
 
 
 def ingest(

@@ -161,11 +161,14 @@ def load_json_lines(
 
     Returns the spans read from each file it claims; every other file is left out, for the careful reader. All files
     go through one query; when DuckDB refuses one, which spoils that query, each half is tried again, so a few bad
-    files among thousands cost a few queries more, not thousands. `on_progress(fraction)` is called from a helper
-    thread while DuckDB reads.
+    files among thousands cost a few queries more, not thousands; when it runs out of memory (`memory`), no file is
+    claimed. `on_progress(fraction)` is called from a helper thread while DuckDB reads.
     """
     paths = list(paths)
-    claimed = _load(connection, paths, compression, table, on_progress)
+    try:
+        claimed = _load(connection, paths, compression, table, on_progress)
+    except _OutOfMemory:
+        return {}  # every half would run out too: the careful reader, batch by batch, reads them all
     if claimed is not None:
         return claimed
     if len(paths) == 1:
@@ -191,8 +194,10 @@ def _load(
         per_file = connection.execute(
             f"SELECT filename, count(*), count(*) FILTER (NOT sure) FROM {staging} GROUP BY filename"
         ).fetchall()
-    except duckdb.Error:
+    except duckdb.Error as error:
         connection.execute(f"DROP TABLE IF EXISTS {staging}")
+        if isinstance(error, duckdb.OutOfMemoryException):
+            raise _OutOfMemory from None
         return None
     claimed = {name: spans for name, spans, unsure in per_file if not unsure}
     if not claimed:
@@ -210,6 +215,10 @@ def _load(
         connection.execute(f"ALTER TABLE {staging} DROP COLUMN filename")
         connection.execute(f"ALTER TABLE {staging} RENAME TO {table}")
     return claimed
+
+
+class _OutOfMemory(Exception):
+    """DuckDB's read ran out of the memory it may use (`memory`): no file of the query is claimed."""
 
 
 class _progress_polling:

@@ -23,7 +23,9 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..cache import spill_root
 from ..errors import TraceFormatError
+from ..memory import WORKER_LIMIT_BYTES, connect, spill_directory
 from ..schema import EVENT, LINK, PROMOTED_KEYS, SPAN_SCHEMA, accounting_only
 from .batch import ResourceInfo, first_invalid_span, span_record_batch
 from .events import EVENTS, LINKS
@@ -63,13 +65,13 @@ def _thread_connection() -> duckdb.DuckDBPyConnection:
 
     Opening a database costs ~20 ms (measured), which a directory of small files (one per Ray worker) paid once a
     file. Per thread, since a decoder registers its relations under fixed names; keyed by the process id too, so a
-    forked worker never shares its parent's connection.
+    forked worker never shares its parent's connection. It decodes one batch of records at a time, so it is held to
+    a worker's small fixed limit (`memory.WORKER_LIMIT_BYTES`), spilling beside the cache should a batch need more.
     """
-    import duckdb
-
     pid, connection = getattr(_connections, "current", (0, None))
     if pid != os.getpid() or connection is None:
-        connection = duckdb.connect(config={"threads": 1})
+        spill = spill_directory(spill_root(None))
+        connection = connect(spill, limit_bytes=WORKER_LIMIT_BYTES, threads=1)
         _connections.current = (os.getpid(), connection)
     return connection
 

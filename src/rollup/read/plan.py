@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 IN_PROCESS_BYTES = 8 << 20
 IN_PROCESS_JOBS = 16
 MIN_CHUNK_BYTES = 4 << 20
+MAX_CHUNK_BYTES = 256 << 20
 DIRECT_TABLE = "direct_spans"  # where `duckdb_json` puts the spans of the JSON Lines files DuckDB reads itself
 NOT_A_TRACE_MARK = "not-a-trace.json"  # in a cache entry: the file is no trace, and why
 
@@ -245,9 +246,11 @@ def plan_load(
 
 
 def _chunk_target(total_bytes: int, workers: int, max_chunk_bytes: int | None = None) -> int:
-    """Chunks of about this size give every worker two, so a slow one does not hold up the end."""
+    """Chunks of about this size give every worker two, so a slow one does not hold up the end; never more than
+    MAX_CHUNK_BYTES (or `max_chunk_bytes`), so a huge file is many chunks in a row rather than a few huge ones
+    (progress moves, a failure costs one chunk)."""
     target = max(MIN_CHUNK_BYTES, total_bytes // max(1, workers * 2))
-    return min(target, max_chunk_bytes) if max_chunk_bytes else target
+    return min(target, max_chunk_bytes or MAX_CHUNK_BYTES)
 
 
 def _add_jobs(plan: Plan, entry: FileEntry, kind: str, target: int, work_dir: Path, schema: pa.Schema) -> None:
