@@ -178,24 +178,46 @@ def unknown_bucket_findings(connection: duckdb.DuckDBPyConnection) -> list[Findi
 
 def overlapping_steps_findings(connection: duckdb.DuckDBPyConnection) -> list[Finding]:
     """Step spans of different iterations overlapping within one attempt (two attempts overlapping in time are
-    `overlapping-attempts`, one finding for the pair rather than one per step)."""
-    return _findings(
-        connection,
-        "overlapping-steps",
-        f"""
-        WITH steps AS (
-            SELECT trace_id, span_id, name, eff_iteration, start_ns, end_ns, {ATTEMPT_SQL} AS attempt FROM spans_ex
-            WHERE is_step AND eff_iteration IS NOT NULL AND end_ns > start_ns
+    `overlapping-attempts`, one finding for the pair rather than one per step). Each later step is a finding,
+    related to the earliest-starting step of another iteration still running at its start.
+
+    Steps in start order within their attempt: only a step that starts before the latest end seen so far can
+    overlap an earlier one (a running maximum, one sort). Those few candidates look for their partners in a range
+    join of their own, keyed by attempt number so that it is two inequalities alone (an IE join), not a hash join
+    on the attempt comparing every step of an attempt with every other.
+    """
+    try:
+        connection.execute(
+            f"""
+            CREATE OR REPLACE TEMP TABLE overlapping_steps AS
+            WITH steps AS (
+                SELECT trace_id, span_id, name, eff_iteration, start_ns, end_ns, {ATTEMPT_SQL} AS attempt
+                FROM spans_ex WHERE is_step AND eff_iteration IS NOT NULL AND end_ns > start_ns
+            ),
+            numbered AS (SELECT attempt, row_number() OVER () AS g FROM (SELECT DISTINCT attempt FROM steps))
+            SELECT s.*, (n.g::HUGEINT << 64) + s.start_ns AS key_start, (n.g::HUGEINT << 64) + s.end_ns AS key_end,
+                   coalesce(max(s.end_ns) OVER (PARTITION BY s.attempt ORDER BY s.start_ns, s.span_id
+                                               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) > s.start_ns,
+                            false) AS candidate
+            FROM steps s JOIN numbered n USING (attempt)
+            """
         )
-        SELECT DISTINCT ON (b.trace_id, b.span_id) b.trace_id, b.span_id, b.name, b.eff_iteration, a.span_id,
-               b.eff_iteration, a.eff_iteration, least(a.end_ns, b.end_ns) - b.start_ns
-        FROM steps a JOIN steps b ON b.start_ns < a.end_ns AND b.start_ns >= a.start_ns AND b.attempt = a.attempt
-        WHERE a.eff_iteration <> b.eff_iteration AND (a.start_ns < b.start_ns OR a.span_id < b.span_id)
-        ORDER BY b.trace_id, b.span_id, a.start_ns
-        """,
-        lambda n, i, ai, ns: f"step {i} overlaps step {ai} for {_seconds(ns)}: both windows charge that stretch, so "
-        "totals exceed the run's wall clock",
-    )
+        return _findings(
+            connection,
+            "overlapping-steps",
+            """
+            SELECT DISTINCT ON (b.trace_id, b.span_id) b.trace_id, b.span_id, b.name, b.eff_iteration, a.span_id,
+                   b.eff_iteration, a.eff_iteration, least(a.end_ns, b.end_ns) - b.start_ns
+            FROM (SELECT * FROM overlapping_steps WHERE candidate) b JOIN overlapping_steps a
+              ON a.key_start <= b.key_start AND a.key_end > b.key_start
+            WHERE a.eff_iteration <> b.eff_iteration AND (a.start_ns < b.start_ns OR a.span_id < b.span_id)
+            ORDER BY b.trace_id, b.span_id, a.start_ns, a.span_id, a.trace_id
+            """,
+            lambda n, i, ai, ns: f"step {i} overlaps step {ai} for {_seconds(ns)}: both windows charge that "
+            "stretch, so totals exceed the run's wall clock",
+        )
+    finally:
+        connection.execute("DROP TABLE IF EXISTS overlapping_steps")
 
 
 def orphan_span_findings(connection: duckdb.DuckDBPyConnection) -> list[Finding]:
