@@ -285,6 +285,19 @@ def overlapping_attempts_findings(connection: duckdb.DuckDBPyConnection) -> list
     return findings
 
 
+# The rules that look at spans one by one (or pairwise), each a query over `spans_ex`, in SPEC section 5's order.
+SPAN_RULES: tuple[Callable[[duckdb.DuckDBPyConnection], list[Finding]], ...] = (
+    nested_bucket_findings,
+    self_overlap_findings,
+    bucketed_umbrella_findings,
+    unknown_bucket_findings,
+    overlapping_steps_findings,
+    orphan_span_findings,
+    iteration_mismatch_findings,
+    inverted_span_findings,
+)
+
+
 def check_findings(store: SpanStore, *, attempt: str | None = None, expect: Sequence[str] = ()) -> list[Finding]:
     """Every finding of every rule, errors first, then in SPEC section 5's order of rules; a span rule's findings
     by trace and span, a window rule's by iteration.
@@ -297,17 +310,7 @@ def check_findings(store: SpanStore, *, attempt: str | None = None, expect: Sequ
     if attempt is not None:
         keep_attempt(store, attempt)
     findings: list[Finding] = []
-    for finder in (
-        nested_bucket_findings,
-        self_overlap_findings,
-        bucketed_umbrella_findings,
-        unknown_bucket_findings,
-        overlapping_steps_findings,
-        orphan_span_findings,
-        iteration_mismatch_findings,
-        inverted_span_findings,
-        overlapping_attempts_findings,
-    ):
+    for finder in (*SPAN_RULES, overlapping_attempts_findings):
         findings.extend(sorted(finder(connection), key=lambda f: (f.trace_id, f.span_id)))
     findings += no_iterations_findings(connection)
     findings += window_findings(connection, expect)

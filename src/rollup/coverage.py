@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from .attempts import ATTEMPT_SQL, find_attempts
-from .attribution import Frame, charge_wall_clock
+from .attribution import Charge, Frame, charge_wall_clock
 from .findings import RULES, Finding
 from .schema import BUCKETS
 from .windows import Window, attempt_windows, latest_windows
@@ -61,34 +61,45 @@ def window_findings(connection: duckdb.DuckDBPyConnection, expect: Sequence[str]
     windows, _ = latest_windows(attempt_windows(connection, [a.run_id for a in attempts]))
     if not windows:
         return []
-    steps = _step_spans(connection)
+    frames = [Frame(i, w.start_ns, w.end_ns) for i, w in enumerate(windows)]
+    charges = charge_wall_clock(connection, frames, list(BUCKETS))
+    present = _groups_present(connection, windows, expect) if expect else {}
+    return window_findings_from(windows, _step_spans(connection), charges, present, expect)
+
+
+def window_findings_from(
+    windows: Sequence[Window],
+    steps: dict[tuple[str, int], tuple[str, str, str]],
+    charges: dict[int, Charge],
+    present: dict[int, set[str]],
+    expect: Sequence[str] = (),
+) -> list[Finding]:
+    """`window_findings` from what its queries found: the report's `windows`, their step spans (`_step_spans`),
+    each window's charge in declared bucket order and the groups present in it (both keyed by the window's
+    position). Pure, so partial results merged from elsewhere (`report --ray`) give the same findings."""
 
     def finding(rule: str, window: Window, message: str, topic: str = "") -> Finding:
         trace_id, span_id, name = steps.get((window.run_id, window.iteration), ("", "", ""))
         message = f"iteration {window.iteration}: {message}"
         return Finding(rule, RULES[rule], trace_id, span_id, name, window.iteration, None, message, topic=topic)
 
-    frames = [Frame(i, w.start_ns, w.end_ns) for i, w in enumerate(windows)]
-    charges = charge_wall_clock(connection, frames, list(BUCKETS))
     findings = []
-    for frame, window in zip(frames, windows, strict=True):
-        wall_ns, unaccounted_ns = charges[frame.frame_id].wall_ns, charges[frame.frame_id].unaccounted_ns
+    for index, window in enumerate(windows):
+        wall_ns, unaccounted_ns = charges[index].wall_ns, charges[index].unaccounted_ns
         if 2 * unaccounted_ns > wall_ns:  # more than half, in exact integers: half is not flagged
             message = (
                 f"{unaccounted_ns / 1e9:.3f}s of its {wall_ns / 1e9:.3f}s window ({unaccounted_ns / wall_ns:.1%}) "
                 "is charged to no bucket: uninstrumented work or lost spans"
             )
             findings.append(finding("mostly-unaccounted", window, message))
-    if expect:
-        present = _groups_present(connection, windows, expect)
-        for index, window in enumerate(windows):
-            for group in expect:
-                if group not in present.get(index, ()):
-                    message = (
-                        f"no span of group {group} is active in its window: a disabled span group, a phase that "
-                        "did not run, or a lost worker file"
-                    )
-                    findings.append(finding("missing-group", window, message, topic=group))
+    for index, window in enumerate(windows):
+        for group in expect:
+            if group not in present.get(index, ()):
+                message = (
+                    f"no span of group {group} is active in its window: a disabled span group, a phase that "
+                    "did not run, or a lost worker file"
+                )
+                findings.append(finding("missing-group", window, message, topic=group))
     return findings
 
 
