@@ -253,3 +253,19 @@ def test_a_cached_rerun_reads_no_trace_so_imports_no_decoder(tmp_path):
     decoders = ("opentelemetry", "google.protobuf")
     _modules_after(code, decoders, env)  # the first run fills the cache
     assert _modules_after(code, decoders, env) == []
+
+
+def test_the_command_runs_without_numpy_and_prints_what_it_prints_with_it(tmp_path):
+    env = dict(os.environ, GOODPUT_CACHE_DIR=str(tmp_path / "cache"))
+    code = (
+        "from rollup.lean_imports import skip_numpy_for_pyarrow\nskip_numpy_for_pyarrow()\n"
+        f"from cli import main\ntry:\n    main(['report', '--format', 'json', {str(SAMPLE)!r}])\n"
+        "except SystemExit:\n    pass"
+    )
+    probe = f"{code}\nimport sys\nprint(json.dumps('numpy' in sys.modules))"
+    lean = subprocess.run(
+        [sys.executable, "-c", f"import json\n{probe}"], capture_output=True, text=True, check=True, env=env, cwd=REPO
+    )
+    *report, numpy_loaded = lean.stdout.strip().splitlines()
+    assert json.loads(numpy_loaded) is False
+    assert json.loads("\n".join(report)) == json.loads(invoke(["report", "--format", "json", str(SAMPLE)]).stdout)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import secrets
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -136,7 +135,7 @@ def spill_directory(root: Path) -> SpillDirectory:
             pid = stale.name.split("-", 1)[0]
             if pid.isdigit() and int(pid) != os.getpid() and not _running(int(pid)):
                 shutil.rmtree(stale, ignore_errors=True)
-    return SpillDirectory(root / f"{os.getpid()}-{secrets.token_hex(4)}")
+    return SpillDirectory(root / f"{os.getpid()}-{os.urandom(4).hex()}")
 
 
 def _running(pid: int) -> bool:
