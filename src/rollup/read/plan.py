@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 # past it, the per-file cost (~10-20 ms) of many small files is worth spreading over the cores.
 IN_PROCESS_BYTES = 8 << 20
 IN_PROCESS_JOBS = 16
+SEPARATE_PROCESS_BYTES = 64 << 20
 MIN_CHUNK_BYTES = 4 << 20
 MAX_CHUNK_BYTES = 256 << 20
 DIRECT_TABLE = "direct_spans"  # where `duckdb_json` puts the spans of the JSON Lines files DuckDB reads itself
@@ -173,10 +174,11 @@ class ProcessRunner:
 
 
 def wants_processes(plan: Plan, workers: int) -> bool:
-    """Whether the plan's jobs are worth worker processes: more than one core, and more than a few small jobs
-    (IN_PROCESS_BYTES, IN_PROCESS_JOBS)."""
+    """Whether the plan's jobs are worth worker processes: more than a few small jobs (IN_PROCESS_BYTES,
+    IN_PROCESS_JOBS), and more than one core; or, with one worker, a large conversion (SEPARATE_PROCESS_BYTES),
+    whose batches and decoders would otherwise stay in this process's memory beside the accounting's."""
     many = plan.job_bytes >= IN_PROCESS_BYTES or len(plan.jobs) >= IN_PROCESS_JOBS
-    return workers > 1 and len(plan.jobs) > 1 and many
+    return many and (workers > 1 and len(plan.jobs) > 1 or plan.job_bytes >= SEPARATE_PROCESS_BYTES)
 
 
 @dataclass
