@@ -21,7 +21,7 @@ from conftest import PROPERTY_TESTS, invoke
 from rollup.checks import check_findings
 from rollup.distributed import ENV_RANGE_WINDOWS, build_report_on_ray, check_findings_on_ray, plan_ranges, run_ranges
 from rollup.errors import GoodputError
-from rollup.range_tasks import Dataset, RangeWork, load_slice, report_range
+from rollup.range_tasks import Dataset, RangeWork, load_slice, report_range, task_spill
 from rollup.report import build_report, report_json
 from rollup.schema import ACCOUNTING_SCHEMA
 from rollup.store import open_store
@@ -240,9 +240,11 @@ def test_a_span_crossing_a_range_boundary_is_read_by_both_ranges(tmp_path):
         dataset = Dataset((str(store.lineage_cache),))
         names = []
         for work in works:
-            connection = load_slice(dataset, work)
+            spill = task_spill()
+            connection = load_slice(dataset, work, spill)
             names.append({n for (n,) in connection.execute("SELECT name FROM spans_ex").fetchall()})
             connection.close()
+            spill.remove()
     assert len(works) == 2
     assert "rl.grpo.generation" in names[0] and "rl.grpo.generation" in names[1]  # the long span: both ranges
     assert "rl.grpo.reward" in names[1]  # its own iteration's span-seconds, though it ran after every window
@@ -276,3 +278,14 @@ def test_unreachable_cluster_is_exit_2_naming_the_address(tmp_path):
     assert result.returncode == 2
     assert result.stderr.splitlines()[-1].startswith("Error: cannot connect to the Ray cluster at 127.0.0.1:1: ")
     assert "Traceback" not in result.stderr
+
+
+def test_the_html_page_on_ray_is_the_local_page(ray_cluster, small_ranges, tmp_path):
+    """The page holds the report by name and the check summary: both come from Ray, in one connection."""
+    sample = str(next(s for s in SAMPLES if s.name == "grpo_buggy"))
+    local, on_ray = tmp_path / "local.html", tmp_path / "ray.html"
+    assert invoke(["report", sample, "-o", str(local)]).exit_code == 0
+    result = invoke(["report", sample, "-o", str(on_ray), "--ray"])
+    assert result.exit_code == 0, result.output
+    assert on_ray.read_bytes() == local.read_bytes()
+    assert ray_cluster.is_initialized()  # the session's connection, kept

@@ -74,7 +74,8 @@ def report(
     from rollup import build_report, report_json
 
     checks = None
-    with shell.opened_store(paths, no_cache) as store, _ray_session(ray or bool(ray_address), ray_address):
+    on_ray_twice = (ray or bool(ray_address)) and fmt is OutputFormat.html  # the report, then the page's checks
+    with shell.opened_store(paths, no_cache) as store, _ray_session(on_ray_twice, ray_address):
         if fmt is OutputFormat.html and by is None:  # the page shows the total's breakdown by name
             by = "name"
         if ray or ray_address:
@@ -108,7 +109,8 @@ def report(
 
 
 def _ray_session(wanted: bool, address: str | None) -> AbstractContextManager[object]:
-    """With --ray, one connection for the whole command (the report, and the HTML page's checks)."""
+    """One Ray connection for the whole command when it runs on Ray twice (otherwise each call connects when it has
+    work, after checking its options)."""
     if not wanted:
         return nullcontext()
     from rollup.distributed import ray_connection

@@ -26,13 +26,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .attempts import downtime_stretches, find_attempts, keep_attempt
-from .attribution import Charge, Frame, parse_precedence
+from .attribution import Frame, parse_precedence
 from .breakdown import BREAKDOWN_KEYS, NameShare
+from .cache import spill_root
 from .checks import overlapping_attempts_findings
-from .coverage import _step_spans, no_iterations_findings
+from .coverage import _step_spans, no_iterations_findings, window_findings_from
 from .errors import GoodputError
 from .findings import ERROR, RULES, Finding
 from .lineage import ensure_lineage
+from .memory import ENV_MEMORY_LIMIT, connect, spill_directory
 from .range_tasks import Dataset, RangeChecks, RangeReport, RangeWork, check_range, cover, report_range
 from .report import (
     Figures,
@@ -142,7 +144,7 @@ def check_findings_on_ray(
         findings += no_iterations_findings(connection)
         charges = {frame_id: c for part in parts for frame_id, c in part.charges.items()}
         present = {frame_id: groups for part in parts for frame_id, groups in part.present.items()}
-        findings += _window_findings(connection, windows, charges, present, expect)
+        findings += window_findings_from(windows, _step_spans(connection), charges, present, expect)
     findings.sort(key=lambda f: (f.severity != ERROR, rule_order.index(f.rule)))  # stable, as check_findings sorts
     return findings
 
@@ -246,44 +248,6 @@ def _summed_names(rows: list[IterationRow]) -> list[NameShare]:
     return total
 
 
-def _window_findings(
-    connection: Any,
-    windows: list[Window],
-    charges: dict[int, Charge],
-    present: dict[int, set[str]],
-    expect: Sequence[str],
-) -> list[Finding]:
-    """`coverage.window_findings` from the charges and groups the ranges found: mostly-unaccounted, then
-    missing-group, each in iteration order (the same messages)."""
-    if not windows:
-        return []
-    steps = _step_spans(connection)
-
-    def finding(rule: str, window: Window, message: str, topic: str = "") -> Finding:
-        trace_id, span_id, name = steps.get((window.run_id, window.iteration), ("", "", ""))
-        message = f"iteration {window.iteration}: {message}"
-        return Finding(rule, RULES[rule], trace_id, span_id, name, window.iteration, None, message, topic=topic)
-
-    findings = []
-    for index, window in enumerate(windows):
-        wall_ns, unaccounted_ns = charges[index].wall_ns, charges[index].unaccounted_ns
-        if 2 * unaccounted_ns > wall_ns:
-            message = (
-                f"{unaccounted_ns / 1e9:.3f}s of its {wall_ns / 1e9:.3f}s window ({unaccounted_ns / wall_ns:.1%}) "
-                "is charged to no bucket: uninstrumented work or lost spans"
-            )
-            findings.append(finding("mostly-unaccounted", window, message))
-    for index, window in enumerate(windows):
-        for group in expect:
-            if group not in present.get(index, ()):
-                message = (
-                    f"no span of group {group} is active in its window: a disabled span group, a phase that "
-                    "did not run, or a lost worker file"
-                )
-                findings.append(finding("missing-group", window, message, topic=group))
-    return findings
-
-
 # --- Ray ----------------------------------------------------------------------------------------------------------
 
 
@@ -299,29 +263,33 @@ def _lineage(store: SpanStore, attempt: str | None) -> Iterator[tuple[Any, Datas
     import duckdb
 
     run_id = keep_attempt(store, attempt) if attempt is not None else None
+    limit = os.environ.get(ENV_MEMORY_LIMIT, "").strip() or None
     cached = store.lineage_cache
     if cached is not None and cached.exists() and not _lineage_loaded(store):
-        connection = duckdb.connect(":memory:", config={"preserve_insertion_order": False})
+        spill = spill_directory(spill_root(None))
+        connection = connect(spill)
         kept = "" if run_id is None else f" WHERE coalesce(run_id, '') = {sql_text(run_id)}"
         try:
             connection.execute(f"CREATE VIEW spans_ex AS SELECT * FROM read_parquet({sql_text(str(cached))}){kept}")
         except duckdb.Error:  # an unreadable entry: the store builds the table afresh below
             connection.close()
+            spill.remove()
         else:
             try:
-                yield connection, Dataset((str(cached),), run_id)
+                yield connection, Dataset((str(cached),), run_id, limit)
             finally:
                 connection.close()
+                spill.remove()
             return
     ensure_lineage(store)
     if cached is not None and cached.exists():
-        yield store.connection, Dataset((str(cached),), run_id)
+        yield store.connection, Dataset((str(cached),), run_id, limit)
         return
     scratch = Path(tempfile.mkdtemp(prefix="goodput-ray-"))
     try:
         path = scratch / "spans_ex.parquet"
         store.connection.execute(f"COPY spans_ex TO {sql_text(str(path))} (FORMAT parquet, COMPRESSION zstd)")
-        yield store.connection, Dataset((str(path),), run_id)
+        yield store.connection, Dataset((str(path),), run_id, limit)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 

@@ -12,25 +12,26 @@ it: integer nanoseconds per window, which the driver adds up exactly (`distribut
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from .attribution import Charge, Frame, charge_wall_clock, span_seconds_ns
-from .checks import (
-    bucketed_umbrella_findings,
-    inverted_span_findings,
-    iteration_mismatch_findings,
-    nested_bucket_findings,
-    orphan_span_findings,
-    overlapping_steps_findings,
-    self_overlap_findings,
-    unknown_bucket_findings,
-)
+from .checks import SPAN_RULES
 from .coverage import _groups_present
 from .errors import GoodputError
+from .memory import (
+    MIN_LIMIT_BYTES,
+    SpillDirectory,
+    connect,
+    memory_limit_bytes,
+    parse_memory_limit,
+    spill_directory,
+)
 from .report import Figures, IterationRow, Report, _add_names, _add_process_rows
 from .schema import BUCKETS, sql_text
 
@@ -42,22 +43,6 @@ if TYPE_CHECKING:
 
 # The most stretches a range's spans are read from (see `cover`).
 COVER_STRETCHES = 16
-
-# The rules about single spans, in `checks.check_findings`' order. Each finding's related span is active at the
-# finding span's start (self-overlap, overlapping-steps) or is its nearest bucketed ancestor (nested-bucket), so a
-# range that holds every span active in its part of the time axis, and those ancestors, finds exactly the findings
-# of the spans starting there.
-SPAN_RULES = (
-    nested_bucket_findings,
-    self_overlap_findings,
-    bucketed_umbrella_findings,
-    unknown_bucket_findings,
-    overlapping_steps_findings,
-    orphan_span_findings,
-    iteration_mismatch_findings,
-    inverted_span_findings,
-)
-
 
 @dataclass(frozen=True)
 class RangeWork:
@@ -92,10 +77,18 @@ class RangeWork:
 
 @dataclass(frozen=True)
 class Dataset:
-    """The lineage table's Parquet files every task reads, and the attempt the command keeps (None: every one)."""
+    """The lineage table's Parquet files every task reads, the attempt the command keeps (None: every one), and
+    GOODPUT_MEMORY_LIMIT as the command was given it (None: each node's default)."""
 
     files: tuple[str, ...]
     run_id: str | None = None
+    memory_limit: str | None = None
+
+    def task_limit_bytes(self) -> int:
+        """A task's share of its node's memory limit: the node runs a task per CPU at once. A share (`40%`) is of
+        the node's own memory."""
+        limit = parse_memory_limit(self.memory_limit) if self.memory_limit else memory_limit_bytes()
+        return max(MIN_LIMIT_BYTES, limit // (os.cpu_count() or 1))
 
 
 @dataclass
@@ -158,18 +151,18 @@ def _slice_filter(work: RangeWork) -> str:
 CHECK_ONLY_COLUMNS = ("trace_id", "span_id", "parent_span_id", "bucketed_chain", "ancestor_iteration_span", "host_pid")
 
 
-def load_slice(dataset: Dataset, work: RangeWork, *, for_check: bool = False) -> duckdb.DuckDBPyConnection:
-    """A fresh DuckDB whose `spans_ex` holds the spans `work` needs, each once (for `report`, without the columns
-    only the span rules read)."""
-    import duckdb
-
+def load_slice(
+    dataset: Dataset, work: RangeWork, spill: SpillDirectory, *, for_check: bool = False
+) -> duckdb.DuckDBPyConnection:
+    """A fresh DuckDB, held to the task's share of memory and spilling into `spill`, whose `spans_ex` holds the
+    spans `work` needs, each once (for `report`, without the columns only the span rules read)."""
     for path in dataset.files:
         if not os.path.exists(path):
             raise GoodputError(
                 f"{path}: this Ray worker cannot see the lineage table: the cache (GOODPUT_CACHE_DIR) must be on a "
                 "filesystem every Ray node shares"
             )
-    connection = duckdb.connect(":memory:", config={"preserve_insertion_order": False})
+    connection = connect(spill, limit_bytes=dataset.task_limit_bytes(), threads=1)
     if work.ancestors:
         trace_ids, span_ids = zip(*work.ancestors, strict=True)
         connection.register(
@@ -186,10 +179,16 @@ def load_slice(dataset: Dataset, work: RangeWork, *, for_check: bool = False) ->
     return connection
 
 
+def task_spill() -> SpillDirectory:
+    """Where a task's DuckDB spills: the node's own temporary folder (never the shared storage the data is on)."""
+    return spill_directory(Path(tempfile.gettempdir()) / "goodput-spill")
+
+
 def report_range(dataset: Dataset, work: RangeWork, precedence: list[str], by: str | None) -> RangeReport:
     """Charge the range's frames and build its windows' rows as `report.build_report` builds them, with their
     process rows (`--by process`) or name shares (`--by name` / `--by group`)."""
-    connection = load_slice(dataset, work)
+    spill = task_spill()
+    connection = load_slice(dataset, work, spill)
     try:
         charges = work.charge(connection, precedence)
         span_ns = span_seconds_ns(connection)
@@ -208,6 +207,7 @@ def report_range(dataset: Dataset, work: RangeWork, precedence: list[str], by: s
             _add_names(connection, part, windows, by)
     finally:
         connection.close()
+        spill.remove()
     frame_of = {w.iteration: frame_id for frame_id, w in work.windows}  # a report has one window per iteration
     process_rows: dict[int, list[IterationRow]] = {}
     if by == "process":
@@ -224,7 +224,8 @@ def report_range(dataset: Dataset, work: RangeWork, precedence: list[str], by: s
 def check_range(dataset: Dataset, work: RangeWork, expect: Sequence[str]) -> RangeChecks:
     """The span rules' findings of the spans starting in the range's part of the time axis, and what the window
     rules need of its windows (`coverage.window_findings`): their charge and the `expect` groups active in them."""
-    connection = load_slice(dataset, work, for_check=True)
+    spill = task_spill()
+    connection = load_slice(dataset, work, spill, for_check=True)
     try:
         found = [finding for rule in SPAN_RULES for finding in rule(connection)]
         findings = _owned(connection, found, work.owned)
@@ -236,6 +237,7 @@ def check_range(dataset: Dataset, work: RangeWork, expect: Sequence[str]) -> Ran
             present = {frame_id: by_position.get(i, set()) for i, (frame_id, _) in enumerate(work.windows)}
     finally:
         connection.close()
+        spill.remove()
     return RangeChecks(work.index, findings, charges, present)
 
 
