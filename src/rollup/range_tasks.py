@@ -159,8 +159,8 @@ def load_slice(
     for path in dataset.files:
         if not os.path.exists(path):
             raise GoodputError(
-                f"{path}: this Ray worker cannot see the lineage table: the cache (GOODPUT_CACHE_DIR) must be on a "
-                "filesystem every Ray node shares"
+                f"{path}: this Ray worker cannot see the lineage table: it must be on a filesystem every Ray node "
+                "shares (the cache, GOODPUT_CACHE_DIR; with --no-cache, the temporary folder, TMPDIR)"
             )
     connection = connect(spill, limit_bytes=dataset.task_limit_bytes(), threads=1)
     if work.ancestors:
