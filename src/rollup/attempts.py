@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .errors import GoodputError
-from .lineage import ensure_lineage
+from .lineage import ensure_lineage, lineage_is_view
 from .schema import IS_JOB_SQL
 
 if TYPE_CHECKING:
@@ -110,5 +110,11 @@ def keep_attempt(store: SpanStore, wanted: str) -> str:
         held = ", ".join(attempt_label(n) for n in names) or "none"
         raise GoodputError(f"no attempt {attempt_label(wanted)} in these traces; attempts: {held}")
     if len(names) > 1:
-        connection.execute(f"DELETE FROM spans_ex WHERE {ATTEMPT_SQL} <> ?", [chosen])
+        if lineage_is_view(connection):  # the cached Parquet file stays whole: this command's copy is a table
+            kept = f"SELECT * FROM spans_ex WHERE {ATTEMPT_SQL} = ?"
+            connection.execute(f"CREATE TABLE spans_ex_kept AS {kept}", [chosen])
+            connection.execute("DROP VIEW spans_ex")
+            connection.execute("ALTER TABLE spans_ex_kept RENAME TO spans_ex")
+        else:
+            connection.execute(f"DELETE FROM spans_ex WHERE {ATTEMPT_SQL} <> ?", [chosen])
     return chosen

@@ -13,11 +13,18 @@ from typing import TYPE_CHECKING
 from .schema import ACCOUNTING_SCHEMA, NODE_COLUMNS_SQL, NODE_TABLE_COLUMNS, sql_text
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import duckdb
 
     from .store import SpanStore
 
 LINEAGE_VERSION = 4  # part of the cached table's name: bump it whenever `spans_ex` changes
+
+# What the walk adds to each span's node columns, in `spans_ex`'s order.
+LINEAGE_COLUMNS = (
+    "inverted_ns", "eff_iteration", "ancestor_iteration", "ancestor_iteration_span", "bucketed_chain", "has_parent",
+)  # fmt: skip
 
 # Deeper than any real trace; it only stops a walk that a corrupt file could otherwise make endless.
 MAX_DEPTH = 10_000
@@ -28,45 +35,53 @@ def _node_column(name: str) -> str:
     return "greatest(n.end_ns, n.start_ns) AS end_ns" if name == "end_ns" else f"n.{name}"
 
 
-def build_lineage(connection: duckdb.DuckDBPyConnection, nodes: str | None = None) -> None:
-    """Create table `spans_ex`: the columns the accounting reads, plus what each span inherits.
+def build_lineage(
+    connection: duckdb.DuckDBPyConnection, nodes: str | None = None, *, parquet: Path | None = None
+) -> None:
+    """Create `spans_ex`: the columns the accounting reads, plus what each span inherits.
 
     Added columns: `eff_iteration` (own `rl.iteration`, else the nearest ancestor's), `ancestor_iteration` (the
     nearest ancestor's that carries one), `bucketed_chain` (ids of the ancestors with a valid bucket, root first),
     `ancestor_iteration_span` (that ancestor's id), `has_parent` (false when the parent id names no loaded span: an
     orphan), `bucketed`, `is_step`, `is_umbrella`, `inverted_ns` (how far a span's end precedes its start, else 0).
     An inverted span counts as zero-length everywhere in the accounting, so its `end_ns` here is its start.
-    Materialized once, narrow, with the ids also as integers (`tkey`, `skey`, `pkey`) so the walk and every check
-    join on numbers rather than hex text; the walk carries each node's row id, so its result joins back on one
-    integer. A span caught in a parent cycle is reached by no walk; it keeps its own iteration and no ancestors.
+    The ids are also integers (`tkey`, `skey`, `pkey`) so the walk and every check join on numbers rather than hex
+    text. A span caught in a parent cycle is reached by no walk; it keeps its own iteration and no ancestors.
 
-    `nodes` names a table holding every span once with NODE_TABLE_COLUMNS (as `read.duckdb_json` fills), used as it is
-    instead of being derived from `spans`.
+    The walk runs over a narrow table of keys, and the wide rows are written once, at the end: copying every
+    column of every span is most of the cost, so it is done once rather than before and after the walk. With
+    `parquet`, they are written there (zstd) and `spans_ex` is a view of that file, so no span is held in memory;
+    otherwise `spans_ex` is a table.
+
+    `nodes` names a table holding every span once with NODE_TABLE_COLUMNS (as `read.duckdb_json` fills), read as it
+    is instead of deriving the keys from `spans` (twice: for the walk, and for the rows written).
     """
+    keyed = nodes or f"(SELECT {', '.join(ACCOUNTING_SCHEMA.names)}, {NODE_COLUMNS_SQL} FROM spans)"
     if nodes is None:
         connection.execute(
             f"""
-            CREATE OR REPLACE TEMP TABLE lineage_nodes AS
-            SELECT {", ".join(ACCOUNTING_SCHEMA.names)}, {NODE_COLUMNS_SQL} FROM spans
+            CREATE OR REPLACE TEMP TABLE lineage_keys AS
+            SELECT tkey, skey, pkey, bucketed, iteration, span_id
+            FROM (SELECT iteration, span_id, {NODE_COLUMNS_SQL} FROM spans)
             """
         )
-    table = nodes or "lineage_nodes"
+    table = nodes or "lineage_keys"
     connection.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE lineage_walk AS
         WITH RECURSIVE
         roots AS (
-            SELECT n.rowid AS node, n.tkey, n.skey, n.bucketed, n.iteration, n.span_id FROM {table} n
+            SELECT n.tkey, n.skey, n.bucketed, n.iteration, n.span_id FROM {table} n
             WHERE n.pkey IS NULL
                OR NOT EXISTS (SELECT 1 FROM {table} p WHERE p.tkey = n.tkey AND p.skey = n.pkey)
         ),
-        walk(node, tkey, skey, span_id, bucketed, eff_iteration, iteration_holder, ancestor_iteration,
+        walk(tkey, skey, span_id, bucketed, eff_iteration, iteration_holder, ancestor_iteration,
              ancestor_iteration_span, bucketed_chain, has_parent, depth) AS (
-            SELECT node, tkey, skey, span_id, bucketed, iteration, CASE WHEN iteration IS NOT NULL THEN span_id END,
+            SELECT tkey, skey, span_id, bucketed, iteration, CASE WHEN iteration IS NOT NULL THEN span_id END,
                    NULL::BIGINT, NULL::VARCHAR, []::VARCHAR[], false, 0
             FROM roots
             UNION ALL
-            SELECT c.rowid, c.tkey, c.skey, c.span_id, c.bucketed,
+            SELECT c.tkey, c.skey, c.span_id, c.bucketed,
                    coalesce(c.iteration, w.eff_iteration),
                    CASE WHEN c.iteration IS NOT NULL THEN c.span_id ELSE w.iteration_holder END,
                    w.eff_iteration, w.iteration_holder,
@@ -75,13 +90,11 @@ def build_lineage(connection: duckdb.DuckDBPyConnection, nodes: str | None = Non
             FROM walk w JOIN {table} c ON c.tkey = w.tkey AND c.pkey = w.skey
             WHERE w.depth < {MAX_DEPTH}
         )
-        SELECT node, eff_iteration, ancestor_iteration, ancestor_iteration_span, bucketed_chain, has_parent
+        SELECT tkey, skey, eff_iteration, ancestor_iteration, ancestor_iteration_span, bucketed_chain, has_parent
         FROM walk
         """
     )
-    connection.execute(
-        f"""
-        CREATE OR REPLACE TABLE spans_ex AS
+    rows = f"""
         SELECT {", ".join(_node_column(c) for c in NODE_TABLE_COLUMNS)},
                greatest(n.start_ns - n.end_ns, 0) AS inverted_ns,
                coalesce(w.eff_iteration, n.iteration) AS eff_iteration,
@@ -89,40 +102,72 @@ def build_lineage(connection: duckdb.DuckDBPyConnection, nodes: str | None = Non
                w.ancestor_iteration_span,
                coalesce(w.bucketed_chain, []::VARCHAR[]) AS bucketed_chain,
                coalesce(w.has_parent, n.pkey IS NOT NULL) AS has_parent
-        FROM {table} n LEFT JOIN lineage_walk w ON w.node = n.rowid
-        """
-    )
-    connection.execute("DROP TABLE lineage_walk")
-    if nodes is None:
-        connection.execute("DROP TABLE lineage_nodes")
+        FROM {keyed} n LEFT JOIN lineage_walk w ON w.tkey = n.tkey AND w.skey = n.skey
+    """
+    try:
+        if parquet is None:
+            connection.execute(f"CREATE OR REPLACE TABLE spans_ex AS {rows}")
+        else:
+            path = sql_text(str(parquet))
+            connection.execute(f"COPY ({rows}) TO {path} (FORMAT parquet, COMPRESSION zstd)")
+            connection.execute(f"CREATE OR REPLACE VIEW spans_ex AS SELECT * FROM read_parquet({path})")
+    finally:
+        connection.execute("DROP TABLE IF EXISTS lineage_walk")
+        connection.execute("DROP TABLE IF EXISTS lineage_keys")
+
+
+def lineage_is_view(connection: duckdb.DuckDBPyConnection) -> bool:
+    """Whether `spans_ex` is a view of the cached Parquet file (rather than a table this command can change)."""
+    (views,) = connection.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = 'spans_ex'").fetchall()[0]
+    return bool(views)
+
+
+def lineage_exists(connection: duckdb.DuckDBPyConnection) -> bool:
+    """Whether this connection has `spans_ex` already: a table, or a view of the cached Parquet file."""
+    (exists,) = connection.execute(
+        "SELECT (SELECT count(*) FROM duckdb_tables() WHERE table_name = 'spans_ex') "
+        "+ (SELECT count(*) FROM duckdb_views() WHERE view_name = 'spans_ex') > 0"
+    ).fetchall()[0]
+    return bool(exists)
 
 
 def ensure_lineage(store: SpanStore) -> None:
-    """Build `spans_ex` once per store; every report, check and spans listing needs it.
+    """Make `spans_ex` once per store; every report, check and spans listing needs it.
 
-    With the cache on, the table is also kept as Parquet keyed by the set of loaded files (each by path, size and
-    mtime), since parents cross files: the next command on the same files reads it instead of walking again.
+    With the cache on, the table is kept as Parquet keyed by the set of loaded files (each by path, size and
+    mtime), since parents cross files, and `spans_ex` is a view of that file: the next command on the same files
+    reads only the columns each query needs, and never holds every span in memory. Without the cache (or when the
+    cache folder cannot be written) it is a table.
     """
     connection = store.connection
-    (exists,) = connection.execute(
-        "SELECT count(*) > 0 FROM duckdb_tables() WHERE table_name = 'spans_ex'"
-    ).fetchall()[0]
-    if exists:
+    if lineage_exists(connection):
         return
     cached = store.lineage_cache
     if cached is not None and cached.exists():
         try:
-            connection.execute("CREATE TABLE spans_ex AS SELECT * FROM read_parquet(?)", [str(cached)])
+            _view_of(connection, cached)
             return
         except Exception:  # an unreadable cache entry is rebuilt, never an error
-            connection.execute("DROP TABLE IF EXISTS spans_ex")
-    build_lineage(connection, store.nodes_table)
+            connection.execute("DROP VIEW IF EXISTS spans_ex")
     if cached is not None:
         staging = cached.with_name(f"{cached.name}.{os.getpid()}.tmp")
         try:
             cached.parent.mkdir(parents=True, exist_ok=True)
-            connection.execute(f"COPY spans_ex TO {sql_text(str(staging))} (FORMAT parquet, COMPRESSION zstd)")
+            build_lineage(connection, store.nodes_table, parquet=staging)
             os.replace(staging, cached)
+            _view_of(connection, cached)
             store.lineage_cached()
+            return
         except Exception:  # a read-only or full cache folder costs the next command a walk, nothing more
+            connection.execute("DROP VIEW IF EXISTS spans_ex")
             staging.unlink(missing_ok=True)
+    build_lineage(connection, store.nodes_table)
+
+
+def _view_of(connection: duckdb.DuckDBPyConnection, path: Path) -> None:
+    """`spans_ex` as a view of the lineage Parquet file at `path`; an error when it is not one (a file another
+    version wrote, or a damaged one: its footer and its columns are read here)."""
+    connection.execute(f"CREATE OR REPLACE VIEW spans_ex AS SELECT * FROM read_parquet({sql_text(str(path))})")
+    columns = [column[0] for column in connection.execute("SELECT * FROM spans_ex LIMIT 0").description]
+    if columns != [*NODE_TABLE_COLUMNS, *LINEAGE_COLUMNS]:
+        raise ValueError(f"{path}: not a lineage table of this version")

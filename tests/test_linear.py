@@ -1,0 +1,139 @@
+"""The accounting's faster paths give the answers of the plain ones (issue 14, linear time).
+
+The cached lineage is read in place (a view of its Parquet file) rather than copied into memory: the report it
+gives is the fresh walk's, `--attempt` leaves the file whole, and a damaged file is rebuilt. `overlapping-steps`
+finds its candidates with a running maximum instead of joining every step with every other: held here to the
+pairwise definition of SPEC section 5 over random steps.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow.parquet as pq
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import PROPERTY_TESTS, invoke
+from rollup.lineage import ensure_lineage, lineage_is_view
+from rollup.store import open_store
+from tracebuild import S, step, write_trace
+
+
+def run_json(args: list[str]) -> dict:
+    result = invoke([*args, "--format", "json"])
+    assert result.exit_code in (0, 1), result.output
+    return json.loads(result.stdout)
+
+
+def resource(process: str, run_id: str) -> dict:
+    return {"service.name": "toy", "service.instance.id": process, "host.name": "host", "process.pid": 1,
+            "goodput.run.id": run_id}  # fmt: skip
+
+
+def _job(tmp_path):
+    """Two attempts: A runs steps 1-2 and dies; B restarts at step 2 and runs 3. A worker's span carries no
+    iteration (it inherits its step's across processes); one bucketed span nests in another."""
+    spans = [
+        step("a1", 1, 0, 10, process="a"),
+        S("a-gen", "rl.grpo.generation", 1, 6, parent="a1", bucket="productive", process="a"),
+        S("a-work", "rl.grpo.generation", 2, 5, parent="a-gen", bucket="productive", process="a-worker"),
+        step("a2", 2, 10, 14, process="a"),
+        S("a-upd", "rl.grpo.policy_update", 11, 13, parent="a2", bucket="productive", process="a"),
+        step("b2", 2, 20, 30, process="b"),
+        S("b-gen", "rl.grpo.generation", 21, 28, parent="b2", bucket="productive", process="b"),
+        step("b3", 3, 30, 40, process="b"),
+        S("b-idle", "rl.idle.refit_bubble", 31, 33, parent="b3", bucket="idle", process="b"),
+    ]
+    resources = {p: resource(p, "job-a" if p.startswith("a") else "job-b") for p in ("a", "a-worker", "b")}
+    return write_trace(tmp_path / "job.otlp", spans, resources=resources)
+
+
+def _lineage_files(cache):
+    return list(cache.glob("v*/sets/*.lineage-v*.parquet"))
+
+
+def test_a_cached_lineage_is_read_in_place_and_agrees_with_a_fresh_walk(tmp_path, monkeypatch):
+    monkeypatch.setenv("GOODPUT_CACHE_DIR", str(tmp_path / "cache"))
+    path = str(_job(tmp_path))
+    fresh = run_json(["report", path, "--no-cache"])
+    assert run_json(["report", path]) == fresh  # walks, writes the file
+    assert run_json(["report", path]) == fresh  # reads it
+    assert run_json(["check", path]) == run_json(["check", path, "--no-cache"])
+    with open_store([path], cache_dir=tmp_path / "cache") as store:
+        ensure_lineage(store)
+        assert lineage_is_view(store.connection)
+        assert store.sql("SELECT count(*) AS n FROM spans_ex")["n"][0].as_py() == 9
+
+
+def test_an_attempt_read_from_the_cached_lineage_leaves_the_file_whole(tmp_path, monkeypatch):
+    monkeypatch.setenv("GOODPUT_CACHE_DIR", str(tmp_path / "cache"))
+    path = str(_job(tmp_path))
+    everything = run_json(["report", path])
+    (lineage,) = _lineage_files(tmp_path / "cache")
+    only_b = run_json(["report", path, "--attempt", "job-b"])
+    assert [row["iteration"] for row in only_b["iterations"]] == [2, 3]
+    assert [a["run_id"] for a in only_b["attempts"]] == ["job-b"]
+    assert pq.read_metadata(lineage).num_rows == 9
+    assert run_json(["report", path]) == everything
+
+
+def test_a_damaged_lineage_file_is_rebuilt(tmp_path, monkeypatch):
+    monkeypatch.setenv("GOODPUT_CACHE_DIR", str(tmp_path / "cache"))
+    path = str(_job(tmp_path))
+    expected = run_json(["report", path])
+    (lineage,) = _lineage_files(tmp_path / "cache")
+    lineage.write_bytes(b"PAR1 not a parquet file")
+    assert run_json(["report", path]) == expected
+    assert pq.read_metadata(lineage).num_rows == 9
+
+
+# --- overlapping-steps against its definition ---------------------------------------------------------------------
+
+grid = st.integers(0, 24).map(lambda k: k / 2)
+
+
+@st.composite
+def step_sets(draw) -> list[S]:
+    """2-7 step spans on a 0.5 s grid, in one or two attempts (processes `a` and `b`), iterations 1-4 (so some
+    share one), some zero-length."""
+    spans = []
+    for i in range(draw(st.integers(2, 7))):
+        start, end = sorted(draw(st.lists(grid, min_size=2, max_size=2)))
+        process = draw(st.sampled_from(["a", "b"]))
+        spans.append(step(f"s{i}", draw(st.integers(1, 4)), start, end, process=process))
+    return spans
+
+
+def expected_overlaps(spans: list[S]) -> dict[str, tuple[str, float]]:
+    """SPEC section 5, pairwise: each step overlapped by an earlier step (by start, then span id) of another
+    iteration in its attempt -> (the earliest-starting such step's id, seconds counted twice)."""
+    steps = [s for s in spans if s.end > s.start]
+    out = {}
+    for b in steps:
+        partners = [
+            a for a in steps
+            if a.process == b.process and a.iteration != b.iteration and a.start <= b.start < a.end
+            and (a.start, a.span_id) < (b.start, b.span_id)
+        ]  # fmt: skip
+        if partners:
+            a = min(partners, key=lambda a: (a.start, a.span_id))
+            out[b.span_id] = (a.span_id, min(a.end, b.end) - b.start)
+    return out
+
+
+@settings(PROPERTY_TESTS, max_examples=30)
+@given(spans=step_sets())
+def test_overlapping_steps_are_the_pairs_the_definition_names(tmp_path_factory, spans):
+    folder = tmp_path_factory.mktemp("steps")
+    resources = {p: resource(p, f"job-{p}") for p in ("a", "b")}
+    path = write_trace(folder / "steps.otlp", spans, resources=resources)
+    payload = run_json(["check", str(path), "--no-cache"])
+    found = {
+        f["span_id"]: (f["related_span_id"], f["message"])
+        for f in payload["findings"] if f["rule"] == "overlapping-steps"
+    }  # fmt: skip
+    expected = expected_overlaps(spans)
+    assert {k: related for k, (related, _) in found.items()} == {k: a for k, (a, _) in expected.items()}
+    for span_id, (_, seconds) in expected.items():
+        assert f"for {seconds:.3f}s" in found[span_id][1]
