@@ -63,7 +63,7 @@ def check(
 
     with shell.opened_store(paths, no_cache) as store:
         if ray or ray_address:
-            from rollup.distributed import check_findings_on_ray
+            from rollup import check_findings_on_ray
 
             findings = check_findings_on_ray(store, address=ray_address, attempt=attempt, expect=groups)
         else:

@@ -79,7 +79,7 @@ def report(
         if fmt is OutputFormat.html and by is None:  # the page shows the total's breakdown by name
             by = "name"
         if ray or ray_address:
-            from rollup.distributed import build_report_on_ray
+            from rollup import build_report_on_ray
 
             built = build_report_on_ray(
                 store, address=ray_address, iterations=selected, precedence=precedence, by=by, attempt=attempt
@@ -94,7 +94,7 @@ def report(
             from rollup import check_findings
 
             if ray or ray_address:
-                from rollup.distributed import check_findings_on_ray
+                from rollup import check_findings_on_ray
 
                 checks = check_counts(check_findings_on_ray(store, address=ray_address, attempt=attempt))
             else:
@@ -113,7 +113,7 @@ def _ray_session(wanted: bool, address: str | None) -> AbstractContextManager[ob
     work, after checking its options)."""
     if not wanted:
         return nullcontext()
-    from rollup.distributed import ray_connection
+    from rollup import ray_connection
 
     return ray_connection(address)
 

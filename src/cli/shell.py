@@ -180,7 +180,7 @@ def opened_store(paths: Sequence[str], no_cache: bool, *, accounting: bool = Tru
     try:
         yield store
     except Exception as exc:  # DuckDB out of memory under GOODPUT_MEMORY_LIMIT: said as such (exit 2), not a bug
-        from rollup.memory import out_of_memory
+        from rollup import out_of_memory
 
         error = out_of_memory(exc)
         if error is None:

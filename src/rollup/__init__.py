@@ -28,6 +28,8 @@ _HOMES: dict[str, str] = {
     "outliers": "outliers",
     **dict.fromkeys(["Finding", "RULES", "check_findings", "check_summary"], "checks"),
     "parse_groups": "coverage",
+    "out_of_memory": "memory",
+    **dict.fromkeys(["build_report_on_ray", "check_findings_on_ray", "ray_connection"], "distributed"),
     **dict.fromkeys(["Timeline", "build_timeline", "timeline_trace"], "timeline"),
     **dict.fromkeys(["Window", "iteration_windows", "spans_in_window"], "windows"),
     **dict.fromkeys(["ray_runner", "RAY_CHUNK_BYTES"], "read.ray_tasks"),
@@ -46,7 +48,9 @@ if TYPE_CHECKING:
     from .checks import RULES, Finding, check_findings, check_summary
     from .coverage import parse_groups
     from .diff import Side, compare, slower_than, summarise
+    from .distributed import build_report_on_ray, check_findings_on_ray, ray_connection
     from .errors import GoodputError, InputError, TraceFormatError
+    from .memory import out_of_memory
     from .outliers import outliers
     from .read.ray_tasks import RAY_CHUNK_BYTES, ray_runner
     from .report import Figures, IterationRow, JobFigures, Report, build_report, report_json
