@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from conftest import PROPERTY_TESTS, invoke
 from rollup.lineage import ensure_lineage, lineage_is_view
 from rollup.store import open_store
-from tracebuild import S, step, write_trace
+from tracebuild import S, span_id_of, step, write_trace
 
 
 def run_json(args: list[str]) -> dict:
@@ -137,3 +137,54 @@ def test_overlapping_steps_are_the_pairs_the_definition_names(tmp_path_factory, 
     assert {k: related for k, (related, _) in found.items()} == {k: a for k, (a, _) in expected.items()}
     for span_id, (_, seconds) in expected.items():
         assert f"for {seconds:.3f}s" in found[span_id][1]
+
+
+# --- the timeline's spans for many windows at once ------------------------------------------------------------------
+
+
+coarse = st.integers(0, 8)  # whole seconds, so spans often start or end where a window does
+
+
+@st.composite
+def runs(draw) -> list[S]:
+    """1-5 steps (windows that may overlap or be zero-length) and up to 12 leaves, some zero-length."""
+    spans = []
+    for n in range(1, draw(st.integers(1, 5)) + 1):
+        start, end = sorted(draw(st.lists(coarse, min_size=2, max_size=2)))
+        spans.append(step(f"step{n}", n, start, end))
+    for j in range(draw(st.integers(0, 12))):
+        start, end = sorted(draw(st.lists(coarse, min_size=2, max_size=2)))
+        spans.append(S(f"leaf{j}", "rl.grpo.generation", start, end, bucket="productive", process="worker"))
+    return spans
+
+
+@settings(PROPERTY_TESTS, max_examples=25)
+@given(spans=runs(), low=st.integers(1, 5), width=st.integers(0, 4))
+def test_the_timeline_of_some_iterations_shows_what_spans_lists_for_each(tmp_path_factory, spans, low, width):
+    path = str(write_trace(tmp_path_factory.mktemp("run") / "run.otlp", spans))
+    high = low + width
+    held = [s.iteration for s in spans if s.iteration is not None and low <= s.iteration <= high]
+    listed: set[str] = set()
+    for iteration in held:
+        listed |= {row["span_id"] for row in run_json(["spans", path, "--iteration", str(iteration), "--no-cache"])}
+    result = invoke(["timeline", path, "--iterations", f"{low}:{high}", "--no-cache", "--output", "-"])
+    assert result.exit_code == 0, result.output
+    trace = json.loads(result.stdout[result.stdout.index("{"):])
+    shown = {e["args"]["span_id"] for e in trace["traceEvents"] if e["ph"] == "X" and e["pid"] != 1}
+    assert shown == listed
+
+
+def test_the_timeline_of_two_windows_keeps_what_touches_them_and_not_what_only_meets_them(tmp_path):
+    leaves = {  # label: (start, end, shown with windows [0, 5) and [8, 9))
+        "across-end": (4, 6, True), "after-end": (5, 7, False), "in-gap": (6, 8, False), "into-second": (7, 8.5, True),
+        "point-at-end": (5, 5, False), "point-at-start": (8, 8, True), "point-after": (9, 9, False),
+        "point-inside": (2, 2, True), "around-both": (-1, 10, True),
+    }  # fmt: skip
+    spans = [step("step1", 1, 0, 5), step("step2", 2, 8, 9), step("step3", 3, 20, 30)]
+    spans += [S(label, "rl.grpo.generation", a, b, bucket="productive") for label, (a, b, _) in leaves.items()]
+    path = str(write_trace(tmp_path / "run.otlp", spans))
+    result = invoke(["timeline", path, "--iterations", "1:2", "--no-cache", "--output", "-"])
+    trace = json.loads(result.stdout[result.stdout.index("{"):])
+    shown = {e["args"]["span_id"] for e in trace["traceEvents"] if e["ph"] == "X" and e["pid"] != 1}
+    expected = {span_id_of(label) for label, (_, _, kept) in leaves.items() if kept}
+    assert shown == expected | {span_id_of("step1"), span_id_of("step2")}

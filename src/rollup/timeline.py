@@ -237,30 +237,49 @@ def build_timeline(
 
 def _select_spans(connection: duckdb.DuckDBPyConnection, windows: list[Window] | None) -> None:
     """Table `timeline_selected`: the spans shown (all, or those overlapping one of `windows`), numbered `seq` in
-    the order they are laid out and written: by start, the longer first, then by ids."""
+    the order they are laid out and written: by start, the longer first, then by ids.
+
+    As `goodput spans` has it, a span is shown when it overlaps a window, or is zero-length inside one: some window
+    starts before the span's end (at or before its instant, when zero-length) and ends after its start. So with the
+    windows sorted by start and the furthest end reached so far beside each, one ASOF lookup per span settles it,
+    however many windows are asked for (testing each span against each window grows with both).
+    """
     import pyarrow as pa
 
-    where = "true"
+    where, join = "true", ""
     if windows is not None:
+        starts: list[int] = []
+        reach: list[int] = []
+        for window in sorted(windows, key=lambda w: w.start_ns):
+            furthest = max(window.end_ns, reach[-1]) if reach else window.end_ns
+            if starts and starts[-1] == window.start_ns:
+                reach[-1] = furthest
+            else:
+                starts.append(window.start_ns)
+                reach.append(furthest)
         table = pa.table(
-            {"start_ns": [w.start_ns for w in windows], "end_ns": [w.end_ns for w in windows]},
-            schema=pa.schema([("start_ns", pa.int64()), ("end_ns", pa.int64())]),
+            {"start_ns": starts, "reach_ns": reach},
+            schema=pa.schema([("start_ns", pa.int64()), ("reach_ns", pa.int64())]),
         )
-        connection.register("timeline_window_bounds", table)
-        # As `goodput spans` has it: overlapping the window, or zero-length inside it.
-        where = """EXISTS (SELECT 1 FROM timeline_window_bounds w WHERE s.start_ns < w.end_ns
-                   AND (s.end_ns > w.start_ns OR (s.end_ns = s.start_ns AND s.start_ns >= w.start_ns)))"""
+        connection.register("timeline_window_reach", table)
+        # The last instant a window may start at: before the span's end, or at a zero-length span's instant.
+        join = """ASOF LEFT JOIN timeline_window_reach w
+                  ON w.start_ns <= CASE WHEN s.end_ns > s.start_ns THEN s.end_ns - 1 ELSE s.start_ns END"""
+        # Spans wholly before the first window or after the last are dropped before the lookup (most of them, when
+        # a few consecutive iterations are asked for).
+        first, last = min(starts, default=0), max(reach, default=0)
+        where = f"w.reach_ns > s.start_ns AND s.start_ns < {last} AND s.end_ns >= {first}"
     connection.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE timeline_selected AS
-        SELECT row_number() OVER (ORDER BY start_ns, end_ns DESC, tkey, skey) AS seq,
-               tkey, skey, pkey, trace_id, span_id, parent_span_id, name, start_ns, end_ns,
-               coalesce(process, '') AS process, bucket, span_group, eff_iteration
-        FROM spans_ex s WHERE {where}
+        SELECT row_number() OVER (ORDER BY s.start_ns, s.end_ns DESC, s.tkey, s.skey) AS seq,
+               s.tkey, s.skey, s.pkey, s.trace_id, s.span_id, s.parent_span_id, s.name, s.start_ns, s.end_ns,
+               coalesce(s.process, '') AS process, s.bucket, s.span_group, s.eff_iteration
+        FROM spans_ex s {join} WHERE {where}
         """
     )
     if windows is not None:
-        connection.unregister("timeline_window_bounds")
+        connection.unregister("timeline_window_reach")
 
 
 def _find_flows(connection: duckdb.DuckDBPyConnection) -> int:
