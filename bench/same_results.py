@@ -9,7 +9,8 @@ Each command runs twice per trace: with `--no-cache` (a fresh walk, and for JSON
 through a fresh cache directory (the first command fills it, the rest read the cached lineage), so both ways of
 loading are held to the same answer.
 
-Usage: python bench/same_results.py [--save] [--trace PATH ...] [--no-samples] [--only NAME ...]
+Usage: python bench/same_results.py [--save] [--trace PATH ...] [--no-samples] [--only NAME ...] [--saved DIR]
+       [--src OTHER_CHECKOUT/src]
 The saved set lives in bench/out/same_results/ (kept out of git, like the traces).
 """
 
@@ -48,10 +49,14 @@ def _label(trace: Path) -> str:
     return trace.name if trace.is_dir() else trace.name.replace(".", "_")
 
 
-def _run(trace: Path, name: str, cache_dir: Path | None) -> tuple[bytes, float]:
-    """The command's exit code and standard output as one blob, and its seconds."""
-    args = [str(GOODPUT), COMMANDS[name][0], str(trace), *COMMANDS[name][1:]]
+def _run(trace: Path, name: str, cache_dir: Path | None, src: Path | None) -> tuple[bytes, float]:
+    """The command's exit code and standard output as one blob, and its seconds. With `src`, the goodput of that
+    source tree (another checkout's `src/`) runs instead of this one's."""
+    command = [str(GOODPUT)] if src is None else [sys.executable, "-m", "cli"]
+    args = [*command, COMMANDS[name][0], str(trace), *COMMANDS[name][1:]]
     env = dict(os.environ, COLUMNS="120")
+    if src is not None:
+        env["PYTHONPATH"] = str(src.resolve())
     if cache_dir is None:
         args.append("--no-cache")
     else:
@@ -78,6 +83,8 @@ def main() -> int:
     parser.add_argument("--trace", action="append", type=Path, help="a bench trace (default: the 1M-span .otlp)")
     parser.add_argument("--no-samples", action="store_true", help="leave out sample_traces/*")
     parser.add_argument("--only", action="append", choices=sorted(COMMANDS), help="run these commands only")
+    parser.add_argument("--saved", type=Path, default=SAVED, help=f"where the set is saved (default {SAVED})")
+    parser.add_argument("--src", type=Path, help="run the goodput of this source tree (e.g. an older worktree's src/)")
     args = parser.parse_args()
     traces = [] if args.no_samples else sorted(p for p in (ROOT / "sample_traces").iterdir() if p.is_dir())
     traces += args.trace or [t for t in DEFAULT_TRACES if t.exists()]
@@ -87,8 +94,8 @@ def main() -> int:
         with tempfile.TemporaryDirectory(prefix="goodput-same-") as cache:
             for mode, cache_dir in (("no-cache", None), ("cached", Path(cache))):
                 for name in names:
-                    output, seconds = _run(trace, name, cache_dir)
-                    saved_path = SAVED / _label(trace) / f"{name}.out"
+                    output, seconds = _run(trace, name, cache_dir, args.src)
+                    saved_path = args.saved / _label(trace) / f"{name}.out"
                     digest = hashlib.sha256(output).hexdigest()[:12]
                     where = f"{_label(trace):28} {name:18} {mode:8} {seconds:6.1f} s  {digest}"
                     if args.save and mode == "no-cache":
