@@ -31,8 +31,8 @@ from tracebuild import S, write_trace
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "sample_traces" / "grpo_sync"
-GENERATED_SPANS = 100_000  # enough for DuckDB to spill under TINY_LIMIT; about a second to write and to report
-TINY_LIMIT = "100MB"
+GENERATED_SPANS = 150_000  # enough for DuckDB to spill several times under TINY_LIMIT; seconds to write and report
+TINY_LIMIT = "64MB"  # the least goodput takes
 
 
 def duckdb_shows(limit: str) -> str:

@@ -26,6 +26,9 @@ from .sniff import DECOMPRESSION_ERRORS, compression_of, open_plain, read_failur
 
 DEFAULT_CHUNK_BYTES = 64 << 20
 DEFAULT_BATCH_ROWS = 65_536
+# Spans the protobuf decoder gathers as Python values before handing them to Arrow: what a worker's memory follows
+# (peak 360 MB at 65,536, 206 MB at 16,384, measured on a 128 MB chunk; no slower). Row groups stay at batch_rows.
+DECODE_ROWS = 16_384
 _NEWLINE_PROBE = 1 << 16
 # Dictionary pages only where values repeat, statistics only where queries filter: both cost write time (measured:
 # 0.9 instead of 1.4 us a span) and a dictionary on unique ids makes the file larger, not smaller.
@@ -224,7 +227,7 @@ def _batches(
                 records = framed_records(stream, path, where, start=start, limit=limit, notices=notices)
             else:
                 records = iter([(0, read_up_to(stream, limit if limit is not None else 1 << 62))])
-            yield from decode_records(records, path, where, batch_rows, schema, other_signals)
+            yield from decode_records(records, path, where, min(batch_rows, DECODE_ROWS), schema, other_signals)
         else:
             yield from _json_batches(stream, chunk, kind, compressed, notices, schema, other_signals)
 

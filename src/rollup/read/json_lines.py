@@ -13,7 +13,9 @@ from typing import BinaryIO
 
 import pyarrow as pa
 
-BATCH_BYTES = 16 << 20  # JSON text handed to DuckDB at once
+# JSON text handed to DuckDB at once. A worker's memory follows it (DuckDB holds ~10 times the text while it
+# transforms it: peak 435 MB a worker at 16 MB, 340 MB at 4 MB), its speed does not (measured at 1M spans).
+BATCH_BYTES = 4 << 20
 UTF8_BOM = b"\xef\xbb\xbf"
 
 

@@ -66,14 +66,29 @@ def _thread_connection() -> duckdb.DuckDBPyConnection:
     Opening a database costs ~20 ms (measured), which a directory of small files (one per Ray worker) paid once a
     file. Per thread, since a decoder registers its relations under fixed names; keyed by the process id too, so a
     forked worker never shares its parent's connection. It decodes one batch of records at a time, so it is held to
-    a worker's small fixed limit (`memory.WORKER_LIMIT_BYTES`), spilling beside the cache should a batch need more.
+    a worker's small fixed limit (`memory.WORKER_LIMIT_BYTES`), spilling beside the cache should a batch need more;
+    a batch holding a record larger than a batch is meant to be gets more (`_allow`).
     """
     pid, connection = getattr(_connections, "current", (0, None))
     if pid != os.getpid() or connection is None:
         spill = spill_directory(spill_root(None))
         connection = connect(spill, limit_bytes=WORKER_LIMIT_BYTES, threads=1)
         _connections.current = (os.getpid(), connection)
+        _connections.limit = WORKER_LIMIT_BYTES
     return connection
+
+
+# DuckDB's transform of a batch of JSON text holds ~10-12 times the text (measured: 160-200 MB for 16 MB).
+TRANSFORM_BYTES_PER_TEXT_BYTE = 16
+
+
+def _allow(connection: duckdb.DuckDBPyConnection, text_bytes: int) -> None:
+    """Raise the thread connection's limit for a batch of `text_bytes` of JSON, lower it again after one: a single
+    record (a pretty-printed JSON document is one) cannot be cut, so it gets what it needs."""
+    wanted = max(WORKER_LIMIT_BYTES, TRANSFORM_BYTES_PER_TEXT_BYTE * text_bytes)
+    if getattr(_connections, "limit", None) != wanted:
+        connection.execute(f"SET memory_limit = '{wanted}B'")
+        _connections.limit = wanted
 
 
 class JsonDecoder:
@@ -119,6 +134,7 @@ class JsonDecoder:
         """The spans of `records` as one batch of the decoder's schema; TraceFormatError names the line of a bad
         record."""
         texts = self._utf8(records)
+        _allow(self.connection, records.end - records.starts[0])
         heads = [records.head(index) for index in range(len(records))]
         snake = any(b'"resource_spans"' in head for head in heads)
         snake = snake and not any(b'"resourceSpans"' in head for head in heads)
