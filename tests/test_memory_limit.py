@@ -20,6 +20,7 @@ from rollup.memory import (
     DEFAULT_SHARE,
     ENV_MEMORY_LIMIT,
     MIN_LIMIT_BYTES,
+    WORKER_BUDGET_BYTES,
     WORKER_LIMIT_BYTES,
     conversion_workers,
     machine_memory_bytes,
@@ -117,7 +118,7 @@ def test_conversion_workers_fit_in_the_limit(monkeypatch):
     monkeypatch.setenv(ENV_MEMORY_LIMIT, TINY_LIMIT)
     assert conversion_workers(cores=8) == 1
     monkeypatch.setenv(ENV_MEMORY_LIMIT, "1GB")
-    assert conversion_workers(cores=8) == 2
+    assert conversion_workers(cores=8) == 1 * 10**9 // WORKER_BUDGET_BYTES
     monkeypatch.setenv(ENV_MEMORY_LIMIT, "100GB")
     assert conversion_workers(cores=8) == 8
 

@@ -31,12 +31,13 @@ if TYPE_CHECKING:
 ENV_MEMORY_LIMIT = "GOODPUT_MEMORY_LIMIT"
 DEFAULT_SHARE = 0.4  # of the machine's memory: leaves room for goodput's own Python, its workers and the machine's job
 MIN_LIMIT_BYTES = 64 * 10**6  # below this DuckDB cannot hold a single batch of the accounting's working set
-# A conversion worker's connection decodes one JSON batch (`json_lines.BATCH_BYTES`, 16 MB of text) at a time: it
-# needs 160-200 MB for it (measured), whatever the store's limit. A worker process, Python and its batches included,
-# peaks at 300-400 MB (measured on protobuf and JSON alike), so the workers get one each WORKER_BUDGET_BYTES of the
-# limit, at least one.
+# A conversion worker's connection decodes one JSON batch (`json_lines.BATCH_BYTES`) at a time: 256 MB is room to
+# spare for it (16 MB of text needs 160-200 MB, measured), whatever the store's limit. A worker process, Python and
+# its batches included, peaks at 220-340 MB (measured on protobuf and JSON, with and without attributes). Conversion
+# ends before the accounting starts, whose peak is the limit and a third more (DuckDB's own overshoot, Python's): so
+# one worker per WORKER_BUDGET_BYTES of the limit keeps conversion's peak under the accounting's.
 WORKER_LIMIT_BYTES = 256 * 10**6
-WORKER_BUDGET_BYTES = 500 * 10**6
+WORKER_BUDGET_BYTES = 250 * 10**6
 # DuckDB's own read of JSON Lines (`read.duckdb_json`) fails below ~300 MB (its read buffers; measured at 200k-4M
 # spans alike); under a lower limit the careful reader, batch by batch, reads those files instead.
 DIRECT_JSON_MIN_BYTES = 500 * 10**6
