@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 ENV_MEMORY_LIMIT = "GOODPUT_MEMORY_LIMIT"
 DEFAULT_SHARE = 0.4  # of the machine's memory: leaves room for goodput's own Python, its workers and the machine's job
-MIN_LIMIT_BYTES = 64 * 10**6  # below this DuckDB cannot hold a single batch of the accounting's working set
+MIN_LIMIT_BYTES = 64 * 10**6  # twice what the accounting needs at the least (16 MB runs out, 32 MB works: measured)
 # A conversion worker's connection decodes one JSON batch (`json_lines.BATCH_BYTES`) at a time: 256 MB is room to
 # spare for it (16 MB of text needs 160-200 MB, measured), whatever the store's limit. A worker process, Python and
 # its batches included, peaks at 220-340 MB (measured on protobuf and JSON, with and without attributes). Conversion

@@ -2,8 +2,9 @@
 
 Every command reads through here. Each input file is converted once into Parquet parts of the normalized schema
 (`schema.SPAN_SCHEMA`), kept in the cache (`cache`); the next command on the same files reads the parts and skips
-parsing. Conversion runs chunk by chunk on all cores (or on a Ray cluster, see `read.ray_tasks`), so memory is
-bounded by a chunk's batch, not by the file (`read.plan`).
+parsing. Conversion runs chunk by chunk on all cores, as many as the memory limit has room for (or on a Ray cluster,
+see `read.ray_tasks`), so memory is bounded by a chunk's batch, not by the file (`read.plan`). DuckDB then holds
+no more than GOODPUT_MEMORY_LIMIT and spills the rest beside the cache (`memory`).
 
 An uncached load for the accounting alone (`report`, `check`, `spans` with `--no-cache`) converts only the columns
 the accounting reads, and lets DuckDB read plain JSON Lines files itself, straight into one table
