@@ -15,7 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import PROPERTY_TESTS, invoke
-from rollup.lineage import ensure_lineage, lineage_is_view
+from rollup.lineage import build_lineage, ensure_lineage, lineage_is_view
+from rollup.schema import ACCOUNTING_SCHEMA, NODE_COLUMNS_SQL
 from rollup.store import open_store
 from tracebuild import S, span_id_of, step, write_trace
 
@@ -188,3 +189,38 @@ def test_the_timeline_of_two_windows_keeps_what_touches_them_and_not_what_only_m
     shown = {e["args"]["span_id"] for e in trace["traceEvents"] if e["ph"] == "X" and e["pid"] != 1}
     expected = {span_id_of(label) for label, (_, _, kept) in leaves.items() if kept}
     assert shown == expected | {span_id_of("step1"), span_id_of("step2")}
+
+
+# --- the lineage laid beside the spans ------------------------------------------------------------------------------
+
+
+def test_spans_in_a_parent_cycle_keep_their_own_iteration_and_the_rest_line_up(tmp_path):
+    """What the walk found is laid beside the spans by position: spans no walk reaches (a parent cycle, and what
+    hangs under it) must still get a row each, or every span after them would take its neighbour's lineage."""
+    spans = [
+        S("c1", "rl.grpo.cycle", 1, 2, parent="c2", iteration=7),
+        S("c2", "rl.grpo.cycle", 1, 2, parent="c1"),
+        S("under", "rl.grpo.generation", 1, 2, parent="c2", bucket="productive"),
+        step("step1", 1, 0, 10),
+        S("gen", "rl.grpo.generation", 1, 5, parent="step1", bucket="productive", process="worker"),
+        S("lost", "rl.grpo.reward", 6, 7, parent="nowhere", bucket="productive"),
+        step("step2", 2, 10, 20),
+        S("upd", "rl.grpo.policy_update", 11, 15, parent="step2", bucket="productive"),
+    ]
+    expected = {"c1": 7, "c2": None, "under": None, "step1": 1, "gen": 1, "lost": None, "step2": 2, "upd": 2}
+    for shape in ("framed", "jsonl"):  # a view of Parquet parts, and DuckDB's own JSON table
+        path = str(write_trace(tmp_path / f"run-{shape}.trace", spans, shape))
+        for cache in (["--no-cache"], []):
+            rows = run_json(["spans", path, *cache])
+            assert {row["span_id"]: row["iteration"] for row in rows} == {
+                span_id_of(label): iteration for label, iteration in expected.items()
+            }
+            findings = run_json(["check", path, *cache])["findings"]
+            assert {f["span_id"] for f in findings if f["rule"] == "orphan-span"} == {span_id_of("lost")}
+    with open_store([path], use_cache=False) as store:  # the walk over a table of nodes handed to it
+        store.connection.execute(
+            f"CREATE TABLE handed AS SELECT {', '.join(ACCOUNTING_SCHEMA.names)}, {NODE_COLUMNS_SQL} FROM spans"
+        )
+        build_lineage(store.connection, "handed")
+        found = dict(store.connection.execute("SELECT span_id, eff_iteration FROM spans_ex").fetchall())
+    assert found == {span_id_of(label): iteration for label, iteration in expected.items()}

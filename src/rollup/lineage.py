@@ -1,6 +1,6 @@
 """What each span inherits from its ancestors: effective iteration, bucketed ancestors, and whether it is a step.
 
-One recursive query walks every trace from its roots down, following parent ids across processes and files, so a
+A walk goes down every trace from its roots, a level at a time, following parent ids across processes and files, so a
 Ray worker's span with no `rl.iteration` of its own is filed under the step that dispatched it. The same walk
 records the chain of bucketed ancestors, which is what the nesting checks need.
 """
@@ -48,63 +48,32 @@ def build_lineage(
     The ids are also integers (`tkey`, `skey`, `pkey`) so the walk and every check join on numbers rather than hex
     text. A span caught in a parent cycle is reached by no walk; it keeps its own iteration and no ancestors.
 
-    The walk runs over a narrow table of keys, and the wide rows are written once, at the end: copying every
-    column of every span is most of the cost, so it is done once rather than before and after the walk. With
-    `parquet`, they are written there (zstd) and `spans_ex` is a view of that file, so no span is held in memory;
-    otherwise `spans_ex` is a table.
+    The spans are held once, as a table of their node columns (`nodes`, or one made from `spans`), which the walk
+    reads a few narrow columns of. What the walk found is then sorted back into that table's order and laid beside
+    it (a positional join): no hash table of every span, which under a memory limit DuckDB would spill and
+    re-read over and over. With `parquet`, the rows are written there (zstd) and `spans_ex` is a view of that file,
+    so no span stays in memory; otherwise `spans_ex` is a table.
 
-    `nodes` names a table holding every span once with NODE_TABLE_COLUMNS (as `read.duckdb_json` fills), read as it
-    is instead of deriving the keys from `spans` (twice: for the walk, and for the rows written).
+    `nodes` names a table holding every span once with NODE_TABLE_COLUMNS (as `read.duckdb_json` fills), used as it
+    is instead of being derived from `spans`.
     """
-    keyed = nodes or f"(SELECT {', '.join(ACCOUNTING_SCHEMA.names)}, {NODE_COLUMNS_SQL} FROM spans)"
-    if nodes is None:
-        connection.execute(
-            f"""
-            CREATE OR REPLACE TEMP TABLE lineage_keys AS
-            SELECT tkey, skey, pkey, bucketed, iteration, span_id
-            FROM (SELECT iteration, span_id, {NODE_COLUMNS_SQL} FROM spans)
-            """
-        )
-    table = nodes or "lineage_keys"
-    connection.execute(
-        f"""
-        CREATE OR REPLACE TEMP TABLE lineage_walk AS
-        WITH RECURSIVE
-        roots AS (
-            SELECT n.tkey, n.skey, n.bucketed, n.iteration, n.span_id FROM {table} n
-            WHERE n.pkey IS NULL
-               OR NOT EXISTS (SELECT 1 FROM {table} p WHERE p.tkey = n.tkey AND p.skey = n.pkey)
-        ),
-        walk(tkey, skey, span_id, bucketed, eff_iteration, iteration_holder, ancestor_iteration,
-             ancestor_iteration_span, bucketed_chain, has_parent, depth) AS (
-            SELECT tkey, skey, span_id, bucketed, iteration, CASE WHEN iteration IS NOT NULL THEN span_id END,
-                   NULL::BIGINT, NULL::VARCHAR, []::VARCHAR[], false, 0
-            FROM roots
-            UNION ALL
-            SELECT c.tkey, c.skey, c.span_id, c.bucketed,
-                   coalesce(c.iteration, w.eff_iteration),
-                   CASE WHEN c.iteration IS NOT NULL THEN c.span_id ELSE w.iteration_holder END,
-                   w.eff_iteration, w.iteration_holder,
-                   CASE WHEN w.bucketed THEN list_append(w.bucketed_chain, w.span_id) ELSE w.bucketed_chain END,
-                   true, w.depth + 1
-            FROM walk w JOIN {table} c ON c.tkey = w.tkey AND c.pkey = w.skey
-            WHERE w.depth < {MAX_DEPTH}
-        )
-        SELECT tkey, skey, eff_iteration, ancestor_iteration, ancestor_iteration_span, bucketed_chain, has_parent
-        FROM walk
-        """
-    )
-    rows = f"""
-        SELECT {", ".join(_node_column(c) for c in NODE_TABLE_COLUMNS)},
-               greatest(n.start_ns - n.end_ns, 0) AS inverted_ns,
-               coalesce(w.eff_iteration, n.iteration) AS eff_iteration,
-               w.ancestor_iteration,
-               w.ancestor_iteration_span,
-               coalesce(w.bucketed_chain, []::VARCHAR[]) AS bucketed_chain,
-               coalesce(w.has_parent, n.pkey IS NOT NULL) AS has_parent
-        FROM {keyed} n LEFT JOIN lineage_walk w ON w.tkey = n.tkey AND w.skey = n.skey
-    """
+    table = nodes or "lineage_nodes"
     try:
+        if nodes is None:
+            connection.execute(
+                f"""
+                CREATE OR REPLACE TEMP TABLE lineage_nodes AS
+                SELECT {", ".join(ACCOUNTING_SCHEMA.names)}, {NODE_COLUMNS_SQL} FROM spans
+                """
+            )
+        _walk(connection, table)
+        _in_table_order(connection, table)
+        rows = f"""
+            SELECT {", ".join(_node_column(c) for c in NODE_TABLE_COLUMNS)},
+                   greatest(n.start_ns - n.end_ns, 0) AS inverted_ns,
+                   w.eff_iteration, w.ancestor_iteration, w.ancestor_iteration_span, w.bucketed_chain, w.has_parent
+            FROM {table} n POSITIONAL JOIN lineage_found w
+        """
         if parquet is None:
             connection.execute(f"CREATE OR REPLACE TABLE spans_ex AS {rows}")
         else:
@@ -112,8 +81,84 @@ def build_lineage(
             connection.execute(f"COPY ({rows}) TO {path} (FORMAT parquet, COMPRESSION zstd)")
             connection.execute(f"CREATE OR REPLACE VIEW spans_ex AS SELECT * FROM read_parquet({path})")
     finally:
-        connection.execute("DROP TABLE IF EXISTS lineage_walk")
-        connection.execute("DROP TABLE IF EXISTS lineage_keys")
+        for scratch in ("lineage_walk", "lineage_found", "lineage_nodes"):
+            connection.execute(f"DROP TABLE IF EXISTS {scratch}")
+
+
+def _walk(connection: duckdb.DuckDBPyConnection, table: str) -> None:
+    """Table `lineage_walk`: every span reached from a root of its trace (by its row id in `table`, `node`), level
+    by level, with what it inherits.
+
+    One statement per level (a hash join of that level's spans with their children), each result a table of its
+    own: DuckDB can spill those to disk under its memory limit, where a recursive query's working set must stay in
+    memory. The levels are as many as the deepest trace is deep; each joins only the spans of the level before.
+    """
+    connection.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE lineage_walk AS
+        SELECT n.rowid AS node, n.tkey, n.skey, n.span_id, n.bucketed, n.iteration AS eff_iteration,
+               CASE WHEN n.iteration IS NOT NULL THEN n.span_id END AS iteration_holder,
+               NULL::BIGINT AS ancestor_iteration, NULL::VARCHAR AS ancestor_iteration_span,
+               []::VARCHAR[] AS bucketed_chain, false AS has_parent, 0 AS depth
+        FROM {table} n
+        WHERE n.pkey IS NULL OR NOT EXISTS (SELECT 1 FROM {table} p WHERE p.tkey = n.tkey AND p.skey = n.pkey)
+        """
+    )
+    for depth in range(1, MAX_DEPTH + 1):
+        (added,) = connection.execute(
+            f"""
+            INSERT INTO lineage_walk
+            SELECT c.rowid, c.tkey, c.skey, c.span_id, c.bucketed,
+                   coalesce(c.iteration, w.eff_iteration),
+                   CASE WHEN c.iteration IS NOT NULL THEN c.span_id ELSE w.iteration_holder END,
+                   w.eff_iteration, w.iteration_holder,
+                   CASE WHEN w.bucketed THEN list_append(w.bucketed_chain, w.span_id) ELSE w.bucketed_chain END,
+                   true, {depth}
+            FROM (SELECT * FROM lineage_walk WHERE depth = {depth - 1}) w
+            JOIN {table} c ON c.tkey = w.tkey AND c.pkey = w.skey
+            """
+        ).fetchall()[0]
+        if not added:
+            break
+
+
+def _in_table_order(connection: duckdb.DuckDBPyConnection, table: str) -> None:
+    """Table `lineage_found`: one row per row of `table`, in its order, with what the walk found for it.
+
+    A span no walk reached (one caught in a parent cycle) keeps its own iteration and no ancestors. Each span is
+    reached at most once (a parent is one span: ids are unique in `table`), so with those added there is exactly
+    one row per span; were the ids not unique, the first visit counts and the rest are dropped, so the rows still
+    line up.
+    """
+    ((walked, spans),) = connection.execute(
+        f"SELECT (SELECT count(*) FROM lineage_walk), (SELECT count(*) FROM {table})"
+    ).fetchall()
+    if walked > spans:
+        connection.execute(
+            "DELETE FROM lineage_walk WHERE rowid NOT IN (SELECT min(rowid) FROM lineage_walk GROUP BY node)"
+        )
+        (walked,) = connection.execute("SELECT count(*) FROM lineage_walk").fetchall()[0]
+    if walked < spans:
+        connection.execute(
+            f"""
+            INSERT INTO lineage_walk (node, eff_iteration, bucketed_chain, has_parent)
+            SELECT n.rowid, n.iteration, []::VARCHAR[], n.pkey IS NOT NULL FROM {table} n
+            WHERE NOT EXISTS (SELECT 1 FROM lineage_walk w WHERE w.node = n.rowid)
+            """
+        )
+    ordered = connection.execute("SELECT current_setting('preserve_insertion_order')").fetchall()[0][0]
+    connection.execute("SET preserve_insertion_order = true")  # the table keeps the rows in the order sorted
+    try:
+        connection.execute(
+            """
+            CREATE OR REPLACE TEMP TABLE lineage_found AS
+            SELECT eff_iteration, ancestor_iteration, ancestor_iteration_span, bucketed_chain, has_parent
+            FROM lineage_walk ORDER BY node
+            """
+        )
+    finally:
+        connection.execute(f"SET preserve_insertion_order = {bool(ordered)}")
+    connection.execute("DROP TABLE lineage_walk")
 
 
 def lineage_is_view(connection: duckdb.DuckDBPyConnection) -> bool:
