@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
+from .memory import out_of_memory
 from .schema import ACCOUNTING_SCHEMA, NODE_COLUMNS_SQL, NODE_TABLE_COLUMNS, sql_text
 
 if TYPE_CHECKING:
@@ -203,9 +204,11 @@ def ensure_lineage(store: SpanStore) -> None:
             _view_of(connection, cached)
             store.lineage_cached()
             return
-        except Exception:  # a read-only or full cache folder costs the next command a walk, nothing more
+        except Exception as exc:  # a read-only or full cache folder costs the next command a walk, nothing more
             connection.execute("DROP VIEW IF EXISTS spans_ex")
             staging.unlink(missing_ok=True)
+            if out_of_memory(exc) is not None:  # walking again without the file would run out again
+                raise
     build_lineage(connection, store.nodes_table)
 
 
