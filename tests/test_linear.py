@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 import pyarrow.parquet as pq
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from conftest import PROPERTY_TESTS, invoke
@@ -224,3 +224,41 @@ def test_spans_in_a_parent_cycle_keep_their_own_iteration_and_the_rest_line_up(t
         build_lineage(store.connection, "handed")
         found = dict(store.connection.execute("SELECT span_id, eff_iteration FROM spans_ex").fetchall())
     assert found == {span_id_of(label): iteration for label, iteration in expected.items()}
+
+
+# --- spans cut to stretches of time, by bins or by the range join ---------------------------------------------------
+
+instants = st.integers(0, 60)
+
+
+@settings(PROPERTY_TESTS, max_examples=60)
+@given(
+    stretches=st.lists(st.tuples(instants, st.integers(0, 20)), min_size=1, max_size=12),
+    spans=st.lists(st.tuples(instants, st.integers(1, 30)), max_size=20),
+    crowded=st.booleans(),
+)
+@example(stretches=[(0, 10), (10, 0)], spans=[(5, 10)], crowded=False)  # a moment at the very end, run across
+def test_spans_cut_to_stretches_by_bins_are_the_pairs_of_the_range_join(stretches, spans, crowded):
+    """Every (span, stretch) pair that overlaps (span start < stretch end, span end > stretch start), once, cut to
+    the stretch; by bins, and by the range join when no bins will do."""
+    import duckdb
+
+    from rollup import overlaps
+
+    bounds = [(start, start + length) for start, length in stretches]
+    if crowded:  # many stretches in a moment of a long run: no width keeps the bins sparse
+        bounds += [(5, 5 + k % 2) for k in range(overlaps.MOST_STRETCHES_PER_BIN + 1)] + [(0, 10**9)]
+    connection = duckdb.connect()
+    connection.execute("CREATE TABLE cut_spans (id INTEGER, start_ns BIGINT, end_ns BIGINT)")
+    for number, (start, length) in enumerate(spans):
+        connection.execute("INSERT INTO cut_spans VALUES (?, ?, ?)", [number, start, start + length])
+    overlaps.clip_to_stretches(connection, bounds, "SELECT * FROM cut_spans", ["id"], "cut")
+    found = sorted(connection.execute("SELECT stretch, id, s, e FROM cut").fetchall())
+    expected = sorted(
+        (k, number, max(start, a), min(start + length, b))
+        for k, (a, b) in enumerate(bounds)
+        for number, (start, length) in enumerate(spans)
+        if start < b and start + length > a
+    )
+    assert found == expected
+    assert (overlaps.choose_bins(bounds) is None) == crowded  # each way of cutting is held to the pairs

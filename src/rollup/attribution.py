@@ -17,6 +17,7 @@ import pyarrow as pa
 
 from .attempts import ATTEMPT_SQL
 from .errors import GoodputError
+from .overlaps import clip_to_stretches
 from .schema import BUCKETS
 
 if TYPE_CHECKING:
@@ -60,15 +61,6 @@ def _frame_table(frames: Sequence[Frame], stretch_of: dict[tuple[int, int], int]
     return table
 
 
-def _stretch_table(stretches: Sequence[tuple[int, int]]) -> pa.Table:
-    """Stretches of time numbered by position: `stretch`, `start_ns`, `end_ns`."""
-    starts, ends = [s for s, _ in stretches], [e for _, e in stretches]
-    return pa.table(
-        {"stretch": pa.array(range(len(stretches)), pa.int64()), "start_ns": pa.array(starts, pa.int64()),
-         "end_ns": pa.array(ends, pa.int64())}
-    )  # fmt: skip
-
-
 def parse_precedence(text: str | None) -> list[str]:
     """`idle,productive,overhead,wasted` -> that list; None -> the declared order. Each bucket exactly once."""
     if text is None:
@@ -90,16 +82,12 @@ def charge_wall_clock(
     if not frames:
         return {}
     by_process = any(f.process is not None for f in frames)
-    # The range join runs over distinct stretches of time, never with a process condition: DuckDB would make that
-    # a hash join on the process and compare every frame of a process with every span of it (21 s for --by process
-    # at 1M spans). The spans clipped to a stretch are then handed to its frames by (stretch, process).
-    stretches = sorted({(f.start_ns, f.end_ns) for f in frames}) if by_process else []
+    # The spans are cut to distinct stretches of time, never with a process condition (a hash join on the process
+    # would compare every frame of a process with every span of it: 21 s for --by process at 1M spans). The spans
+    # cut to a stretch are then handed to its frames by (stretch, process).
+    every = [(f.start_ns, f.end_ns) for f in frames]
+    stretches = sorted(set(every)) if by_process else every
     stretch_of = {stretch: index for index, stretch in enumerate(stretches)}
-    if by_process:
-        connection.register("charge_stretches", _stretch_table(stretches))
-        connection.register("charge_frames", _frame_table(frames, stretch_of))
-    else:
-        connection.register("charge_stretches", _stretch_table([(f.start_ns, f.end_ns) for f in frames]))
     rank_sql = "CASE bucket " + " ".join(f"WHEN '{b}' THEN {i}" for i, b in enumerate(precedence)) + " END"
     # The four active counts travel packed in one 128-bit integer, 32 bits a bucket, so one running sum carries
     # the whole state; events at the same instant give zero-length segments, which charge nothing.
@@ -112,48 +100,47 @@ def charge_wall_clock(
 
     charged_columns = ", ".join(first_active(i) for i in range(len(BUCKETS)))
     try:
-        # Statements of their own: inside a bigger query DuckDB picks a piecewise merge join for this range
-        # condition, which degrades to stretches x spans; on its own it uses an IE join (0.4 s for 1M spans).
-        connection.execute(
-            f"""
-            CREATE OR REPLACE TEMP TABLE charge_clipped AS
-            SELECT r.stretch AS frame_id, b.process, b.rank,
-                   greatest(b.start_ns, r.start_ns) AS s, least(b.end_ns, r.end_ns) AS e
-            FROM charge_stretches r JOIN (
-                SELECT start_ns, end_ns, process, {rank_sql} AS rank FROM spans_ex
-                WHERE bucketed AND end_ns > start_ns
-            ) b ON b.start_ns < r.end_ns AND b.end_ns > r.start_ns
-            """
+        kept = ["process", "rank"] if by_process else ["rank"]
+        clip_to_stretches(
+            connection,
+            stretches,
+            f"SELECT start_ns, end_ns, {', '.join(kept[:-1] + [f'{rank_sql} AS rank'])} FROM spans_ex "
+            "WHERE bucketed AND end_ns > start_ns",
+            kept,
+            "charge_clipped",
         )
+        frame_key = "stretch"
         if by_process:  # stretch -> each of its frames, for that frame's process's spans
+            connection.register("charge_frames", _frame_table(frames, stretch_of))
             connection.execute(
                 """
                 CREATE OR REPLACE TEMP TABLE charge_clipped AS
                 SELECT f.frame_id, c.process, c.rank, c.s, c.e
-                FROM charge_clipped c JOIN charge_frames f ON f.stretch = c.frame_id AND f.process = c.process
+                FROM charge_clipped c JOIN charge_frames f ON f.stretch = c.stretch AND f.process = c.process
                 """
             )
+            connection.unregister("charge_frames")
+            frame_key = "frame_id"
         rows = connection.execute(
             f"""
             WITH events AS (
-                SELECT frame_id, s AS t, (1::HUGEINT << ({shift} * rank)) AS delta FROM charge_clipped
+                SELECT {frame_key} AS frame, s AS t, (1::HUGEINT << ({shift} * rank)) AS delta FROM charge_clipped
                 UNION ALL
-                SELECT frame_id, e AS t, -(1::HUGEINT << ({shift} * rank)) AS delta FROM charge_clipped
+                SELECT {frame_key} AS frame, e AS t, -(1::HUGEINT << ({shift} * rank)) AS delta FROM charge_clipped
             ),
             running AS (
-                SELECT frame_id, t,
-                       lead(t) OVER (PARTITION BY frame_id ORDER BY t ROWS UNBOUNDED PRECEDING) AS t_next,
-                       sum(delta) OVER (PARTITION BY frame_id ORDER BY t ROWS UNBOUNDED PRECEDING) AS active
+                SELECT frame, t,
+                       lead(t) OVER (PARTITION BY frame ORDER BY t ROWS UNBOUNDED PRECEDING) AS t_next,
+                       sum(delta) OVER (PARTITION BY frame ORDER BY t ROWS UNBOUNDED PRECEDING) AS active
                 FROM events
             )
-            SELECT frame_id, {charged_columns} FROM running WHERE t_next IS NOT NULL GROUP BY frame_id
+            SELECT frame, {charged_columns} FROM running WHERE t_next IS NOT NULL GROUP BY frame
             """
         ).fetchall()
     finally:
         connection.execute("DROP TABLE IF EXISTS charge_clipped")
-        connection.unregister("charge_stretches")
-        if by_process:
-            connection.unregister("charge_frames")
+    if not by_process:  # rows are keyed by position
+        rows = [(frames[row[0]].frame_id, *row[1:]) for row in rows]
     charged = {row[0]: [int(v or 0) for v in row[1:]] for row in rows}
     nothing = [0] * len(BUCKETS)
     result = {}
@@ -185,22 +172,21 @@ def span_seconds_ns(connection: duckdb.DuckDBPyConnection, by_process: bool = Fa
 
 
 def processes_in_frames(connection: duckdb.DuckDBPyConnection, frames: Sequence[Frame]) -> dict[int, list[str]]:
-    """For `--by process`: per frame, the processes that have a bucketed span overlapping it."""
+    """For `--by process`: per frame, the processes that have a bucketed span overlapping it (sorted)."""
     if not frames:
         return {}
-    connection.register("process_frames", _frame_table(frames))
     try:
-        rows = connection.execute(
-            """
-            SELECT DISTINCT f.frame_id, s.process FROM process_frames f
-            JOIN (SELECT start_ns, end_ns, process FROM spans_ex WHERE bucketed AND end_ns > start_ns) s
-              ON s.start_ns < f.end_ns AND s.end_ns > f.start_ns
-            ORDER BY 1, 2
-            """
-        ).fetchall()
+        clip_to_stretches(
+            connection,
+            [(f.start_ns, f.end_ns) for f in frames],
+            "SELECT start_ns, end_ns, process FROM spans_ex WHERE bucketed AND end_ns > start_ns",
+            ["process"],
+            "process_clipped",
+        )
+        rows = connection.execute("SELECT DISTINCT stretch, process FROM process_clipped ORDER BY 1, 2").fetchall()
     finally:
-        connection.unregister("process_frames")
+        connection.execute("DROP TABLE IF EXISTS process_clipped")
     out: dict[int, list[str]] = {}
-    for frame_id, process in rows:
-        out.setdefault(frame_id, []).append(process)
+    for position, process in rows:
+        out.setdefault(frames[position].frame_id, []).append(process)
     return out

@@ -20,10 +20,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import pyarrow as pa
-
 from .attempts import ATTEMPT_SQL
 from .errors import GoodputError
+from .overlaps import clip_to_stretches
 from .schema import BUCKETS
 
 if TYPE_CHECKING:
@@ -43,14 +42,6 @@ class NameShare:
     bucket: str
     wall_ns: int
     span_ns: int
-
-
-def _window_table(windows: Sequence[Window]) -> pa.Table:
-    return pa.table(
-        {"frame_id": pa.array(range(len(windows)), pa.int64()),
-         "start_ns": pa.array([w.start_ns for w in windows], pa.int64()),
-         "end_ns": pa.array([w.end_ns for w in windows], pa.int64())}
-    )  # fmt: skip
 
 
 def shares_by_name(
@@ -128,18 +119,14 @@ def _wall_shares(
         f"coalesce(sum(CASE WHEN charged = {i} THEN portion END) OVER before, 0) AS p{i}" for i in range(len(BUCKETS))
     )
     priced = "CASE rank " + " ".join(f"WHEN {i} THEN p{i}" for i in range(len(BUCKETS))) + " END"
-    connection.register("breakdown_windows", _window_table(windows))
     try:
-        # Clipping in a statement of its own, so DuckDB uses an IE join for the range condition (as in attribution).
-        connection.execute(
-            f"""
-            CREATE OR REPLACE TEMP TABLE breakdown_clipped AS
-            SELECT w.frame_id, b.rank, b.key, greatest(b.start_ns, w.start_ns) AS s, least(b.end_ns, w.end_ns) AS e
-            FROM breakdown_windows w JOIN (
-                SELECT start_ns, end_ns, {rank_sql} AS rank, {key_sql} AS key FROM spans_ex
-                WHERE bucketed AND end_ns > start_ns
-            ) b ON b.start_ns < w.end_ns AND b.end_ns > w.start_ns
-            """
+        clip_to_stretches(
+            connection,
+            [(w.start_ns, w.end_ns) for w in windows],
+            f"SELECT start_ns, end_ns, {rank_sql} AS rank, {key_sql} AS key FROM spans_ex "
+            "WHERE bucketed AND end_ns > start_ns",
+            ["rank", "key"],
+            "breakdown_clipped",
         )
         # Names as small integers, packed with the window and the rank into one sort key: sorting 64-bit integers
         # is several times cheaper than sorting (window, rank, name) rows.
@@ -157,7 +144,7 @@ def _wall_shares(
         rows = connection.execute(
             f"""
             WITH grouped AS (
-                SELECT (c.frame_id << 24) | (c.rank::BIGINT << 22) | k.key_id AS grp, c.s, c.e
+                SELECT (c.stretch << 24) | (c.rank::BIGINT << 22) | k.key_id AS grp, c.s, c.e
                 FROM breakdown_clipped c JOIN breakdown_keys k USING (key)
             ),
             edges AS (
@@ -195,7 +182,6 @@ def _wall_shares(
     finally:
         connection.execute("DROP TABLE IF EXISTS breakdown_clipped")
         connection.execute("DROP TABLE IF EXISTS breakdown_keys")
-        connection.unregister("breakdown_windows")
     out: dict[int, dict[tuple[str, str], float]] = {}
     for frame_id, rank, key, value in rows:
         if value and value > 0:

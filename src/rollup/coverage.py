@@ -13,12 +13,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-import pyarrow as pa
-
 from .attempts import ATTEMPT_SQL, find_attempts
 from .attribution import Charge, Frame, charge_wall_clock
 from .findings import RULES, Finding
-from .schema import BUCKETS
+from .overlaps import clip_to_stretches
+from .schema import BUCKETS, sql_text
 from .windows import Window, attempt_windows, latest_windows
 
 if TYPE_CHECKING:
@@ -121,26 +120,21 @@ def _groups_present(
 ) -> dict[int, set[str]]:
     """Per window (by position), which of `groups` have a span overlapping it with positive length, bucketed or
     not, whatever its process, iteration or attempt (as the wall clock is charged)."""
-    frames = pa.table(
-        {
-            "frame_id": pa.array(range(len(windows)), pa.int64()),
-            "start_ns": pa.array([w.start_ns for w in windows], pa.int64()),
-            "end_ns": pa.array([w.end_ns for w in windows], pa.int64()),
-        }
-    )
-    connection.register("coverage_frames", frames)
+    if not windows or not groups:
+        return {}
+    in_list = ", ".join(sql_text(group) for group in groups)
     try:
-        rows = connection.execute(
-            """
-            SELECT DISTINCT f.frame_id, s.grp FROM coverage_frames f
-            JOIN (SELECT start_ns, end_ns, lower(span_group) AS grp FROM spans_ex
-                  WHERE end_ns > start_ns AND list_contains(?, lower(span_group))) s
-              ON s.start_ns < f.end_ns AND s.end_ns > f.start_ns
-            """,
-            [list(groups)],
-        ).fetchall()
+        clip_to_stretches(
+            connection,
+            [(w.start_ns, w.end_ns) for w in windows],
+            f"SELECT start_ns, end_ns, lower(span_group) AS grp FROM spans_ex "
+            f"WHERE end_ns > start_ns AND lower(span_group) IN ({in_list})",
+            ["grp"],
+            "coverage_clipped",
+        )
+        rows = connection.execute("SELECT DISTINCT stretch, grp FROM coverage_clipped").fetchall()
     finally:
-        connection.unregister("coverage_frames")
+        connection.execute("DROP TABLE IF EXISTS coverage_clipped")
     present: dict[int, set[str]] = {}
     for frame_id, group in rows:
         present.setdefault(frame_id, set()).add(group)

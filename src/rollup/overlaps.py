@@ -1,0 +1,130 @@
+"""Which spans overlap which stretches of time (iteration windows, the gaps between them), each span cut to each
+stretch it overlaps: the first step of charging, sharing out and checking the windows.
+
+A range join would find the pairs, but DuckDB's (an IE join, two sorts of every span) grows faster than the spans
+and spills badly under a memory limit. Time is cut into bins of one width instead: each span lists the bins it
+touches, each stretch the bins it touches, and an equality join on the bin pairs them, streaming the spans past a
+small table of (bin, stretch) with no sort at all. A pair meeting in several bins is kept in the first bin both
+touch, so it comes out once. The width is chosen so that a bin holds few stretches (about one on average); where
+no width does (stretches crowded into a short span of a long run), the range join does the work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+if TYPE_CHECKING:
+    import duckdb
+
+# A width is used when no bin holds more stretches than this, and the (bin, stretch) pairs are not too many.
+MOST_STRETCHES_PER_BIN = 16
+_HALVINGS = 12  # widths tried: the run's length over twice the stretches, then halved up to this many times
+
+
+@dataclass(frozen=True)
+class Bins:
+    """Bins of `width` nanoseconds from `origin` up to `end` (exclusive), and each stretch's bins as pairs."""
+
+    origin: int
+    end: int
+    width: int
+    bins: list[int]
+    stretches: list[int]
+
+    def of(self, ns: str) -> str:
+        """SQL: the bin of the instant `ns` (an SQL expression), for instants in [origin, end)."""
+        return f"(({ns}) - {self.origin}) // {self.width}"
+
+
+def choose_bins(stretches: Sequence[tuple[int, int]]) -> Bins | None:
+    """Bins for `stretches` ((start, end) pairs, numbered by position), or None when no width keeps every bin
+    to a few stretches without listing far more pairs than stretches."""
+    if not stretches:
+        return None
+    origin = min(start for start, _ in stretches)
+    end = max(max(stop, start) for start, stop in stretches) + 1  # a zero-length stretch at the very end has a bin
+    width = max(1, (end - origin) // (2 * len(stretches)))
+    most_pairs = 8 * len(stretches) + 100_000
+    for _ in range(_HALVINGS + 1):
+        bins: list[int] = []
+        ids: list[int] = []
+        crowd: dict[int, int] = {}
+        for index, (start, stop) in enumerate(stretches):
+            first, last = (start - origin) // width, (max(stop - 1, start) - origin) // width
+            if len(bins) + last - first + 1 > most_pairs:
+                return None
+            for number in range(first, last + 1):
+                bins.append(number)
+                ids.append(index)
+                crowd[number] = crowd.get(number, 0) + 1
+        if max(crowd.values()) <= MOST_STRETCHES_PER_BIN:
+            return Bins(origin, end, width, bins, ids)
+        if width == 1:
+            return None
+        width = max(1, width // 2)
+    return None
+
+
+def clip_to_stretches(
+    connection: duckdb.DuckDBPyConnection,
+    stretches: Sequence[tuple[int, int]],
+    spans_sql: str,
+    columns: Sequence[str],
+    table: str,
+) -> None:
+    """Create temp table `table` (stretch, *columns, s, e): each span of `spans_sql` with each stretch it overlaps
+    (the span starts before the stretch ends and ends after it starts), `s` and `e` the span cut to the stretch.
+
+    `spans_sql` is a query giving `start_ns`, `end_ns` and `columns`; stretches are numbered by position and may
+    overlap each other or be zero-length (a span then overlaps it when it runs across its instant).
+    """
+    kept = ", ".join(f"x.{c}" for c in columns)
+    connection.register(f"{table}_bounds", _stretch_table(stretches))
+    bins = choose_bins(stretches)
+    try:
+        if bins is None:  # a statement of its own, so that DuckDB runs the range condition as an IE join
+            connection.execute(
+                f"""
+                CREATE OR REPLACE TEMP TABLE {table} AS
+                SELECT r.stretch, {kept}, greatest(x.start_ns, r.start_ns) AS s, least(x.end_ns, r.end_ns) AS e
+                FROM {table}_bounds r JOIN ({spans_sql}) x ON x.start_ns < r.end_ns AND x.end_ns > r.start_ns
+                """
+            )
+            return
+        connection.register(
+            f"{table}_bins",
+            pa.table({"bin": pa.array(bins.bins, pa.int64()), "stretch": pa.array(bins.stretches, pa.int64())}),
+        )
+        try:
+            connection.execute(
+                f"""
+                CREATE OR REPLACE TEMP TABLE {table} AS
+                WITH spans AS (
+                    SELECT *, {bins.of(f"greatest(start_ns, {bins.origin})")} AS first_bin,
+                           {bins.of(f"least(end_ns, {bins.end}) - 1")} AS last_bin
+                    FROM ({spans_sql}) WHERE end_ns > {bins.origin} AND start_ns < {bins.end}
+                ),
+                binned AS (SELECT *, unnest(range(first_bin, last_bin + 1)) AS bin FROM spans)
+                SELECT r.stretch, {kept}, greatest(x.start_ns, r.start_ns) AS s, least(x.end_ns, r.end_ns) AS e
+                FROM binned x JOIN {table}_bins b ON b.bin = x.bin JOIN {table}_bounds r ON r.stretch = b.stretch
+                WHERE x.start_ns < r.end_ns AND x.end_ns > r.start_ns
+                  AND x.bin = greatest(x.first_bin, {bins.of("r.start_ns")})
+                """
+            )
+        finally:
+            connection.unregister(f"{table}_bins")
+    finally:
+        connection.unregister(f"{table}_bounds")
+
+
+def _stretch_table(stretches: Sequence[tuple[int, int]]) -> pa.Table:
+    """Stretches of time numbered by position: `stretch`, `start_ns`, `end_ns`."""
+    return pa.table(
+        {"stretch": pa.array(range(len(stretches)), pa.int64()),
+         "start_ns": pa.array([s for s, _ in stretches], pa.int64()),
+         "end_ns": pa.array([e for _, e in stretches], pa.int64())}
+    )  # fmt: skip
