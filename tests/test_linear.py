@@ -262,3 +262,55 @@ def test_spans_cut_to_stretches_by_bins_are_the_pairs_of_the_range_join(stretche
     )
     assert found == expected
     assert (overlaps.choose_bins(bounds) is None) == crowded  # each way of cutting is held to the pairs
+
+
+# --- self-overlap's one sweep over every group ---------------------------------------------------------------------
+
+
+@st.composite
+def same_name_spans(draw) -> list[S]:
+    """A step and 2-12 bucketed spans of two names in two processes, some nested in others, on a coarse grid."""
+    spans = [step("step1", 1, 0, 40)]
+    for j in range(draw(st.integers(2, 12))):
+        start, end = sorted(draw(st.lists(st.integers(0, 40), min_size=2, max_size=2, unique=True)))
+        parent = draw(st.sampled_from([s.label for s in spans]))
+        name = draw(st.sampled_from(["rl.grpo.generation", "rl.grpo.reward"]))
+        spans.append(S(f"s{j}", name, start, end, parent=parent, bucket="productive",
+                       process=draw(st.sampled_from(["p", "q"]))))  # fmt: skip
+    return spans
+
+
+def expected_self_overlaps(spans: list[S]) -> dict[str, str]:
+    """SPEC section 5, pairwise: each bucketed span overlapped by an earlier (by start, then id) same-name
+    bucketed span of its process that is not its ancestor or descendant -> the one reaching furthest into it."""
+    parent = {s.label: s.parent for s in spans}
+
+    def ancestors(label: str | None) -> set[str]:
+        found: set[str] = set()
+        while label is not None and (label := parent.get(label)) is not None and label not in found:
+            found.add(label)
+        return found
+
+    def key(s: S) -> tuple[float, int]:
+        return (s.start, int(s.span_id, 16))
+
+    leaves = [s for s in spans if s.bucket and s.end > s.start]
+    out = {}
+    for f in leaves:
+        partners = [
+            p for p in leaves
+            if p.process == f.process and p.name == f.name and key(p) < key(f) and p.end > f.start
+            and p.label not in ancestors(f.label) and f.label not in ancestors(p.label)
+        ]  # fmt: skip
+        if partners:
+            out[f.span_id] = max(partners, key=lambda p: (p.end, p.start, int(p.span_id, 16))).span_id
+    return out
+
+
+@settings(PROPERTY_TESTS, max_examples=40)
+@given(spans=same_name_spans())
+def test_self_overlap_is_what_the_pairwise_definition_finds(tmp_path_factory, spans):
+    path = str(write_trace(tmp_path_factory.mktemp("overlap") / "run.otlp", spans))
+    findings = run_json(["check", path, "--no-cache"])["findings"]
+    found = {f["span_id"]: f["related_span_id"] for f in findings if f["rule"] == "self-overlap"}
+    assert found == expected_self_overlaps(spans)

@@ -78,15 +78,32 @@ def self_overlap_findings(connection: duckdb.DuckDBPyConnection) -> list[Finding
     running at their start, in a range join of their own.
     """
     try:
+        # The sweep sorts narrow rows (keys and times) once, all groups in one order: (process, name) numbered and
+        # packed above the times, so one running maximum over every row is each group's own (a maximum reaching
+        # into an earlier group is below the span's own packed start). A window per (process, name) would sort a
+        # few huge partitions whole, with every column of every span. The few candidates then fetch their columns.
         connection.execute(
             f"""
             CREATE OR REPLACE TEMP TABLE self_overlap_candidates AS
-            SELECT * FROM (
-                SELECT tkey, skey, trace_id, span_id, name, process, eff_iteration, start_ns, end_ns, bucketed_chain,
-                       max(end_ns) OVER (PARTITION BY process, name ORDER BY start_ns, skey
-                                         ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prior_end
-                FROM ({_INSTANCES})
-            ) WHERE prior_end > start_ns
+            WITH instances AS ({_INSTANCES}),
+            groups AS (
+                SELECT process, name, row_number() OVER ()::HUGEINT << 64 AS g
+                FROM (SELECT DISTINCT process, name FROM instances)
+            ),
+            swept AS (
+                SELECT i.tkey, i.skey, g.g, g.g + i.start_ns AS packed_start,
+                       max(g.g + i.end_ns) OVER (ORDER BY g.g + i.start_ns, i.skey
+                                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prior
+                FROM instances i JOIN groups g
+                  ON g.process IS NOT DISTINCT FROM i.process AND g.name IS NOT DISTINCT FROM i.name
+            ),
+            found AS (
+                SELECT tkey, skey, CASE WHEN prior > packed_start THEN (prior - g)::BIGINT END AS prior_end
+                FROM swept WHERE prior > packed_start
+            )
+            SELECT i.tkey, i.skey, i.trace_id, i.span_id, i.name, i.process, i.eff_iteration, i.start_ns, i.end_ns,
+                   i.bucketed_chain, f.prior_end
+            FROM instances i JOIN found f USING (tkey, skey)
             """
         )
         (candidates,) = connection.execute("SELECT count(*) FROM self_overlap_candidates").fetchone() or (0,)
