@@ -181,9 +181,11 @@ def _create_spans_view(
     else:
         # Counted on a 64-bit hash of the pair, not the pair of strings: several times cheaper to hash and to hold
         # (16M spans). A collision (odds ~1e-5 at 16M spans) only sends the load down the exact DISTINCT ON path.
-        (duplicates,) = connection.execute(
-            "SELECT count(*) - count(DISTINCT hash(trace_id, span_id)) FROM all_spans"
-        ).fetchall()[0]
+        # Spans that all sit in `read.duckdb_json`'s table have the ids as integers already (`tkey`, `skey`): the
+        # hash of those reads two narrow columns of a table that may have spilled, not the ids' text.
+        direct = len(tables) == 1 and not parts
+        pair, source = ("hash(tkey, skey)", tables[0]) if direct else ("hash(trace_id, span_id)", "all_spans")
+        (duplicates,) = connection.execute(f"SELECT count(*) - count(DISTINCT {pair}) FROM {source}").fetchall()[0]
         shared = [
             name
             for (name,) in connection.execute(
