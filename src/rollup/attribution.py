@@ -13,8 +13,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-
 from .attempts import ATTEMPT_SQL
 from .errors import GoodputError
 from .overlaps import clip_to_stretches
@@ -22,11 +20,6 @@ from .schema import BUCKETS
 
 if TYPE_CHECKING:
     import duckdb
-
-FRAME_SCHEMA = pa.schema(
-    [("frame_id", pa.int64()), ("start_ns", pa.int64()), ("end_ns", pa.int64()), ("process", pa.string())]
-)
-
 
 @dataclass(frozen=True)
 class Frame:
@@ -45,20 +38,6 @@ class Charge:
     wall_ns: int
     bucket_ns: dict[str, int]
     unaccounted_ns: int
-
-
-def _frame_table(frames: Sequence[Frame], stretch_of: dict[tuple[int, int], int] | None = None) -> pa.Table:
-    """Frames as a table; with `stretch_of`, each frame's stretch (its (start, end)) as a column `stretch`."""
-    columns = [
-        [f.frame_id for f in frames], [f.start_ns for f in frames], [f.end_ns for f in frames],
-        [f.process for f in frames],
-    ]  # fmt: skip
-    arrays = [pa.array(c, f.type) for c, f in zip(columns, FRAME_SCHEMA, strict=True)]
-    table = pa.Table.from_arrays(arrays, schema=FRAME_SCHEMA)
-    if stretch_of is not None:
-        stretches = [stretch_of[(f.start_ns, f.end_ns)] for f in frames]
-        table = table.append_column("stretch", pa.array(stretches, pa.int64()))
-    return table
 
 
 def parse_precedence(text: str | None) -> list[str]:
@@ -81,16 +60,59 @@ def charge_wall_clock(
     """
     if not frames:
         return {}
-    by_process = any(f.process is not None for f in frames)
-    # The spans are cut to distinct stretches of time, never with a process condition (a hash join on the process
-    # would compare every frame of a process with every span of it: 21 s for --by process at 1M spans). The spans
-    # cut to a stretch are then handed to its frames by (stretch, process).
-    every = [(f.start_ns, f.end_ns) for f in frames]
-    stretches = sorted(set(every)) if by_process else every
+    if not any(f.process is not None for f in frames):
+        charged = _charged_ns(connection, [(f.start_ns, f.end_ns) for f in frames], precedence, by_process=False)
+        return {f.frame_id: _charge(f, charged.get(i), precedence) for i, f in enumerate(frames)}
+    stretches = sorted({(f.start_ns, f.end_ns) for f in frames})
     stretch_of = {stretch: index for index, stretch in enumerate(stretches)}
+    charged = _charged_ns(connection, stretches, precedence, by_process=True)
+    return {
+        f.frame_id: _charge(f, charged.get((stretch_of[(f.start_ns, f.end_ns)], f.process)), precedence)
+        for f in frames
+    }
+
+
+def charge_each_process(
+    connection: duckdb.DuckDBPyConnection, frames: Sequence[Frame], precedence: Sequence[str]
+) -> dict[int, dict[str, Charge]]:
+    """For `--by process`: per frame, each process that has a bucketed span overlapping it, charged with that
+    process's spans alone. One pass for every process (a process with nothing in a frame is not listed)."""
+    if not frames:
+        return {}
+    stretches = sorted({(f.start_ns, f.end_ns) for f in frames})
+    stretch_of = {stretch: index for index, stretch in enumerate(stretches)}
+    by_stretch: dict[int, dict[str, list[int]]] = {}
+    for (stretch, process), by_rank in _charged_ns(connection, stretches, precedence, by_process=True).items():
+        by_stretch.setdefault(stretch, {})[process] = by_rank
+    out = {}
+    for frame in frames:
+        found = by_stretch.get(stretch_of[(frame.start_ns, frame.end_ns)], {})
+        out[frame.frame_id] = {process: _charge(frame, by_rank, precedence) for process, by_rank in found.items()}
+    return out
+
+
+def _charge(frame: Frame, by_rank: list[int] | None, precedence: Sequence[str]) -> Charge:
+    by_rank = by_rank or [0] * len(BUCKETS)
+    wall = frame.end_ns - frame.start_ns
+    return Charge(wall, dict(zip(precedence, by_rank, strict=True)), wall - sum(by_rank))
+
+
+def _charged_ns(
+    connection: duckdb.DuckDBPyConnection,
+    stretches: Sequence[tuple[int, int]],
+    precedence: Sequence[str],
+    *,
+    by_process: bool,
+) -> dict[Any, list[int]]:
+    """Nanoseconds charged to each bucket (in `precedence` order) in each stretch (by position), or in each
+    (stretch, process) for the processes with bucketed spans there.
+
+    The spans cut to each stretch (`overlaps`) are swept in time order within it: between two events the active
+    buckets are constant and the segment goes to the first of them. The four active counts travel packed in one
+    128-bit integer, 32 bits a bucket, so one running sum carries the whole state; events at the same instant give
+    zero-length segments, which charge nothing.
+    """
     rank_sql = "CASE bucket " + " ".join(f"WHEN '{b}' THEN {i}" for i, b in enumerate(precedence)) + " END"
-    # The four active counts travel packed in one 128-bit integer, 32 bits a bucket, so one running sum carries
-    # the whole state; events at the same instant give zero-length segments, which charge nothing.
     shift = 32
 
     def first_active(i: int) -> str:
@@ -98,57 +120,38 @@ def charge_wall_clock(
         charged = f"CASE WHEN {earlier}(active >> {shift * i}) & {0xFFFFFFFF} > 0 THEN t_next - t ELSE 0 END"
         return f"sum({charged})::BIGINT AS r{i}"
 
-    charged_columns = ", ".join(first_active(i) for i in range(len(BUCKETS)))
+    keys = "stretch, process" if by_process else "stretch"
     try:
-        kept = ["process", "rank"] if by_process else ["rank"]
         clip_to_stretches(
             connection,
             stretches,
-            f"SELECT start_ns, end_ns, {', '.join(kept[:-1] + [f'{rank_sql} AS rank'])} FROM spans_ex "
+            f"SELECT start_ns, end_ns, {'process, ' if by_process else ''}{rank_sql} AS rank FROM spans_ex "
             "WHERE bucketed AND end_ns > start_ns",
-            kept,
+            ["process", "rank"] if by_process else ["rank"],
             "charge_clipped",
         )
-        frame_key = "stretch"
-        if by_process:  # stretch -> each of its frames, for that frame's process's spans
-            connection.register("charge_frames", _frame_table(frames, stretch_of))
-            connection.execute(
-                """
-                CREATE OR REPLACE TEMP TABLE charge_clipped AS
-                SELECT f.frame_id, c.process, c.rank, c.s, c.e
-                FROM charge_clipped c JOIN charge_frames f ON f.stretch = c.stretch AND f.process = c.process
-                """
-            )
-            connection.unregister("charge_frames")
-            frame_key = "frame_id"
         rows = connection.execute(
             f"""
             WITH events AS (
-                SELECT {frame_key} AS frame, s AS t, (1::HUGEINT << ({shift} * rank)) AS delta FROM charge_clipped
+                SELECT {keys}, s AS t, (1::HUGEINT << ({shift} * rank)) AS delta FROM charge_clipped
                 UNION ALL
-                SELECT {frame_key} AS frame, e AS t, -(1::HUGEINT << ({shift} * rank)) AS delta FROM charge_clipped
+                SELECT {keys}, e AS t, -(1::HUGEINT << ({shift} * rank)) AS delta FROM charge_clipped
             ),
             running AS (
-                SELECT frame, t,
-                       lead(t) OVER (PARTITION BY frame ORDER BY t ROWS UNBOUNDED PRECEDING) AS t_next,
-                       sum(delta) OVER (PARTITION BY frame ORDER BY t ROWS UNBOUNDED PRECEDING) AS active
+                SELECT {keys}, t,
+                       lead(t) OVER (PARTITION BY {keys} ORDER BY t ROWS UNBOUNDED PRECEDING) AS t_next,
+                       sum(delta) OVER (PARTITION BY {keys} ORDER BY t ROWS UNBOUNDED PRECEDING) AS active
                 FROM events
             )
-            SELECT frame, {charged_columns} FROM running WHERE t_next IS NOT NULL GROUP BY frame
+            SELECT {keys}, {", ".join(first_active(i) for i in range(len(BUCKETS)))}
+            FROM running WHERE t_next IS NOT NULL GROUP BY {keys}
             """
         ).fetchall()
     finally:
         connection.execute("DROP TABLE IF EXISTS charge_clipped")
-    if not by_process:  # rows are keyed by position
-        rows = [(frames[row[0]].frame_id, *row[1:]) for row in rows]
-    charged = {row[0]: [int(v or 0) for v in row[1:]] for row in rows}
-    nothing = [0] * len(BUCKETS)
-    result = {}
-    for frame in frames:
-        by_rank = charged.get(frame.frame_id, nothing)
-        wall = frame.end_ns - frame.start_ns
-        result[frame.frame_id] = Charge(wall, dict(zip(precedence, by_rank, strict=True)), wall - sum(by_rank))
-    return result
+    if by_process:
+        return {(row[0], row[1]): [int(v or 0) for v in row[2:]] for row in rows}
+    return {row[0]: [int(v or 0) for v in row[1:]] for row in rows}
 
 
 def span_seconds_ns(connection: duckdb.DuckDBPyConnection, by_process: bool = False) -> dict[Any, dict[str, int]]:
@@ -168,25 +171,4 @@ def span_seconds_ns(connection: duckdb.DuckDBPyConnection, by_process: bool = Fa
     for row in rows:
         key = (row[0], int(row[1]), row[2]) if by_process else (row[0], int(row[1]))
         out.setdefault(key, dict.fromkeys(BUCKETS, 0))[row[-2]] = int(row[-1])
-    return out
-
-
-def processes_in_frames(connection: duckdb.DuckDBPyConnection, frames: Sequence[Frame]) -> dict[int, list[str]]:
-    """For `--by process`: per frame, the processes that have a bucketed span overlapping it (sorted)."""
-    if not frames:
-        return {}
-    try:
-        clip_to_stretches(
-            connection,
-            [(f.start_ns, f.end_ns) for f in frames],
-            "SELECT start_ns, end_ns, process FROM spans_ex WHERE bucketed AND end_ns > start_ns",
-            ["process"],
-            "process_clipped",
-        )
-        rows = connection.execute("SELECT DISTINCT stretch, process FROM process_clipped ORDER BY 1, 2").fetchall()
-    finally:
-        connection.execute("DROP TABLE IF EXISTS process_clipped")
-    out: dict[int, list[str]] = {}
-    for position, process in rows:
-        out.setdefault(frames[position].frame_id, []).append(process)
     return out
