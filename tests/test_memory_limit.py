@@ -270,3 +270,10 @@ def test_the_command_runs_without_numpy_and_prints_what_it_prints_with_it(tmp_pa
     *report, numpy_loaded = lean.stdout.strip().splitlines()
     assert json.loads(numpy_loaded) is False
     assert json.loads("\n".join(report)) == json.loads(invoke(["report", "--format", "json", str(SAMPLE)]).stdout)
+
+
+def test_stores_open_at_once_share_the_limit(tmp_path, monkeypatch):
+    path = write_trace(tmp_path / "run.otlp", steps(2))
+    monkeypatch.setenv(ENV_MEMORY_LIMIT, "1GB")
+    with open_store([path], cache_dir=tmp_path / "cache", memory_share=0.5) as store:
+        assert setting(store, "memory_limit") == duckdb_shows("500MB")

@@ -166,14 +166,17 @@ def print_notices(notices: Sequence[str]) -> None:
 
 
 @contextmanager
-def opened_store(paths: Sequence[str], no_cache: bool, *, accounting: bool = True) -> Iterator[SpanStore]:
-    """The store for a command; `accounting`: the command reads only what the accounting reads (not `query`)."""
+def opened_store(
+    paths: Sequence[str], no_cache: bool, *, accounting: bool = True, memory_share: float = 1.0
+) -> Iterator[SpanStore]:
+    """The store for a command; `accounting`: the command reads only what the accounting reads (not `query`);
+    `memory_share`: of GOODPUT_MEMORY_LIMIT, for stores that work at the same time (a diff's two sides: 0.5 each)."""
     from rollup import ACCOUNTING_SCHEMA, SPAN_SCHEMA, open_store
 
     progress = LoadProgress(stderr())
     try:
         schema = ACCOUNTING_SCHEMA if accounting else SPAN_SCHEMA
-        store = open_store(paths, use_cache=not no_cache, progress=progress, schema=schema)
+        store = open_store(paths, use_cache=not no_cache, progress=progress, schema=schema, memory_share=memory_share)
     finally:
         progress.close()
     print_notices(store.notices)

@@ -17,7 +17,7 @@ import functools
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,6 +37,7 @@ from .errors import GoodputError
 from .lineage import LINEAGE_VERSION, ensure_lineage
 from .memory import (
     DIRECT_JSON_MIN_BYTES,
+    MIN_LIMIT_BYTES,
     SpillDirectory,
     connect,
     conversion_workers,
@@ -221,7 +222,7 @@ def _convert(
     runner: Runner | None,
     progress: Progress | None,
     schema: pa.Schema = SPAN_SCHEMA,
-    connect: Callable[[], duckdb.DuckDBPyConnection] | None = None,
+    connect: _Connection | None = None,
     max_chunk_bytes: int | None = None,
 ) -> list[FileEntry]:
     """Convert what the cache lacks. Given `connect` (the store's connection, opened on first call), an uncached
@@ -232,7 +233,7 @@ def _convert(
     would make forking them unsafe (`read.plan.pool_start_method`)."""
     workers = workers or conversion_workers()
     direct = connect is not None and runner is None and not use_cache and accounting_only(schema)
-    direct = direct and memory_limit_bytes() >= DIRECT_JSON_MIN_BYTES
+    direct = direct and connect is not None and connect.limit_bytes >= DIRECT_JSON_MIN_BYTES
     plan = plan_load(
         paths,
         use_cache=use_cache,
@@ -264,13 +265,14 @@ class _Connection:
     """The store's DuckDB connection, opened (and DuckDB imported) on first call, held to the memory limit and
     spilling into `spill` (`memory.connect`)."""
 
-    def __init__(self, spill: SpillDirectory) -> None:
+    def __init__(self, spill: SpillDirectory, limit_bytes: int) -> None:
         self.spill = spill
+        self.limit_bytes = limit_bytes
         self.connection: duckdb.DuckDBPyConnection | None = None
 
     def __call__(self) -> duckdb.DuckDBPyConnection:
         if self.connection is None:
-            self.connection = connect(self.spill)
+            self.connection = connect(self.spill, limit_bytes=self.limit_bytes)
         return self.connection
 
     def close(self) -> None:
@@ -288,19 +290,24 @@ def open_store(
     runner: Runner | None = None,
     progress: Progress | None = None,
     schema: pa.Schema = SPAN_SCHEMA,
+    memory_share: float = 1.0,
 ) -> SpanStore:
     """Load the spans of `paths` into a fresh in-memory DuckDB and return the store around it.
 
     `spans` has `schema`'s columns: SPAN_SCHEMA, or `schema.ACCOUNTING_SCHEMA` for a caller that only runs the
     accounting. Without the cache, only those columns are converted (the attribute maps, most of the work, are
-    skipped); with it, files are converted whole, since the cache serves every command.
+    skipped); with it, files are converted whole, since the cache serves every command. The store's DuckDB holds
+    `memory_share` of GOODPUT_MEMORY_LIMIT (`memory`): stores that work at the same time share the limit (a diff's
+    two sides each get half), so a command's peak stays the limit and a margin.
 
     Raises InputError for paths that name nothing readable and TraceFormatError for files that are not traces;
     truncated tails and empty files become `notices`, not errors.
     """
-    memory_limit_bytes()  # a bad GOODPUT_MEMORY_LIMIT is said before any work
+    if not 0 < memory_share <= 1:
+        raise ValueError(f"memory_share is a share of the limit, not {memory_share}")
+    limit = max(MIN_LIMIT_BYTES, int(memory_share * memory_limit_bytes()))  # a bad setting is said before any work
     work_dir = _work_dir(use_cache, cache_dir)
-    connect = _Connection(spill_directory(spill_root(cache_dir) if use_cache else work_dir))
+    connect = _Connection(spill_directory(spill_root(cache_dir) if use_cache else work_dir), limit)
     try:
         entries = _convert(
             paths,
