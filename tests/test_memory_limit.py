@@ -248,10 +248,10 @@ def test_the_memory_setting_imports_nothing_heavy():
     assert _modules_after("import rollup.memory", HEAVY) == []
 
 
-def test_a_cached_rerun_reads_no_trace_so_imports_no_decoder(tmp_path):
+def test_a_cached_rerun_reads_no_trace_so_imports_no_decoder_nor_worker_pool(tmp_path):
     env = dict(os.environ, GOODPUT_CACHE_DIR=str(tmp_path / "cache"))
     code = f"from cli import main\ntry:\n    main(['report', {str(SAMPLE)!r}])\nexcept SystemExit:\n    pass"
-    decoders = ("opentelemetry", "google.protobuf")
+    decoders = ("opentelemetry", "google.protobuf", "pyarrow.parquet", "multiprocessing")
     _modules_after(code, decoders, env)  # the first run fills the cache
     assert _modules_after(code, decoders, env) == []
 

@@ -15,14 +15,17 @@ import re
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from ..errors import GoodputError, InputError, TraceFormatError
 from ..schema import SPAN_SCHEMA
 from .signals import JSON_SIGNAL_KEYS, NotATrace, not_a_trace_error
 from .sniff import DECOMPRESSION_ERRORS, compression_of, open_plain, read_failure, sniff_format
+
+if TYPE_CHECKING:  # imported where a Parquet file is read or written: a load from the cache alone never does
+    import pyarrow.parquet as pq
 
 DEFAULT_CHUNK_BYTES = 64 << 20
 DEFAULT_BATCH_ROWS = 65_536
@@ -316,6 +319,8 @@ def _parquet_batches(path: str, batch_rows: int, schema: pa.Schema) -> Iterator[
     """The rows of a span-schema Parquet file (an `ingest` result) as they are, source_file included; `schema`'s
     columns only."""
     try:
+        import pyarrow.parquet as pq
+
         parquet = pq.ParquetFile(path)
         problem = parquet_problem(parquet.schema_arrow.names)
         if problem:
@@ -364,6 +369,8 @@ def _guarded(batches: Iterator[pa.RecordBatch], path: str) -> Iterator[pa.Record
 
 
 def _open_writer(out_path: str, schema: pa.Schema) -> pq.ParquetWriter:
+    import pyarrow.parquet as pq
+
     try:
         return pq.ParquetWriter(
             out_path,

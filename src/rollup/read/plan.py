@@ -14,20 +14,17 @@ from __future__ import annotations
 
 import importlib
 import json
-import multiprocessing
 import os
 import shutil
 import sys
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from ..cache import file_cache_key, publish_entry, read_manifest
 from ..errors import GoodputError, InputError, TraceFormatError
@@ -113,6 +110,8 @@ def pool_start_method() -> str:
     DuckDB, and `ProcessRunner` imports it just before forking (an import starts no thread; checked), so the CLI
     forks and its workers inherit the import.
     """
+    import multiprocessing
+
     methods = multiprocessing.get_all_start_methods()
     if "fork" in methods and threading.active_count() == 1 and "duckdb" not in sys.modules:
         return "fork"
@@ -120,6 +119,8 @@ def pool_start_method() -> str:
 
 
 def _without_fork() -> str:
+    import multiprocessing
+
     return "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
 
 
@@ -149,6 +150,9 @@ class ProcessRunner:
         self.start_method = pool_start_method()
         if self.start_method == "fork" and not _imported_without_threads("duckdb"):
             self.start_method = _without_fork()
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
         context = multiprocessing.get_context(self.start_method)
         if self.start_method == "forkserver":  # the server imports the decoders once; each worker forks from it
             context.set_forkserver_preload([convert_chunk.__module__, "duckdb"])
@@ -162,6 +166,8 @@ class ProcessRunner:
             for chunk, out_path, schema in jobs
         ]
         try:
+            from concurrent.futures import as_completed
+
             for future in as_completed(futures):
                 yield future.result()
         except BaseException:
@@ -299,6 +305,8 @@ def load_direct(
 def _check_parquet_spans(entry: FileEntry) -> None:
     """A Parquet file among the inputs (an `ingest --to` dataset) is used as it is, if it holds goodput spans."""
     try:
+        import pyarrow.parquet as pq
+
         schema = pq.read_schema(entry.path)
         rows = pq.read_metadata(entry.path).num_rows
     except (pa.ArrowException, OSError, UnicodeDecodeError) as exc:  # what a damaged file raises; else a bug of ours
