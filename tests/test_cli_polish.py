@@ -129,7 +129,7 @@ def test_an_internal_error_in_the_parquet_check_is_exit_3(tmp_path, monkeypatch)
     def changed_api(*args, **kwargs):
         raise TypeError("read_schema() got an unexpected keyword argument")  # what a pyarrow API change raises
 
-    monkeypatch.setattr(rollup.read.plan.pq, "read_schema", changed_api)
+    monkeypatch.setattr(pq, "read_schema", changed_api)  # rollup.read.plan imports pyarrow.parquet where it checks
     result = invoke(["report", str(dataset)], width=80)
     assert result.exit_code == 3
     assert "TypeError" in one_error_line(result.stderr)
