@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+from statistics import median
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -118,3 +120,27 @@ def test_swapping_the_sides_negates_every_delta(tmp_path, first, second):
         other = back[(n["name"], n["bucket"])]
         assert n["delta_s"] == -other["delta_s"]
         assert (n["baseline_s"], n["candidate_s"]) == (other["candidate_s"], other["baseline_s"])
+
+
+def medians_from_report(path: str, *extra: str) -> tuple[dict, dict]:
+    """SPEC section 9 worked from `report --by name` JSON: each figure's median over the rows, and each (name,
+    bucket)'s median per-iteration wall seconds, 0 in a row without it."""
+    result = invoke(["report", path, "--by", "name", "--format", "json", "--no-cache", *extra])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)["iterations"]
+    figures = {f: median([r[f] for r in rows if r[f] is not None]) for f in FIGURES}
+    keys = {(n["name"], n["bucket"]) for r in rows for n in r["names"]}
+    names = {k: median([sum(n["wall_s"] for n in r["names"] if (n["name"], n["bucket"]) == k) for r in rows])
+             for k in keys}  # fmt: skip
+    return figures, names
+
+
+@pytest.mark.parametrize("run", ["grpo_sync", "grpo_async", "grpo_restart", "grpo_buggy"])
+@pytest.mark.parametrize("extra", [[], ["--precedence", "idle,wasted,overhead,productive"], ["--iterations", "2:4"]])
+def test_each_side_is_the_medians_of_its_report_by_name(run, extra):
+    path = f"sample_traces/{run}/"
+    figures, names = medians_from_report(path, *extra)
+    out = diff_json(path, path, *extra)
+    for figure, value in figures.items():
+        assert out["baseline"]["median"][figure] == pytest.approx(value, abs=1e-9), figure
+    assert {(n["name"], n["bucket"]): n["baseline_s"] for n in out["names"]} == pytest.approx(names, abs=1e-9)

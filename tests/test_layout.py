@@ -36,8 +36,8 @@ FRONT_DOOR = {
     "ACCOUNTING_SCHEMA", "BUCKETS", "Report", "IterationRow", "Figures", "build_report", "report_json", "Finding",
     "RULES", "check_findings", "check_summary", "Window", "iteration_windows", "spans_in_window", "ray_runner",
     "RAY_CHUNK_BYTES", "default_cache_dir", "Attempt", "JobFigures", "NameShare", "shares_by_name", "Side",
-    "summarise", "compare", "slower_than", "outliers", "parse_groups", "Timeline", "build_timeline", "timeline_trace",
-    "build_report_on_ray", "check_findings_on_ray", "ray_connection", "out_of_memory",
+    "summarise", "measure", "compare", "slower_than", "outliers", "parse_groups", "Timeline", "build_timeline",
+    "timeline_trace", "build_report_on_ray", "check_findings_on_ray", "ray_connection", "out_of_memory",
 }  # fmt: skip
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import typer
 from rich.markup import escape
@@ -19,9 +18,6 @@ from rollup.views import (
     percent_over,
     report_text,
 )
-
-if TYPE_CHECKING:
-    pass
 
 from . import shell
 
@@ -165,16 +161,17 @@ def diff(
     from concurrent.futures import ThreadPoolExecutor
     from contextlib import ExitStack
 
-    from rollup import build_report, compare, slower_than, summarise
+    from rollup import compare, measure, slower_than
 
-    # The two sides load one after the other (one progress bar at a time), then are accounted at once: each has a
-    # DuckDB connection of its own, which works without the GIL, so on two cores a diff costs about one report.
+    # The two sides load one after the other (one progress bar at a time), then are measured at once: each has a
+    # DuckDB connection of its own (half the memory limit each), which works without the GIL.
+    sides = [baseline, candidate]
     with ExitStack() as stack:
-        stores = [stack.enter_context(shell.opened_store([path], no_cache)) for path in (baseline, candidate)]
+        stores = [stack.enter_context(shell.opened_store([path], no_cache, memory_share=0.5)) for path in sides]
         with ThreadPoolExecutor(max_workers=2) as pool:
-            built = list(pool.map(lambda st: build_report(st, iterations=selected, precedence=precedence, by="name"),
-                                  stores))  # fmt: skip
-    result = compare(summarise(built[0], [baseline]), summarise(built[1], [candidate]))
+            measured = list(pool.map(lambda store, path: measure(store, [path], iterations=selected,
+                                                                 precedence=precedence), stores, sides))  # fmt: skip
+    result = compare(*measured)
     shell.emit(diff_text(result, fmt, width=shell.terminal_width()), output)
     if percent is not None and (verdict := slower_than(result, percent)) is not None:
         shell.stderr().print(escape(verdict))

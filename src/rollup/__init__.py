@@ -24,7 +24,7 @@ _HOMES: dict[str, str] = {
     **dict.fromkeys(["Report", "IterationRow", "Figures", "JobFigures", "build_report", "report_json"], "report"),
     "Attempt": "attempts",
     **dict.fromkeys(["NameShare", "shares_by_name"], "breakdown"),
-    **dict.fromkeys(["Side", "summarise", "compare", "slower_than"], "diff"),
+    **dict.fromkeys(["Side", "summarise", "measure", "compare", "slower_than"], "diff"),
     "outliers": "outliers",
     **dict.fromkeys(["Finding", "RULES", "check_findings", "check_summary"], "checks"),
     "parse_groups": "coverage",
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from .cache import default_cache_dir
     from .checks import RULES, Finding, check_findings, check_summary
     from .coverage import parse_groups
-    from .diff import Side, compare, slower_than, summarise
+    from .diff import Side, compare, measure, slower_than, summarise
     from .distributed import build_report_on_ray, check_findings_on_ray, ray_connection
     from .errors import GoodputError, InputError, TraceFormatError
     from .memory import out_of_memory

@@ -61,17 +61,11 @@ def shares_by_name(
     """
     if not windows:
         return []
-    key_sql = BREAKDOWN_KEYS[by]
-    wall = _wall_shares(connection, windows, precedence, key_sql)
-    spans = _span_seconds_by_name(connection, windows, key_sql)
+    wall = wall_by_name(connection, windows, precedence, bucket_ns, by=by)
+    spans = span_seconds_by_name(connection, windows, by=by)
     out = []
-    for frame_id, window_buckets in enumerate(bucket_ns):
-        exact = wall.get(frame_id, {})
-        names: dict[tuple[str, str], list[int]] = {}
-        for bucket in BUCKETS:
-            of_bucket = {name: value for (b, name), value in exact.items() if b == bucket}
-            for name, ns in apportion(of_bucket, window_buckets[bucket]).items():
-                names[(name, bucket)] = [ns, 0]
+    for frame_id, of_window in enumerate(wall):
+        names = {key: [ns, 0] for key, ns in of_window.items()}
         for (name, bucket), ns in spans.get(frame_id, {}).items():
             names.setdefault((name, bucket), [0, 0])[1] = ns
         shares = [NameShare(name, bucket, w, s) for (name, bucket), (w, s) in names.items() if w or s]
@@ -80,12 +74,39 @@ def shares_by_name(
     return out
 
 
+def wall_by_name(
+    connection: duckdb.DuckDBPyConnection,
+    windows: Sequence[Window],
+    precedence: Sequence[str],
+    bucket_ns: Sequence[dict[str, int]],
+    *,
+    by: str = "name",
+) -> list[dict[tuple[str, str], int]]:
+    """Per window (in the order given), each (name, bucket)'s wall-clock nanoseconds: the shares of
+    `shares_by_name` without the span-seconds beside them (what `diff` compares). Names with no wall clock in a
+    bucket are left out."""
+    if not windows:
+        return []
+    exact = _wall_shares(connection, windows, precedence, BREAKDOWN_KEYS[by])
+    out = []
+    for frame_id, window_buckets in enumerate(bucket_ns):
+        of_bucket: dict[str, dict[str, float]] = {}
+        for (bucket, name), value in exact.get(frame_id, {}).items():
+            of_bucket.setdefault(bucket, {})[name] = value
+        out.append({
+            (name, bucket): ns
+            for bucket in BUCKETS if bucket in of_bucket
+            for name, ns in apportion(of_bucket[bucket], window_buckets[bucket]).items() if ns
+        })  # fmt: skip
+    return out
+
+
 def apportion(exact: dict[str, float], total: int) -> dict[str, int]:
     """Integer nanoseconds for float shares that add up to `total` exactly: each share's floor, and the nanoseconds
     left over to the shares with the largest remainders (ties to the earlier name). The floats are within a small
     fraction of a nanosecond of the exact shares, so at most one nanosecond moves per name."""
-    if not exact:
-        return {}
+    if len(exact) <= 1:  # a name alone in its bucket has all of it (what the rounding below gives it too)
+        return dict.fromkeys(exact, total)
     floors = {name: max(0, int(value)) for name, value in exact.items()}
     left = total - sum(floors.values())
     by_remainder = sorted(exact, key=lambda name: (-(exact[name] - floors[name]), name))
@@ -189,15 +210,15 @@ def _wall_shares(
     return out
 
 
-def _span_seconds_by_name(
-    connection: duckdb.DuckDBPyConnection, windows: Sequence[Window], key_sql: str
+def span_seconds_by_name(
+    connection: duckdb.DuckDBPyConnection, windows: Sequence[Window], *, by: str = "name"
 ) -> dict[int, dict[tuple[str, str], int]]:
     """Per window, per (name, bucket): the summed full durations of the bucketed spans of the window's attempt
     whose effective iteration is the window's (the span-seconds view, split by name)."""
     frame_of = {(w.run_id, w.iteration): i for i, w in enumerate(windows)}
     rows = connection.execute(
         f"""
-        SELECT {ATTEMPT_SQL}, eff_iteration, {key_sql}, bucket, sum(end_ns - start_ns)::BIGINT FROM spans_ex
+        SELECT {ATTEMPT_SQL}, eff_iteration, {BREAKDOWN_KEYS[by]}, bucket, sum(end_ns - start_ns)::BIGINT FROM spans_ex
         WHERE bucketed AND eff_iteration IS NOT NULL GROUP BY ALL
         """
     ).fetchall()

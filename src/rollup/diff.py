@@ -11,10 +11,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import median
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .report import NS_PER_S, Report
+from .attempts import find_attempts
+from .attribution import Charge, Frame, charge_wall_clock, parse_precedence
+from .breakdown import span_seconds_by_name, wall_by_name
+from .lineage import ensure_lineage
+from .report import NS_PER_S, Report, select_windows
 from .schema import BUCKETS
+from .windows import attempt_windows, latest_windows
+
+if TYPE_CHECKING:
+    from .store import SpanStore
 
 
 @dataclass(frozen=True)
@@ -43,18 +51,56 @@ def _middle(values: Sequence[float]) -> float | None:
 def summarise(report: Report, paths: Sequence[str]) -> Side:
     """A side of the diff from a report built with `by="name"`."""
     rows = report.iterations
+    charges = [Charge(r.figures.wall_ns, r.figures.bucket_ns, r.figures.unaccounted_ns) for r in rows]
+    names = [{(share.name, share.bucket): share.wall_ns for share in row.names or ()} for row in rows]
+    return _side(paths, charges, names)
+
+
+def measure(
+    store: SpanStore, paths: Sequence[str], *, iterations: tuple[int, int] | None = None, precedence: str | None = None
+) -> Side:
+    """A side of the diff straight from a store: `summarise(build_report(store, by="name", ...))` without the parts
+    of a report the diff does not compare (span-seconds, the time outside and between attempts, outliers)."""
+    order = parse_precedence(precedence)
+    connection = store.connection
+    ensure_lineage(store)
+    attempts = find_attempts(connection)
+    latest, _ = latest_windows(attempt_windows(connection, [a.run_id for a in attempts]))
+    windows = select_windows(latest, iterations)
+    frames = [Frame(i, w.start_ns, w.end_ns) for i, w in enumerate(windows)]
+    by_frame = charge_wall_clock(connection, frames, order)
+    charges = [by_frame[f.frame_id] for f in frames]
+    names = wall_by_name(connection, windows, order, [c.bucket_ns for c in charges])
+    for frame_id, of_window in span_seconds_by_name(connection, windows).items():  # listed in section 8 at 0 wall
+        for key, span_ns in of_window.items():
+            if span_ns:
+                names[frame_id].setdefault(key, 0)
+    return _side(paths, charges, names)
+
+
+def _side(paths: Sequence[str], rows: Sequence[Charge], names: Sequence[dict[tuple[str, str], int]]) -> Side:
+    """Medians over the rows' charges, and over each (name, bucket)'s wall nanoseconds (0 in a row without it)."""
     figures: dict[str, float | None] = {
-        "wall_s": _middle([r.figures.wall_ns for r in rows]),
-        **{f"{b}_s": _middle([r.figures.bucket_ns[b] for r in rows]) for b in BUCKETS},
-        "unaccounted_s": _middle([r.figures.unaccounted_ns for r in rows]),
+        "wall_s": _middle([r.wall_ns for r in rows]),
+        **{f"{b}_s": _middle([r.bucket_ns[b] for r in rows]) for b in BUCKETS},
+        "unaccounted_s": _middle([r.unaccounted_ns for r in rows]),
     }
-    goodput = _middle([g for r in rows if (g := r.figures.goodput) is not None])
+    goodput = _middle([r.bucket_ns["productive"] / r.wall_ns for r in rows if r.wall_ns > 0])
     per_name: dict[tuple[str, str], list[int]] = {}
-    for index, row in enumerate(rows):
-        for share in row.names or ():
-            per_name.setdefault((share.name, share.bucket), [0] * len(rows))[index] += share.wall_ns
-    names = {key: float(median(values)) for key, values in per_name.items()}
-    return Side(list(paths), len(rows), figures, goodput, names)
+    for of_row in names:
+        for key, ns in of_row.items():
+            if key in per_name:
+                per_name[key].append(ns)
+            else:
+                per_name[key] = [ns]
+    return Side(list(paths), len(rows), figures, goodput,
+                {key: _median_with_zeros(v, len(rows)) for key, v in per_name.items()})  # fmt: skip
+
+
+def _median_with_zeros(present: list[int], rows: int) -> float:
+    """The median of `present` and as many zeros as it takes to make `rows` values (the rows a name is absent
+    from)."""
+    return float(median([*present, *[0] * (rows - len(present))]))
 
 
 def _delta(baseline: float | None, candidate: float | None, scale: float = 1.0) -> float | None:
