@@ -212,6 +212,10 @@ def test_names_sum_to_their_bucket_and_match_exact_shares_in_every_window_and_th
         spans.append(S(f"x{index}", name, start / 10, (start + length) / 10, parent=parent, bucket=bucket,
                        process=process))  # fmt: skip
     out = by_name(tmp_path, spans)
+    plain = json.loads(invoke(["report", str(tmp_path / "run.trace"), "--format", "json", "--no-cache"]).stdout)
+    # The breakdown's own sweep charges the windows; what it charges is what the report charges without it.
+    assert [{k: v for k, v in row.items() if k != "names"} for row in out["iterations"]] == plain["iterations"]
+    assert {k: v for k, v in out["total"].items() if k != "names"} == plain["total"]
     for row, window in zip(out["iterations"], [(0, 2.0), (2.0, 4.0)], strict=True):
         expected = exact_shares(spans, window)
         got = {(n["name"], n["bucket"]): round(n["wall_s"] * 1e9) for n in row["names"]}

@@ -62,12 +62,12 @@ def charge_wall_clock(
         return {}
     if not any(f.process is not None for f in frames):
         charged = _charged_ns(connection, [(f.start_ns, f.end_ns) for f in frames], precedence, by_process=False)
-        return {f.frame_id: _charge(f, charged.get(i), precedence) for i, f in enumerate(frames)}
+        return {f.frame_id: frame_charge(f, charged.get(i), precedence) for i, f in enumerate(frames)}
     stretches = sorted({(f.start_ns, f.end_ns) for f in frames})
     stretch_of = {stretch: index for index, stretch in enumerate(stretches)}
     charged = _charged_ns(connection, stretches, precedence, by_process=True)
     return {
-        f.frame_id: _charge(f, charged.get((stretch_of[(f.start_ns, f.end_ns)], f.process)), precedence)
+        f.frame_id: frame_charge(f, charged.get((stretch_of[(f.start_ns, f.end_ns)], f.process)), precedence)
         for f in frames
     }
 
@@ -87,11 +87,12 @@ def charge_each_process(
     out = {}
     for frame in frames:
         found = by_stretch.get(stretch_of[(frame.start_ns, frame.end_ns)], {})
-        out[frame.frame_id] = {process: _charge(frame, by_rank, precedence) for process, by_rank in found.items()}
+        out[frame.frame_id] = {process: frame_charge(frame, by_rank, precedence) for process, by_rank in found.items()}
     return out
 
 
-def _charge(frame: Frame, by_rank: list[int] | None, precedence: Sequence[str]) -> Charge:
+def frame_charge(frame: Frame, by_rank: list[int] | None, precedence: Sequence[str]) -> Charge:
+    """A frame's charge from its nanoseconds by bucket in `precedence` order (None: nothing charged)."""
     by_rank = by_rank or [0] * len(BUCKETS)
     wall = frame.end_ns - frame.start_ns
     return Charge(wall, dict(zip(precedence, by_rank, strict=True)), wall - sum(by_rank))

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .attempts import ATTEMPT_SQL
+from .attribution import Charge, Frame, frame_charge
 from .errors import GoodputError
 from .overlaps import clip_to_stretches
 from .schema import BUCKETS
@@ -61,7 +62,18 @@ def shares_by_name(
     """
     if not windows:
         return []
-    wall = wall_by_name(connection, windows, precedence, bucket_ns, by=by)
+    return name_shares(connection, windows, wall_by_name(connection, windows, precedence, bucket_ns, by=by), by=by)
+
+
+def name_shares(
+    connection: duckdb.DuckDBPyConnection,
+    windows: Sequence[Window],
+    wall: Sequence[dict[tuple[str, str], int]],
+    *,
+    by: str = "name",
+) -> list[list[NameShare]]:
+    """`shares_by_name` from each window's wall nanoseconds per (name, bucket) (`wall_by_name`, `charged_shares`):
+    the span-seconds added beside them, and sorted."""
     spans = span_seconds_by_name(connection, windows, by=by)
     out = []
     for frame_id, of_window in enumerate(wall):
@@ -82,23 +94,39 @@ def wall_by_name(
     *,
     by: str = "name",
 ) -> list[dict[tuple[str, str], int]]:
-    """Per window (in the order given), each (name, bucket)'s wall-clock nanoseconds: the shares of
-    `shares_by_name` without the span-seconds beside them (what `diff` compares). Names with no wall clock in a
-    bucket are left out."""
+    """Per window (in the order given), each (name, bucket)'s wall-clock nanoseconds, rounded to add up to
+    `bucket_ns[i]` (window i's charge per bucket, from `attribution.charge_wall_clock`): the shares of
+    `shares_by_name` without the span-seconds beside them. Names with no wall clock in a bucket are left out."""
     if not windows:
         return []
-    exact = _wall_shares(connection, windows, precedence, BREAKDOWN_KEYS[by])
-    out = []
-    for frame_id, window_buckets in enumerate(bucket_ns):
-        of_bucket: dict[str, dict[str, float]] = {}
-        for (bucket, name), value in exact.get(frame_id, {}).items():
-            of_bucket.setdefault(bucket, {})[name] = value
-        out.append({
-            (name, bucket): ns
-            for bucket in BUCKETS if bucket in of_bucket
-            for name, ns in apportion(of_bucket[bucket], window_buckets[bucket]).items() if ns
-        })  # fmt: skip
-    return out
+    exact, _ = _sweep(connection, windows, precedence, BREAKDOWN_KEYS[by])
+    return [_rounded(exact.get(i, {}), charge) for i, charge in enumerate(bucket_ns)]
+
+
+def charged_shares(
+    connection: duckdb.DuckDBPyConnection, windows: Sequence[Window], precedence: Sequence[str], *, by: str = "name"
+) -> tuple[list[Charge], list[dict[tuple[str, str], int]]]:
+    """Per window (in the order given): its charge, as `attribution.charge_wall_clock` gives it, and each (name,
+    bucket)'s wall nanoseconds of it, as `wall_by_name` gives them, from one sweep. The sweep's segments run between
+    the moments a name turns on or off, and the active buckets change only at such a moment, so each segment's
+    whole integer length goes to the charged bucket exactly as in a sweep over every span edge."""
+    if not windows:
+        return [], []
+    exact, by_rank = _sweep(connection, windows, precedence, BREAKDOWN_KEYS[by])
+    charges = [frame_charge(Frame(i, w.start_ns, w.end_ns), by_rank.get(i), precedence) for i, w in enumerate(windows)]
+    return charges, [_rounded(exact.get(i, {}), charge.bucket_ns) for i, charge in enumerate(charges)]
+
+
+def _rounded(exact: dict[tuple[str, str], float], bucket_ns: dict[str, int]) -> dict[tuple[str, str], int]:
+    """One window's float shares as integer nanoseconds adding up to each bucket's charge (`apportion`)."""
+    of_bucket: dict[str, dict[str, float]] = {}
+    for (bucket, name), value in exact.items():
+        of_bucket.setdefault(bucket, {})[name] = value
+    return {
+        (name, bucket): ns
+        for bucket in BUCKETS if bucket in of_bucket
+        for name, ns in apportion(of_bucket[bucket], bucket_ns[bucket]).items() if ns
+    }  # fmt: skip
 
 
 def apportion(exact: dict[str, float], total: int) -> dict[str, int]:
@@ -123,10 +151,11 @@ def apportion(exact: dict[str, float], total: int) -> dict[str, int]:
     return floors
 
 
-def _wall_shares(
+def _sweep(
     connection: duckdb.DuckDBPyConnection, windows: Sequence[Window], precedence: Sequence[str], key_sql: str
-) -> dict[int, dict[tuple[str, str], float]]:
-    """Per window, per (bucket, name): the float nanoseconds of its share (see the module's docstring)."""
+) -> tuple[dict[int, dict[tuple[str, str], float]], dict[int, list[int]]]:
+    """Per window, per (bucket, name): the float nanoseconds of its share (see the module's docstring); and per
+    window, the integer nanoseconds charged to each bucket in `precedence` order."""
     rank_sql = "CASE bucket " + " ".join(f"WHEN '{b}' THEN {i}" for i, b in enumerate(precedence)) + " END"
     shift, mask = 32, 0xFFFFFFFF
 
@@ -188,7 +217,7 @@ def _wall_shares(
             ),
             segments AS (
                 SELECT frame_id, rank, key_id, t, d, {charged_rank} AS charged,
-                       (coalesce(t_next, t) - t)::DOUBLE / {sharers} AS portion
+                       coalesce(t_next, t) - t AS length, length::DOUBLE / {sharers} AS portion
                 FROM swept
             ),
             prefixed AS (
@@ -196,18 +225,26 @@ def _wall_shares(
                 WINDOW before AS (PARTITION BY frame_id ORDER BY t, d, rank, key_id
                                   ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
             ),
-            shares AS (SELECT frame_id, rank, key_id, sum(-d * {priced}) AS share FROM prefixed GROUP BY ALL)
-            SELECT s.frame_id, s.rank, k.key, s.share FROM shares s JOIN breakdown_keys k USING (key_id)
+            shares AS (SELECT frame_id, rank, key_id, sum(-d * {priced}) AS share FROM prefixed GROUP BY ALL),
+            charged AS (
+                SELECT frame_id, charged AS rank, sum(length)::BIGINT AS ns FROM segments
+                WHERE charged IS NOT NULL GROUP BY ALL
+            )
+            SELECT s.frame_id, s.rank, k.key, s.share, NULL::BIGINT FROM shares s JOIN breakdown_keys k USING (key_id)
+            UNION ALL SELECT frame_id, rank, NULL, NULL, ns FROM charged
             """
         ).fetchall()
     finally:
         connection.execute("DROP TABLE IF EXISTS breakdown_clipped")
         connection.execute("DROP TABLE IF EXISTS breakdown_keys")
     out: dict[int, dict[tuple[str, str], float]] = {}
-    for frame_id, rank, key, value in rows:
-        if value and value > 0:
+    by_rank: dict[int, list[int]] = {}
+    for frame_id, rank, key, value, ns in rows:
+        if ns is not None:
+            by_rank.setdefault(frame_id, [0] * len(BUCKETS))[rank] = int(ns)
+        elif value and value > 0:
             out.setdefault(frame_id, {})[(precedence[rank], key)] = float(value)
-    return out
+    return out, by_rank
 
 
 def span_seconds_by_name(

@@ -14,8 +14,8 @@ from statistics import median
 from typing import TYPE_CHECKING, Any
 
 from .attempts import find_attempts
-from .attribution import Charge, Frame, charge_wall_clock, parse_precedence
-from .breakdown import span_seconds_by_name, wall_by_name
+from .attribution import Charge, parse_precedence
+from .breakdown import charged_shares, span_seconds_by_name
 from .lineage import ensure_lineage
 from .report import NS_PER_S, Report, select_windows
 from .schema import BUCKETS
@@ -67,10 +67,7 @@ def measure(
     attempts = find_attempts(connection)
     latest, _ = latest_windows(attempt_windows(connection, [a.run_id for a in attempts]))
     windows = select_windows(latest, iterations)
-    frames = [Frame(i, w.start_ns, w.end_ns) for i, w in enumerate(windows)]
-    by_frame = charge_wall_clock(connection, frames, order)
-    charges = [by_frame[f.frame_id] for f in frames]
-    names = wall_by_name(connection, windows, order, [c.bucket_ns for c in charges])
+    charges, names = charged_shares(connection, windows, order)
     for frame_id, of_window in span_seconds_by_name(connection, windows).items():  # listed in section 8 at 0 wall
         for key, span_ns in of_window.items():
             if span_ns:

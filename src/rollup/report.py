@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from .attempts import Attempt, downtime_stretches, find_attempts, keep_attempt
 from .attribution import Charge, Frame, charge_each_process, charge_wall_clock, parse_precedence, span_seconds_ns
-from .breakdown import BREAKDOWN_KEYS, NameShare, shares_by_name
+from .breakdown import BREAKDOWN_KEYS, NameShare, charged_shares, name_shares, shares_by_name
 from .errors import GoodputError
 from .lineage import ensure_lineage
 from .outliers import outliers
@@ -243,10 +243,17 @@ def build_report(
     for window in every:
         by_attempt.setdefault(window.run_id, []).append(window)
     outside = [s for a in attempts for s in outside_stretches(a.extent, by_attempt.get(a.run_id, []))]
-    # One charge for every frame: the rows' windows, the superseded ones, then the stretches outside.
+    # One charge for every frame: the rows' windows, the superseded ones, then the stretches outside. With a
+    # breakdown by name, the windows' charges come from the sweep that shares them among the names.
     frames = [Frame(i, w.start_ns, w.end_ns) for i, w in enumerate([*windows, *lost])]
     outside_frames = [Frame(len(frames) + i, s, e) for i, (s, e) in enumerate(outside)]
-    charges = charge_wall_clock(connection, frames + outside_frames, order)
+    names_wall: list[dict[tuple[str, str], int]] | None = None
+    if by in BREAKDOWN_KEYS:
+        window_charges, names_wall = charged_shares(connection, windows, order, by=by)
+        charges = charge_wall_clock(connection, frames[len(windows) :] + outside_frames, order)
+        charges.update(enumerate(window_charges))
+    else:
+        charges = charge_wall_clock(connection, frames + outside_frames, order)
     span_ns = span_seconds_ns(connection)
 
     rows = [
@@ -269,15 +276,25 @@ def build_report(
     if by == "process":
         _add_process_rows(connection, report, windows, order)
     elif by is not None:
-        _add_names(connection, report, windows, by)
+        _add_names(connection, report, windows, by, names_wall)
     _mark_outliers(report.iterations)
     return report
 
 
-def _add_names(connection: duckdb.DuckDBPyConnection, report: Report, windows: list[Window], by: str) -> None:
-    """Each row's share of its buckets by span name (or group), and the total's: the rows' shares summed."""
-    charged = [row.figures.bucket_ns for row in report.iterations]
-    per_row = shares_by_name(connection, windows, report.precedence, charged, by=by)
+def _add_names(
+    connection: duckdb.DuckDBPyConnection,
+    report: Report,
+    windows: list[Window],
+    by: str,
+    wall: list[dict[tuple[str, str], int]] | None = None,
+) -> None:
+    """Each row's share of its buckets by span name (or group), and the total's: the rows' shares summed. `wall`:
+    the rows' wall nanoseconds per (name, bucket) when already shared (`breakdown.charged_shares`)."""
+    if wall is None:
+        charged = [row.figures.bucket_ns for row in report.iterations]
+        per_row = shares_by_name(connection, windows, report.precedence, charged, by=by)
+    else:
+        per_row = name_shares(connection, windows, wall, by=by)
     summed: dict[tuple[str, str], list[int]] = {}
     for row, names in zip(report.iterations, per_row, strict=True):
         row.names = names
