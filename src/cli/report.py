@@ -16,7 +16,7 @@ from rollup.views import (
     goodput_share,
     no_iterations_note,
     percent_over,
-    report_text,
+    report_chunks,
 )
 
 from . import shell
@@ -82,7 +82,7 @@ def report(
             )
         else:
             built = build_report(store, iterations=selected, precedence=precedence, by=by, attempt=attempt)
-        payload = report_json(built)
+        payload = report_json(built, lazy=fmt is OutputFormat.json)  # JSON is written a row at a time
         if not payload["iterations"]:
             note = shell.nothing_selected(store, selected, iteration) or no_iterations_note(store.read_summary())
             shell.print_notices([note])
@@ -96,7 +96,7 @@ def report(
             else:
                 checks = check_counts(check_findings(store, attempt=attempt))
     width = shell.terminal_width()
-    shell.emit(report_text(payload, by == "process", fmt, width=width, checks=checks, total_only=total_only), output)
+    shell.emit(report_chunks(payload, by == "process", fmt, width=width, checks=checks, total_only=total_only), output)
     if gate is not None:
         verdict = goodput_gate_verdict(payload["total"]["goodput"], gate)
         if verdict is not None:

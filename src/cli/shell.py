@@ -14,7 +14,7 @@ import errno
 import os
 import sys
 import traceback
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -198,12 +198,17 @@ def terminal_width() -> int:
     return Console().width if sys.stdout.isatty() else 200
 
 
-def emit(text: str, output: Path | None) -> None:
+def emit(text: str | Iterable[str], output: Path | None) -> None:
+    """Write the command's output, whole or in pieces (a report's JSON is made a row at a time as it is written)."""
+    pieces = [text] if isinstance(text, str) else text
     if output is None:
-        sys.stdout.write(text)
+        for piece in pieces:
+            sys.stdout.write(piece)
         return
     try:
-        output.write_text(text, encoding="utf-8")
+        with output.open("w", encoding="utf-8") as out:
+            for piece in pieces:
+                out.write(piece)
     except OSError as exc:
         raise fail(f"{output}: cannot write: {exc.strerror or exc}") from None
 

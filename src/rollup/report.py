@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import functools
 import gc
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 from .attempts import Attempt, downtime_stretches, find_attempts, keep_attempt
 from .attribution import Charge, Frame, charge_each_process, charge_wall_clock, parse_precedence, span_seconds_ns
@@ -412,21 +412,51 @@ def names_json(names: list[NameShare], by: str) -> list[dict[str, Any]]:
     return [{by: n.name, "bucket": n.bucket, "wall_s": seconds(n.wall_ns), "span_s": seconds(n.span_ns)} for n in names]
 
 
+class RowsJson(Sequence[dict[str, Any]]):
+    """A report's rows as SPEC section 6's objects, each made when it is asked for (and then let go): what
+    `report_json(report, lazy=True)` holds in place of the list, so that writing the JSON of 500k iterations never
+    holds it all."""
+
+    def __init__(self, report: Report) -> None:
+        self._report = report
+
+    def __len__(self) -> int:
+        return len(self._report.iterations)
+
+    @overload
+    def __getitem__(self, index: int) -> dict[str, Any]: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[dict[str, Any]]: ...
+    def __getitem__(self, index: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
+        if isinstance(index, slice):
+            return [row_json(self._report, row) for row in self._report.iterations[index]]
+        return row_json(self._report, self._report.iterations[index])
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return (row_json(self._report, row) for row in self._report.iterations)
+
+
+def row_json(report: Report, row: IterationRow) -> dict[str, Any]:
+    """One item of the report's `iterations` list."""
+    item: dict[str, Any] = {"iteration": row.iteration, "start_ns": row.start_ns, "end_ns": row.end_ns}
+    if report.by_process:
+        item["process"] = row.process
+    item.update(_figures_json(row.figures))
+    if row.names is not None and report.by is not None:
+        item["names"] = names_json(row.names, report.by)
+    item["outliers"] = list(row.outliers)
+    return item
+
+
 @_many_small_objects
-def report_json(report: Report) -> dict[str, Any]:
+def report_json(report: Report, *, lazy: bool = False) -> dict[str, Any]:
     """The object `report --format json` prints (SPEC sections 6, 7, 8 and 10); `--by process` adds `process` and
-    `processes`, `--by name` / `--by group` a `names` list to each row and to the total."""
+    `processes`, `--by name` / `--by group` a `names` list to each row and to the total. `lazy`: `iterations` is a
+    `RowsJson`, whose items are made as they are read (`views.json_chunks` writes it), not a list."""
     job = report.job
-    iterations = []
-    for row in report.iterations:
-        item: dict[str, Any] = {"iteration": row.iteration, "start_ns": row.start_ns, "end_ns": row.end_ns}
-        if report.by_process:
-            item["process"] = row.process
-        item.update(_figures_json(row.figures))
-        if row.names is not None and report.by is not None:
-            item["names"] = names_json(row.names, report.by)
-        item["outliers"] = list(row.outliers)
-        iterations.append(item)
+    iterations: Sequence[dict[str, Any]] = (
+        RowsJson(report) if lazy else [row_json(report, row) for row in report.iterations]
+    )
     total = _figures_json(report.total)
     if report.total_names is not None and report.by is not None:
         total["names"] = names_json(report.total_names, report.by)

@@ -2,12 +2,12 @@
 
 from .check import check_text, spans_title
 from .diff import diff_text, verdict_line
-from .formats import OutputFormat, arrow_rows, format_for_output, json_text, render_rows, tabular_format
+from .formats import OutputFormat, arrow_rows, format_for_output, json_chunks, json_text, render_rows, tabular_format
 from .gates import goodput_gate_verdict, goodput_share, percent_over
 from .html import check_counts
 from .notes import count, internal_error_text, iteration_range, no_iterations_note, version_text
 from .progress import LoadProgress
-from .report import report_rows, report_table, report_text
+from .report import report_chunks, report_rows, report_table, report_text
 from .tables import cell_text, jsonable, rich_table_text, table_text
 
 __all__ = [
@@ -28,11 +28,13 @@ __all__ = [
     "no_iterations_note",
     "OutputFormat",
     "cell_text",
+    "json_chunks",
     "json_text",
     "jsonable",
     "render_rows",
     "report_rows",
     "report_table",
+    "report_chunks",
     "report_text",
     "version_text",
     "rich_table_text",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from decimal import Decimal
 from enum import Enum
 from pathlib import Path
@@ -54,18 +54,42 @@ def tabular_format(fmt: OutputFormat) -> OutputFormat:
 def json_text(payload: Any) -> str:
     """JSON with one array item a line: readable, and written by the C encoder (indent= falls back to pure Python,
     seconds for a report of ten thousand iterations)."""
-    if isinstance(payload, list):
+    return "".join(json_chunks(payload))
+
+
+def json_chunks(payload: Any) -> Iterator[str]:
+    """`json_text` in pieces, an item of a list at a time: a list may be any sequence whose items are made as they
+    are asked for (`report_json(..., lazy=True)`), so a report of many iterations is never whole in memory."""
+    if _is_list(payload):
         if not payload:
-            return "[]\n"
-        return "[\n" + ",\n".join("  " + json.dumps(item) for item in payload) + "\n]\n"
-    parts = []
-    for key, value in payload.items():
-        if isinstance(value, list) and value:
-            items = ",\n".join("    " + json.dumps(item) for item in value)
-            parts.append(f"  {json.dumps(key)}: [\n{items}\n  ]")
+            yield "[]\n"
+            return
+        yield from _items(payload, "  ", "[\n")
+        yield "\n]\n"
+        return
+    for index, (key, value) in enumerate(payload.items()):
+        lead = "{\n" if index == 0 else ",\n"
+        if _is_list(value) and value:
+            yield from _items(value, "    ", f"{lead}  {json.dumps(key)}: [\n")
+            yield "\n  ]"
         else:
-            parts.append(f"  {json.dumps(key)}: {json.dumps(value)}")
-    return "{\n" + ",\n".join(parts) + "\n}\n"
+            yield f"{lead}  {json.dumps(key)}: {json.dumps(list(value) if _is_list(value) else value)}"
+    yield "{\n\n}\n" if not payload else "\n}\n"
+
+
+def _is_list(value: Any) -> bool:
+    return isinstance(value, Sequence) and not isinstance(value, str | bytes | tuple)
+
+
+def _items(items: Sequence[Any], indent: str, lead: str) -> Iterator[str]:
+    """The items a line each, comma-separated, the first after `lead`; a few hundred lines a piece."""
+    batch = [lead]
+    for index, item in enumerate(items):
+        batch.append(("" if index == 0 else ",\n") + indent + json.dumps(item))
+        if len(batch) >= 256:
+            yield "".join(batch)
+            batch = []
+    yield "".join(batch)
 
 
 def render_rows(

@@ -7,13 +7,13 @@ it always did.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from instrument.groups import BUCKETS
 
 from .breakdown import breakdown_text
-from .formats import OutputFormat, json_text, render_rows
+from .formats import OutputFormat, json_chunks, json_text, render_rows
 from .narrow import Fit
 from .tables import table_text
 
@@ -127,6 +127,22 @@ def report_table(payload: dict[str, Any], by_process: bool, *, width: int) -> st
         width=width,
         fits=fits,
     ) + (f"{line}\n" if line else "")
+
+
+def report_chunks(
+    payload: dict[str, Any],
+    by_process: bool,
+    fmt: OutputFormat,
+    *,
+    width: int,
+    checks: dict[str, Any] | None = None,
+    total_only: bool = False,
+) -> Iterable[str]:
+    """`report_text` in pieces: the JSON an item at a time (the payload may hold its rows lazily, see
+    `rollup.report_json`), every other format whole."""
+    if fmt is OutputFormat.json:
+        return json_chunks(payload)
+    return [report_text(payload, by_process, fmt, width=width, checks=checks, total_only=total_only)]
 
 
 def report_text(
