@@ -21,7 +21,7 @@ from .schema import BUCKETS
 if TYPE_CHECKING:
     import duckdb
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Frame:
     """A stretch of time to charge: an iteration window or a stretch outside them all."""
 
@@ -31,7 +31,7 @@ class Frame:
     process: str | None = None  # with a process, only that process's spans are charged
 
 
-@dataclass
+@dataclass(slots=True)
 class Charge:
     """Nanoseconds of one frame per bucket (keys: the four buckets) and unaccounted."""
 

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 BREAKDOWN_KEYS = {"name": "name", "group": "coalesce(span_group, '')"}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class NameShare:
     """One name's (or group's) part of one bucket in one window: wall-clock and span-seconds nanoseconds."""
 

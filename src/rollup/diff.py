@@ -17,7 +17,8 @@ from .attempts import find_attempts
 from .attribution import Charge, parse_precedence
 from .breakdown import charged_shares, span_seconds_by_name
 from .lineage import ensure_lineage
-from .report import NS_PER_S, Report, select_windows
+from .report import Report, select_windows
+from .rows import NS_PER_S
 from .schema import BUCKETS
 from .windows import attempt_windows, latest_windows
 

@@ -43,10 +43,10 @@ from .report import (
     _mark_outliers,
     _over_every_window,
     _sum_charges,
-    _sum_figures,
     _with_windows,
     select_windows,
 )
+from .rows import IterationRows, sum_figures
 from .schema import BUCKETS, sql_text
 from .windows import Window, attempt_windows, latest_windows, outside_stretches
 
@@ -101,8 +101,8 @@ def build_report_on_ray(
     charges = {frame_id: c for part in parts.values() for frame_id, c in part.charges.items()}
     rows = [rows_of[i] for i in range(len(windows))]
     report = Report(
-        rows,
-        _sum_figures([row.figures for row in rows]),
+        IterationRows(rows),
+        sum_figures([row.figures for row in rows]),
         Figures.from_ns(_sum_charges([charges[f.frame_id] for f in outside_frames])),
         order,
         rework=Figures.from_ns(_sum_charges([charges[f.frame_id] for f in lost_frames])),
@@ -225,12 +225,12 @@ def _with_ownership(connection: Any, works: list[RangeWork]) -> list[RangeWork]:
 def _use_process_rows(report: Report, rows: list[IterationRow]) -> None:
     """The rows per (window, process) in place of the plain rows, and each process's totals over every window, as
     `report.build_report` makes them with `--by process`."""
-    report.iterations = rows
+    report.iterations = IterationRows(rows)
     by_process: dict[str, list[Figures]] = {}
     for row in rows:
         by_process.setdefault(row.process or "", []).append(row.figures)
     report.process_totals = {
-        process: _over_every_window(_sum_figures(figures), report.total.wall_ns)
+        process: _over_every_window(sum_figures(figures), report.total.wall_ns)
         for process, figures in sorted(by_process.items())
     }
 

@@ -9,7 +9,7 @@ few to know what is normal, or a figure that never varies.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from statistics import median
 
 from .schema import BUCKETS
@@ -25,11 +25,19 @@ MIN_EXCESS_NS = 1_000_000
 def outliers(rows: Sequence[dict[str, int]]) -> list[list[str]]:
     """For each row (its figures in integer nanoseconds, keyed as `OUTLIER_FIGURES`), the names of its figures that
     are outliers among `rows`, in `OUTLIER_FIGURES` order."""
-    flagged: list[list[str]] = [[] for _ in rows]
-    if len(rows) < MIN_ROWS:
+    columns = {figure: [row[figure] for row in rows] for figure in OUTLIER_FIGURES} if rows else {}
+    found = outliers_of_columns(columns, len(rows))
+    return [found.get(index, []) for index in range(len(rows))]
+
+
+def outliers_of_columns(columns: Mapping[str, Sequence[int]], count: int) -> dict[int, list[str]]:
+    """`outliers` over figures held as columns (`columns[figure][i]`: row i's figure, `count` rows): the rows with an
+    outlying figure, by index, each with its figures in `OUTLIER_FIGURES` order."""
+    flagged: dict[int, list[str]] = {}
+    if count < MIN_ROWS:
         return flagged
     for figure in OUTLIER_FIGURES:
-        values = [row[figure] for row in rows]
+        values = columns[figure]
         middle = median(values)
         mad = median(abs(v - middle) for v in values)
         if mad == 0:
@@ -37,5 +45,5 @@ def outliers(rows: Sequence[dict[str, int]]) -> list[list[str]]:
         bar = max(MAD_FACTOR * MAD_SCALE * mad, MIN_EXCESS_NS)
         for index, value in enumerate(values):
             if value - middle > bar:
-                flagged[index].append(figure)
+                flagged.setdefault(index, []).append(figure)
     return flagged

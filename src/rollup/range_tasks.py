@@ -33,6 +33,7 @@ from .memory import (
     spill_directory,
 )
 from .report import Figures, IterationRow, Report, _add_names, _add_process_rows
+from .rows import IterationRows
 from .schema import BUCKETS, sql_text
 
 if TYPE_CHECKING:
@@ -199,7 +200,7 @@ def report_range(dataset: Dataset, work: RangeWork, precedence: list[str], by: s
             )
             for frame_id, w in work.windows
         ]  # fmt: skip
-        part = Report(rows, Figures(), Figures(), precedence, by=by)
+        part = Report(IterationRows(rows), Figures(), Figures(), precedence, by=by)
         windows = [w for _, w in work.windows]
         if by == "process":
             _add_process_rows(connection, part, windows, precedence)
@@ -213,9 +214,10 @@ def report_range(dataset: Dataset, work: RangeWork, precedence: list[str], by: s
     if by == "process":
         for row in part.iterations:
             process_rows.setdefault(frame_of[row.iteration], []).append(row)
+    plain = rows if by == "process" else list(part.iterations)  # with their names (held by `part`'s columns)
     return RangeReport(
         work.index,
-        {frame_id: row for (frame_id, _), row in zip(work.windows, rows, strict=True)},
+        {frame_id: row for (frame_id, _), row in zip(work.windows, plain, strict=True)},
         process_rows,
         {frame.frame_id: charges[frame.frame_id] for frame in work.others},
     )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import gc
+from array import array
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
@@ -17,7 +18,8 @@ from .attribution import Charge, Frame, charge_each_process, charge_wall_clock, 
 from .breakdown import BREAKDOWN_KEYS, NameShare, charged_shares, name_shares, shares_by_name
 from .errors import GoodputError
 from .lineage import ensure_lineage
-from .outliers import outliers
+from .outliers import outliers_of_columns
+from .rows import Figures, IterationRow, IterationRows, seconds, share, zero_buckets
 from .schema import BUCKETS
 from .windows import Window, attempt_windows, latest_windows, outside_stretches
 
@@ -25,8 +27,6 @@ if TYPE_CHECKING:
     import duckdb
 
     from .store import SpanStore
-
-NS_PER_S = 1_000_000_000
 
 _Params = ParamSpec("_Params")
 _Result = TypeVar("_Result")
@@ -50,72 +50,6 @@ def _many_small_objects(build: Callable[_Params, _Result]) -> Callable[_Params, 
     return paused
 
 
-def seconds(ns: int) -> float:
-    """Integer nanoseconds as seconds, exact to the nanosecond: one correctly rounded division of two integers gives
-    the float nearest `ns` / 10^9, whose shortest form has at most nine decimals (1.137898161, never the
-    1.1378981609999999 of summed floats). Every figure is summed in integer nanoseconds and divided once, here."""
-    return ns / NS_PER_S
-
-
-def share(part_ns: int, whole_ns: int) -> float | None:
-    """`part_ns / whole_ns`; None where there is no wall clock to share (an empty range, a zero-length window)."""
-    return part_ns / whole_ns if whole_ns > 0 else None
-
-
-def _zero_buckets() -> dict[str, int]:
-    return dict.fromkeys(BUCKETS, 0)
-
-
-@dataclass
-class Figures:
-    """Wall-clock nanoseconds of one stretch of time by bucket, plus the naive span-seconds when they apply.
-
-    Held as integer nanoseconds so sums are exact; the seconds (`wall_s`, `productive_s`, ...) derive from them.
-    """
-
-    wall_ns: int = 0
-    bucket_ns: dict[str, int] = field(default_factory=_zero_buckets)
-    unaccounted_ns: int = 0
-    span_ns: dict[str, int] = field(default_factory=_zero_buckets)
-
-    @property
-    def wall_s(self) -> float:
-        return seconds(self.wall_ns)
-
-    @property
-    def productive_s(self) -> float:
-        return seconds(self.bucket_ns["productive"])
-
-    @property
-    def overhead_s(self) -> float:
-        return seconds(self.bucket_ns["overhead"])
-
-    @property
-    def idle_s(self) -> float:
-        return seconds(self.bucket_ns["idle"])
-
-    @property
-    def wasted_s(self) -> float:
-        return seconds(self.bucket_ns["wasted"])
-
-    @property
-    def unaccounted_s(self) -> float:
-        return seconds(self.unaccounted_ns)
-
-    @property
-    def span_seconds(self) -> dict[str, float]:
-        return {b: seconds(self.span_ns[b]) for b in BUCKETS}
-
-    @property
-    def goodput(self) -> float | None:
-        """productive / wall; None where there is no wall clock."""
-        return share(self.bucket_ns["productive"], self.wall_ns)
-
-    @classmethod
-    def from_ns(cls, charge: Charge, span_ns: dict[str, int] | None = None) -> Figures:
-        return cls(charge.wall_ns, charge.bucket_ns, charge.unaccounted_ns, span_ns or _zero_buckets())
-
-
 def _sum_charges(charges: Sequence[Charge]) -> Charge:
     """The stretches outside every window as one: integer nanoseconds, added exactly."""
     return Charge(
@@ -124,31 +58,6 @@ def _sum_charges(charges: Sequence[Charge]) -> Charge:
         sum(c.unaccounted_ns for c in charges),
     )
 
-
-def _sum_figures(parts: Sequence[Figures]) -> Figures:
-    return Figures(
-        sum(part.wall_ns for part in parts),
-        {b: sum(part.bucket_ns[b] for part in parts) for b in BUCKETS},
-        sum(part.unaccounted_ns for part in parts),
-        {b: sum(part.span_ns[b] for part in parts) for b in BUCKETS},
-    )
-
-
-@dataclass
-class IterationRow:
-    """One row of the report: iteration `iteration`'s window and its figures (of one process, with `--by process`).
-
-    `run_id` is the attempt whose window it is (the latest one with a window for `iteration`).
-    """
-
-    iteration: int
-    start_ns: int
-    end_ns: int
-    figures: Figures
-    process: str | None = None
-    run_id: str = ""
-    names: list[NameShare] | None = None  # with `--by name` / `--by group` (SPEC section 8)
-    outliers: list[str] = field(default_factory=list)  # the figures that stand out (SPEC section 10)
 
 
 @dataclass(frozen=True)
@@ -178,7 +87,7 @@ class Report:
     """The report of SPEC sections 4 and 7: a row per window, their total, the time outside every window, the
     superseded windows (rework), the time between attempts (downtime), and the attempts themselves."""
 
-    iterations: list[IterationRow]
+    iterations: IterationRows  # a list of `IterationRow`s given here is turned into columns
     total: Figures
     outside: Figures
     precedence: list[str]
@@ -188,6 +97,10 @@ class Report:
     downtime_ns: int = 0
     attempts: list[Attempt] = field(default_factory=list)
     total_names: list[NameShare] | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.iterations, IterationRows):
+            self.iterations = IterationRows(self.iterations)
 
     @property
     def by_process(self) -> bool:
@@ -256,16 +169,13 @@ def build_report(
         charges = charge_wall_clock(connection, frames + outside_frames, order)
     span_ns = span_seconds_ns(connection)
 
-    rows = [
-        IterationRow(
-            w.iteration, w.start_ns, w.end_ns, Figures.from_ns(charges[i], span_ns.get((w.run_id, w.iteration))),
-            run_id=w.run_id,
-        )
-        for i, w in enumerate(windows)
-    ]  # fmt: skip
+    rows = IterationRows()
+    for i, w in enumerate(windows):
+        spans = span_ns.get((w.run_id, w.iteration))
+        rows.append(w.iteration, w.start_ns, w.end_ns, charges[i], spans, run_id=w.run_id)
     report = Report(
         rows,
-        _sum_figures([row.figures for row in rows]),
+        rows.total(),
         Figures.from_ns(_sum_charges([charges[f.frame_id] for f in outside_frames])),
         order,
         rework=Figures.from_ns(_sum_charges([charges[len(windows) + i] for i in range(len(lost))])),
@@ -290,33 +200,37 @@ def _add_names(
 ) -> None:
     """Each row's share of its buckets by span name (or group), and the total's: the rows' shares summed. `wall`:
     the rows' wall nanoseconds per (name, bucket) when already shared (`breakdown.charged_shares`)."""
+    rows = report.iterations
     if wall is None:
-        charged = [row.figures.bucket_ns for row in report.iterations]
+        columns = [rows.column(f"{b}_ns") for b in BUCKETS]
+        charged = [{b: columns[k][i] for k, b in enumerate(BUCKETS)} for i in range(len(rows))]
         per_row = shares_by_name(connection, windows, report.precedence, charged, by=by)
     else:
         per_row = name_shares(connection, windows, wall, by=by)
     summed: dict[tuple[str, str], list[int]] = {}
-    for row, names in zip(report.iterations, per_row, strict=True):
-        row.names = names
-        for share in names:
-            entry = summed.setdefault((share.name, share.bucket), [0, 0])
-            entry[0] += share.wall_ns
-            entry[1] += share.span_ns
+    for index, names in enumerate(per_row):
+        rows.set_names(index, names)
+        for part in names:
+            entry = summed.setdefault((part.name, part.bucket), [0, 0])
+            entry[0] += part.wall_ns
+            entry[1] += part.span_ns
     total = [NameShare(name, bucket, wall_ns, span_ns) for (name, bucket), (wall_ns, span_ns) in summed.items()]
     total.sort(key=lambda n: (BUCKETS.index(n.bucket), -n.wall_ns, n.name))
     report.total_names = total
 
 
-def _mark_outliers(rows: list[IterationRow]) -> None:
+def _mark_outliers(rows: IterationRows) -> None:
     """Each row's outlying figures among the rows of its process (all rows when not by process): a process's
     steps are compared with its own other steps, never with another process's."""
-    groups: dict[str | None, list[IterationRow]] = {}
-    for row in rows:
-        groups.setdefault(row.process, []).append(row)
-    for group in groups.values():
-        figures = [{"wall_s": r.figures.wall_ns, **{f"{b}_s": r.figures.bucket_ns[b] for b in BUCKETS}} for r in group]
-        for row, flagged in zip(group, outliers(figures), strict=True):
-            row.outliers = flagged
+    groups: dict[str | None, list[int]] = {}
+    for index, process in enumerate(rows.processes()):
+        groups.setdefault(process, []).append(index)
+    columns = {"wall_s": rows.column("wall_ns"), **{f"{b}_s": rows.column(f"{b}_ns") for b in BUCKETS}}
+    whole = len(groups) == 1
+    for indices in groups.values():
+        of_group = columns if whole else {f: array("q", (c[i] for i in indices)) for f, c in columns.items()}
+        for position, flagged in outliers_of_columns(of_group, len(indices)).items():
+            rows.set_outliers(indices[position], flagged)
 
 
 def _with_windows(
@@ -356,22 +270,25 @@ def _add_process_rows(
     for (run_id, iteration, process), by_bucket in span_ns.items():
         if any(by_bucket.values()):
             counted.setdefault((run_id, iteration), set()).add(process)
-    rows = []
+    rows = IterationRows()
+    by_process: dict[str, Figures] = {}
     for frame in frames:
         w = windows[frame.frame_id]
         charges = charged.get(frame.frame_id, {})
         for process in sorted(set(charges) | counted.get((w.run_id, w.iteration), set())):
             wall = frame.end_ns - frame.start_ns
-            charge = charges.get(process) or Charge(wall, _zero_buckets(), wall)  # nothing of its own: unaccounted
-            figures = Figures.from_ns(charge, span_ns.get((w.run_id, w.iteration, process)))
-            rows.append(IterationRow(w.iteration, w.start_ns, w.end_ns, figures, process, w.run_id))
+            charge = charges.get(process) or Charge(wall, zero_buckets(), wall)  # nothing of its own: unaccounted
+            spans = span_ns.get((w.run_id, w.iteration, process))
+            rows.append(w.iteration, w.start_ns, w.end_ns, charge, spans, process=process, run_id=w.run_id)
+            summed = by_process.setdefault(process, Figures())
+            summed.wall_ns += charge.wall_ns
+            summed.unaccounted_ns += charge.unaccounted_ns
+            for b in BUCKETS:
+                summed.bucket_ns[b] += charge.bucket_ns[b]
+                summed.span_ns[b] += spans[b] if spans else 0
     report.iterations = rows
-    by_process: dict[str, list[Figures]] = {}
-    for row in rows:
-        by_process.setdefault(row.process or "", []).append(row.figures)
     report.process_totals = {
-        process: _over_every_window(_sum_figures(figures), report.total.wall_ns)
-        for process, figures in sorted(by_process.items())
+        process: _over_every_window(figures, report.total.wall_ns) for process, figures in sorted(by_process.items())
     }
 
 

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from .store import SpanStore
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Window:
     """Iteration `iteration`'s stretch of attempt `run_id`, `[start_ns, end_ns)`."""
 
