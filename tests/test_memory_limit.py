@@ -277,3 +277,20 @@ def test_stores_open_at_once_share_the_limit(tmp_path, monkeypatch):
     monkeypatch.setenv(ENV_MEMORY_LIMIT, "1GB")
     with open_store([path], cache_dir=tmp_path / "cache", memory_share=0.5) as store:
         assert setting(store, "memory_limit") == duckdb_shows("500MB")
+
+
+def test_the_goodput_command_itself_imports_no_numpy_and_with_ray_it_does_not_hide_it(tmp_path):
+    env = dict(os.environ, GOODPUT_CACHE_DIR=str(tmp_path / "cache"))
+    code = (
+        f"from cli import main\ntry:\n    main(['report', '--format', 'json', {str(SAMPLE)!r}])\n"
+        "except SystemExit:\n    pass"
+    )
+    assert _modules_after(code, ("numpy",), env) == []
+    # With --ray the finder is not installed (Ray converts through pyarrow's numpy interop): numpy stays visible.
+    probe = (
+        "from cli import main\nimport sys\ntry:\n    main(['report', '--ray', '--help'])\n"
+        "except SystemExit:\n    pass"
+    )
+    hidden = f"{probe}\nprint(any(type(f).__name__ == '_PyarrowWithoutNumpy' for f in sys.meta_path))"
+    result = subprocess.run([sys.executable, "-c", hidden], capture_output=True, text=True, env=env, cwd=REPO)
+    assert result.stdout.strip().splitlines()[-1] == "False", result.stderr

@@ -53,12 +53,14 @@ def build_lineage(
     reads a few narrow columns of. What the walk found is then sorted back into that table's order and laid beside
     it (a positional join): no hash table of every span, which under a memory limit DuckDB would spill and
     re-read over and over. With `parquet`, the rows are written there (zstd) and `spans_ex` is a view of that file,
-    so no span stays in memory; otherwise `spans_ex` is a table.
+    so no span stays in memory; otherwise `spans_ex` is a view of the node table laid beside what the walk found
+    (both kept), so no copy of every span is made and each query reads only the columns it needs.
 
     `nodes` names a table holding every span once with NODE_TABLE_COLUMNS (as `read.duckdb_json` fills), used as it
     is instead of being derived from `spans`.
     """
     table = nodes or "lineage_nodes"
+    kept: set[str] = set()
     try:
         if nodes is None:
             connection.execute(
@@ -75,14 +77,15 @@ def build_lineage(
                    w.eff_iteration, w.ancestor_iteration, w.ancestor_iteration_span, w.bucketed_chain, w.has_parent
             FROM {table} n POSITIONAL JOIN lineage_found w
         """
-        if parquet is None:
-            connection.execute(f"CREATE OR REPLACE TABLE spans_ex AS {rows}")
+        if parquet is None:  # a view of the two tables, kept for it: each query reads only the columns it needs
+            connection.execute(f"CREATE OR REPLACE TEMP VIEW spans_ex AS {rows}")
+            kept = {table, "lineage_found"}
         else:
             path = sql_text(str(parquet))
             connection.execute(f"COPY ({rows}) TO {path} (FORMAT parquet, COMPRESSION zstd)")
             connection.execute(f"CREATE OR REPLACE VIEW spans_ex AS SELECT * FROM read_parquet({path})")
     finally:
-        for scratch in ("lineage_walk", "lineage_found", "lineage_nodes"):
+        for scratch in {"lineage_walk", "lineage_found", "lineage_nodes"} - kept:
             connection.execute(f"DROP TABLE IF EXISTS {scratch}")
 
 
@@ -163,7 +166,8 @@ def _in_table_order(connection: duckdb.DuckDBPyConnection, table: str) -> None:
 
 
 def lineage_is_view(connection: duckdb.DuckDBPyConnection) -> bool:
-    """Whether `spans_ex` is a view of the cached Parquet file (rather than a table this command can change)."""
+    """Whether `spans_ex` is a view (of the cached Parquet file, or of this command's node and lineage tables)
+    rather than a table this command can change."""
     (views,) = connection.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = 'spans_ex'").fetchall()[0]
     return bool(views)
 
@@ -183,7 +187,7 @@ def ensure_lineage(store: SpanStore) -> None:
     With the cache on, the table is kept as Parquet keyed by the set of loaded files (each by path, size and
     mtime), since parents cross files, and `spans_ex` is a view of that file: the next command on the same files
     reads only the columns each query needs, and never holds every span in memory. Without the cache (or when the
-    cache folder cannot be written) it is a table.
+    cache folder cannot be written) it is a view of this command's own tables (`build_lineage`).
     """
     connection = store.connection
     if lineage_exists(connection):
