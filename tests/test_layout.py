@@ -38,6 +38,7 @@ FRONT_DOOR = {
     "RAY_CHUNK_BYTES", "default_cache_dir", "Attempt", "JobFigures", "NameShare", "shares_by_name", "Side",
     "summarise", "measure", "compare", "slower_than", "outliers", "parse_groups", "Timeline", "build_timeline",
     "timeline_trace", "build_report_on_ray", "check_findings_on_ray", "ray_connection", "out_of_memory",
+    "skip_numpy_for_pyarrow",
 }  # fmt: skip
 
 

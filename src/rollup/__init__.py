@@ -29,6 +29,7 @@ _HOMES: dict[str, str] = {
     **dict.fromkeys(["Finding", "RULES", "check_findings", "check_summary"], "checks"),
     "parse_groups": "coverage",
     "out_of_memory": "memory",
+    "skip_numpy_for_pyarrow": "lean_imports",
     **dict.fromkeys(["build_report_on_ray", "check_findings_on_ray", "ray_connection"], "distributed"),
     **dict.fromkeys(["Timeline", "build_timeline", "timeline_trace"], "timeline"),
     **dict.fromkeys(["Window", "iteration_windows", "spans_in_window"], "windows"),
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
     from .diff import Side, compare, measure, slower_than, summarise
     from .distributed import build_report_on_ray, check_findings_on_ray, ray_connection
     from .errors import GoodputError, InputError, TraceFormatError
+    from .lean_imports import skip_numpy_for_pyarrow
     from .memory import out_of_memory
     from .outliers import outliers
     from .read.ray_tasks import RAY_CHUNK_BYTES, ray_runner
