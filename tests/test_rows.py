@@ -1,0 +1,80 @@
+"""The report's rows held as columns (`rollup.rows.IterationRows`) and the JSON written a row at a time: what goes
+in comes out, row for row and byte for byte."""
+
+from __future__ import annotations
+
+import json
+import pickle
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import PROPERTY_TESTS, invoke
+from rollup import build_report, open_store, report_json
+from rollup.breakdown import NameShare
+from rollup.rows import Figures, IterationRow, IterationRows
+from rollup.schema import BUCKETS
+from rollup.views import json_chunks, json_text
+
+nanoseconds = st.integers(0, 2**62)
+buckets = st.fixed_dictionaries({b: nanoseconds for b in BUCKETS})
+rows_strategy = st.lists(
+    st.builds(
+        IterationRow,
+        iteration=st.integers(-(2**40), 2**40),
+        start_ns=nanoseconds,
+        end_ns=nanoseconds,
+        figures=st.builds(Figures, wall_ns=nanoseconds, bucket_ns=buckets, unaccounted_ns=nanoseconds,
+                          span_ns=buckets),  # fmt: skip
+        process=st.one_of(st.none(), st.sampled_from(["driver", "worker-1", ""])),
+        run_id=st.sampled_from(["", "job-a", "job-b"]),
+        names=st.one_of(st.none(), st.lists(st.builds(NameShare, st.text(max_size=5), st.sampled_from(BUCKETS),
+                                                      nanoseconds, nanoseconds), max_size=3)),  # fmt: skip
+        outliers=st.lists(st.sampled_from(["wall_s", "idle_s"]), max_size=2, unique=True),
+    ),
+    max_size=12,
+)
+
+
+@settings(PROPERTY_TESTS, max_examples=60)
+@given(rows_strategy)
+def test_rows_held_as_columns_come_back_as_they_went_in(rows):
+    held = IterationRows(rows)
+    assert len(held) == len(rows)
+    assert list(held) == rows and held == rows
+    assert [held[i] for i in range(-len(rows), 0)] == rows
+    assert held[1:-1] == rows[1:-1] and held[::2] == rows[::2]
+    assert pickle.loads(pickle.dumps(held)) == rows  # a Ray task's part of a report travels pickled
+    if rows:
+        held.set_outliers(0, ["productive_s"])
+        held.set_outliers(len(rows) - 1, [])
+        assert held[0].outliers == (["productive_s"] if len(rows) > 1 else [])
+        assert held[-1].outliers == []
+        total = held.total()
+        assert total.wall_ns == sum(r.figures.wall_ns for r in rows)
+        assert total.span_ns == {b: sum(r.figures.span_ns[b] for r in rows) for b in BUCKETS}
+
+
+def test_a_row_made_from_the_columns_is_a_copy():
+    held = IterationRows([IterationRow(1, 0, 10, Figures(10))])
+    row = held[0]
+    row.figures.bucket_ns["idle"] = 5
+    row.outliers.append("wall_s")
+    assert held[0].figures.bucket_ns["idle"] == 0 and held[0].outliers == []
+
+
+def test_the_json_written_a_row_at_a_time_is_the_json_of_the_whole_report():
+    for run in ("grpo_sync", "grpo_restart", "grpo_buggy"):
+        for by in (None, "process", "name"):
+            with open_store([f"sample_traces/{run}/"], use_cache=False) as store:
+                report = build_report(store, by=by)
+                whole = json_text(report_json(report))
+                assert "".join(json_chunks(report_json(report, lazy=True))) == whole
+                assert json.loads(whole)["iterations"] == list(report_json(report, lazy=True)["iterations"])
+    for payload in ({}, [], [1, {"a": [2]}], {"empty": [], "rows": [{"x": 1}] * 700, "n": 3}):
+        assert "".join(json_chunks(payload)) == json_text(payload)
+
+
+def test_an_empty_selection_writes_an_empty_list():
+    result = invoke(["report", "sample_traces/grpo_sync/", "--iterations", "900:901", "--format", "json"])
+    assert result.exit_code == 0 and json.loads(result.stdout)["iterations"] == []
