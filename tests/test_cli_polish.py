@@ -535,3 +535,18 @@ def test_a_quote_in_the_cache_folder_is_written_and_reused(tmp_path, monkeypatch
     assert again.stdout == first.stdout
     lineage_table = next(cache.glob("v*/sets/*.lineage-v*.parquet"))
     assert pq.read_metadata(lineage_table).num_rows == 7
+
+
+def test_a_reader_that_stops_early_ends_the_command_quietly_with_its_exit_code(tmp_path):
+    """`goodput ... | head`: output larger than a pipe holds, the reader gone after one line: no traceback, no
+    message, and the command's own exit code (0), not Python's 1 for a broken pipe."""
+    env = dict(os.environ, GOODPUT_CACHE_DIR=str(tmp_path / "cache"))
+    for args in (["query", "--format", "csv", "sample_traces/grpo_sync/", "SELECT * FROM range(300000)"],
+                 ["report", "--format", "json", "sample_traces/grpo_sync/"]):  # fmt: skip
+        run = subprocess.Popen([str(GOODPUT), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        assert run.stdout is not None and run.stderr is not None
+        assert run.stdout.readline()
+        run.stdout.close()
+        assert run.wait(timeout=120) == 0
+        with run.stderr:
+            assert run.stderr.read() == b""

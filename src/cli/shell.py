@@ -202,8 +202,13 @@ def emit(text: str | Iterable[str], output: Path | None) -> None:
     """Write the command's output, whole or in pieces (a report's JSON is made a row at a time as it is written)."""
     pieces = [text] if isinstance(text, str) else text
     if output is None:
-        for piece in pieces:
-            sys.stdout.write(piece)
+        try:
+            for piece in pieces:
+                sys.stdout.write(piece)
+            sys.stdout.flush()
+        except BrokenPipeError:  # `goodput ... | head` has read enough: stop quietly, the exit code unchanged
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())  # so the flush at exit has nowhere to fail
         return
     try:
         with output.open("w", encoding="utf-8") as out:
