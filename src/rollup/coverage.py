@@ -62,8 +62,8 @@ def window_findings(connection: duckdb.DuckDBPyConnection, expect: Sequence[str]
         return []
     frames = [Frame(i, w.start_ns, w.end_ns) for i, w in enumerate(windows)]
     charges = charge_wall_clock(connection, frames, list(BUCKETS))
-    present = _groups_present(connection, windows, expect) if expect else {}
-    return window_findings_from(windows, _step_spans(connection), charges, present, expect)
+    present = groups_present(connection, windows, expect) if expect else {}
+    return window_findings_from(windows, step_spans(connection), charges, present, expect)
 
 
 def window_findings_from(
@@ -73,7 +73,7 @@ def window_findings_from(
     present: dict[int, set[str]],
     expect: Sequence[str] = (),
 ) -> list[Finding]:
-    """`window_findings` from what its queries found: the report's `windows`, their step spans (`_step_spans`),
+    """`window_findings` from what its queries found: the report's `windows`, their step spans (`step_spans`),
     each window's charge in declared bucket order and the groups present in it (both keyed by the window's
     position). Pure, so partial results merged from elsewhere (`report --ray`) give the same findings."""
 
@@ -102,7 +102,7 @@ def window_findings_from(
     return findings
 
 
-def _step_spans(connection: duckdb.DuckDBPyConnection) -> dict[tuple[str, int], tuple[str, str, str]]:
+def step_spans(connection: duckdb.DuckDBPyConnection) -> dict[tuple[str, int], tuple[str, str, str]]:
     """Per (attempt, iteration): the (trace_id, span_id, name) of the earliest step span carrying that iteration
     itself, the span a window is made of (SPEC section 4)."""
     rows = connection.execute(
@@ -115,7 +115,7 @@ def _step_spans(connection: duckdb.DuckDBPyConnection) -> dict[tuple[str, int], 
     return {(run_id, int(i)): (t, s, n) for run_id, i, t, s, n in rows}
 
 
-def _groups_present(
+def groups_present(
     connection: duckdb.DuckDBPyConnection, windows: Sequence[Window], groups: Sequence[str]
 ) -> dict[int, set[str]]:
     """Per window (by position), which of `groups` have a span overlapping it with positive length, bucketed or

@@ -30,7 +30,7 @@ from .attribution import Frame, parse_precedence
 from .breakdown import BREAKDOWN_KEYS, NameShare
 from .cache import spill_root
 from .checks import overlapping_attempts_findings
-from .coverage import _step_spans, no_iterations_findings, window_findings_from
+from .coverage import no_iterations_findings, step_spans, window_findings_from
 from .errors import GoodputError
 from .findings import ERROR, RULES, Finding
 from .lineage import ensure_lineage
@@ -40,11 +40,11 @@ from .report import (
     Figures,
     IterationRow,
     Report,
-    _mark_outliers,
-    _over_every_window,
-    _sum_charges,
-    _with_windows,
+    mark_outliers,
+    over_every_window,
     select_windows,
+    sum_charges,
+    with_windows,
 )
 from .rows import IterationRows, sum_figures
 from .schema import BUCKETS, sql_text
@@ -103,11 +103,11 @@ def build_report_on_ray(
     report = Report(
         IterationRows(rows),
         sum_figures([row.figures for row in rows]),
-        Figures.from_ns(_sum_charges([charges[f.frame_id] for f in outside_frames])),
+        Figures.from_ns(sum_charges([charges[f.frame_id] for f in outside_frames])),
         order,
-        rework=Figures.from_ns(_sum_charges([charges[f.frame_id] for f in lost_frames])),
+        rework=Figures.from_ns(sum_charges([charges[f.frame_id] for f in lost_frames])),
         downtime_ns=sum(end - start for start, end in downtime_stretches(attempts)),
-        attempts=_with_windows(attempts, by_attempt, superseded),
+        attempts=with_windows(attempts, by_attempt, superseded),
         by=by,
     )
     if by == "process":
@@ -115,7 +115,7 @@ def build_report_on_ray(
         _use_process_rows(report, [row for i in range(len(windows)) for row in split.get(i, [])])
     elif by is not None:
         report.total_names = _summed_names(rows)
-    _mark_outliers(report.iterations)
+    mark_outliers(report.iterations)
     return report
 
 
@@ -144,7 +144,7 @@ def check_findings_on_ray(
         findings += no_iterations_findings(connection)
         charges = {frame_id: c for part in parts for frame_id, c in part.charges.items()}
         present = {frame_id: groups for part in parts for frame_id, groups in part.present.items()}
-        findings += window_findings_from(windows, _step_spans(connection), charges, present, expect)
+        findings += window_findings_from(windows, step_spans(connection), charges, present, expect)
     findings.sort(key=lambda f: (f.severity != ERROR, rule_order.index(f.rule)))  # stable, as check_findings sorts
     return findings
 
@@ -230,7 +230,7 @@ def _use_process_rows(report: Report, rows: list[IterationRow]) -> None:
     for row in rows:
         by_process.setdefault(row.process or "", []).append(row.figures)
     report.process_totals = {
-        process: _over_every_window(sum_figures(figures), report.total.wall_ns)
+        process: over_every_window(sum_figures(figures), report.total.wall_ns)
         for process, figures in sorted(by_process.items())
     }
 

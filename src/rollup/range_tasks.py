@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from .attribution import Charge, Frame, charge_wall_clock, span_seconds_ns
 from .checks import SPAN_RULES
-from .coverage import _groups_present
+from .coverage import groups_present
 from .errors import GoodputError
 from .memory import (
     MIN_LIMIT_BYTES,
@@ -32,7 +32,7 @@ from .memory import (
     parse_memory_limit,
     spill_directory,
 )
-from .report import Figures, IterationRow, Report, _add_names, _add_process_rows
+from .report import Figures, IterationRow, Report, add_names, add_process_rows
 from .rows import IterationRows
 from .schema import BUCKETS, sql_text
 
@@ -203,9 +203,9 @@ def report_range(dataset: Dataset, work: RangeWork, precedence: list[str], by: s
         part = Report(IterationRows(rows), Figures(), Figures(), precedence, by=by)
         windows = [w for _, w in work.windows]
         if by == "process":
-            _add_process_rows(connection, part, windows, precedence)
+            add_process_rows(connection, part, windows, precedence)
         elif by is not None and windows:
-            _add_names(connection, part, windows, by)
+            add_names(connection, part, windows, by)
     finally:
         connection.close()
         spill.remove()
@@ -235,7 +235,7 @@ def check_range(dataset: Dataset, work: RangeWork, expect: Sequence[str]) -> Ran
         charges = work.charge(connection, list(BUCKETS))
         present: dict[int, set[str]] = {}
         if expect and windows:
-            by_position = _groups_present(connection, windows, expect)
+            by_position = groups_present(connection, windows, expect)
             present = {frame_id: by_position.get(i, set()) for i, (frame_id, _) in enumerate(work.windows)}
     finally:
         connection.close()

@@ -50,7 +50,7 @@ def _many_small_objects(build: Callable[_Params, _Result]) -> Callable[_Params, 
     return paused
 
 
-def _sum_charges(charges: Sequence[Charge]) -> Charge:
+def sum_charges(charges: Sequence[Charge]) -> Charge:
     """The stretches outside every window as one: integer nanoseconds, added exactly."""
     return Charge(
         sum(c.wall_ns for c in charges),
@@ -176,22 +176,22 @@ def build_report(
     report = Report(
         rows,
         rows.total(),
-        Figures.from_ns(_sum_charges([charges[f.frame_id] for f in outside_frames])),
+        Figures.from_ns(sum_charges([charges[f.frame_id] for f in outside_frames])),
         order,
-        rework=Figures.from_ns(_sum_charges([charges[len(windows) + i] for i in range(len(lost))])),
+        rework=Figures.from_ns(sum_charges([charges[len(windows) + i] for i in range(len(lost))])),
         downtime_ns=sum(end - start for start, end in downtime_stretches(attempts)),
-        attempts=_with_windows(attempts, by_attempt, superseded),
+        attempts=with_windows(attempts, by_attempt, superseded),
         by=by,
     )
     if by == "process":
-        _add_process_rows(connection, report, windows, order)
+        add_process_rows(connection, report, windows, order)
     elif by is not None:
-        _add_names(connection, report, windows, by, names_wall)
-    _mark_outliers(report.iterations)
+        add_names(connection, report, windows, by, names_wall)
+    mark_outliers(report.iterations)
     return report
 
 
-def _add_names(
+def add_names(
     connection: duckdb.DuckDBPyConnection,
     report: Report,
     windows: list[Window],
@@ -219,7 +219,7 @@ def _add_names(
     report.total_names = total
 
 
-def _mark_outliers(rows: IterationRows) -> None:
+def mark_outliers(rows: IterationRows) -> None:
     """Each row's outlying figures among the rows of its process (all rows when not by process): a process's
     steps are compared with its own other steps, never with another process's."""
     groups: dict[str | None, list[int]] = {}
@@ -233,7 +233,7 @@ def _mark_outliers(rows: IterationRows) -> None:
             rows.set_outliers(indices[position], flagged)
 
 
-def _with_windows(
+def with_windows(
     attempts: list[Attempt], by_attempt: dict[str, list[Window]], superseded: list[Window]
 ) -> list[Attempt]:
     """The attempts with their first and last iteration and their superseded iterations filled in."""
@@ -254,7 +254,7 @@ def _with_windows(
     return out
 
 
-def _add_process_rows(
+def add_process_rows(
     connection: duckdb.DuckDBPyConnection, report: Report, windows: list[Window], order: list[str]
 ) -> None:
     """Replace the rows by one per (iteration, process), each charging only that process's spans.
@@ -288,11 +288,11 @@ def _add_process_rows(
                 summed.span_ns[b] += spans[b] if spans else 0
     report.iterations = rows
     report.process_totals = {
-        process: _over_every_window(figures, report.total.wall_ns) for process, figures in sorted(by_process.items())
+        process: over_every_window(figures, report.total.wall_ns) for process, figures in sorted(by_process.items())
     }
 
 
-def _over_every_window(figures: Figures, wall_ns: int) -> Figures:
+def over_every_window(figures: Figures, wall_ns: int) -> Figures:
     """A process's summed rows stretched to every window's wall clock: the windows it had no row in are
     unaccounted for it."""
     charged = sum(figures.bucket_ns.values())
