@@ -13,12 +13,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from .attempts import ATTEMPT_SQL, find_attempts
+from .attempts import ATTEMPT_SQL
 from .attribution import Charge, Frame, charge_wall_clock
 from .findings import RULES, Finding
 from .overlaps import clip_to_stretches
 from .schema import BUCKETS, sql_text
-from .windows import Window, attempt_windows, latest_windows
+from .windows import Window, iteration_windows
 
 if TYPE_CHECKING:
     import duckdb
@@ -56,8 +56,7 @@ def window_findings(connection: duckdb.DuckDBPyConnection, expect: Sequence[str]
     """`mostly-unaccounted` for each window whose unaccounted seconds exceed half its wall clock, then
     `missing-group` for each window and each group of `expect` (lowercase names) with no span active in it.
     Each in iteration order; a finding points at the window's step span when there is one, else at no span."""
-    attempts = find_attempts(connection)
-    windows, _ = latest_windows(attempt_windows(connection, [a.run_id for a in attempts]))
+    windows = iteration_windows(connection)
     if not windows:
         return []
     frames = [Frame(i, w.start_ns, w.end_ns) for i, w in enumerate(windows)]

@@ -13,14 +13,13 @@ from dataclasses import dataclass
 from statistics import median
 from typing import TYPE_CHECKING, Any
 
-from .attempts import find_attempts
 from .attribution import Charge, parse_precedence
 from .breakdown import charged_shares, span_seconds_by_name
 from .lineage import ensure_lineage
 from .report import Report, select_windows
 from .rows import NS_PER_S
 from .schema import BUCKETS
-from .windows import attempt_windows, latest_windows
+from .windows import iteration_windows
 
 if TYPE_CHECKING:
     from .store import SpanStore
@@ -65,9 +64,7 @@ def measure(
     order = parse_precedence(precedence)
     connection = store.connection
     ensure_lineage(store)
-    attempts = find_attempts(connection)
-    latest, _ = latest_windows(attempt_windows(connection, [a.run_id for a in attempts]))
-    windows = select_windows(latest, iterations)
+    windows = select_windows(iteration_windows(connection), iterations)
     charges, names = charged_shares(connection, windows, order)
     for frame_id, of_window in span_seconds_by_name(connection, windows).items():  # listed in section 8 at 0 wall
         for key, span_ns in of_window.items():

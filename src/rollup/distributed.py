@@ -48,7 +48,7 @@ from .report import (
 )
 from .rows import IterationRows, sum_figures
 from .schema import BUCKETS, sql_text
-from .windows import Window, attempt_windows, latest_windows, outside_stretches
+from .windows import Window, attempt_windows, iteration_windows, latest_windows, outside_stretches
 
 if TYPE_CHECKING:
     from .store import SpanStore
@@ -131,8 +131,7 @@ def check_findings_on_ray(
     the same order. Each span's findings come from the one range its start falls in."""
     _per_range(range_windows)
     with _lineage(store, attempt) as (connection, dataset):
-        attempts = find_attempts(connection)
-        windows, _ = latest_windows(attempt_windows(connection, [a.run_id for a in attempts]))
+        windows = iteration_windows(connection)
         with ray_connection(address) as ray:
             per_range = windows_per_range(ray, range_windows, len(windows))
             works = _with_ownership(connection, plan_ranges(list(enumerate(windows)), [], per_range))

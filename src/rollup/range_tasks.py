@@ -32,7 +32,7 @@ from .memory import (
     parse_memory_limit,
     spill_directory,
 )
-from .report import Figures, IterationRow, Report, add_names, add_process_rows
+from .report import Figures, IterationRow, Report, add_names, add_process_rows, charge_frames
 from .rows import IterationRows
 from .schema import BUCKETS, sql_text
 
@@ -191,21 +191,22 @@ def report_range(dataset: Dataset, work: RangeWork, precedence: list[str], by: s
     spill = task_spill()
     connection = load_slice(dataset, work, spill)
     try:
-        charges = work.charge(connection, precedence)
+        windows = [w for _, w in work.windows]
+        others = [(f.start_ns, f.end_ns) for f in work.others]
+        window_charges, other_charges, names_wall = charge_frames(connection, windows, others, precedence, by)
         span_ns = span_seconds_ns(connection)
         rows = [
             IterationRow(
                 w.iteration, w.start_ns, w.end_ns,
-                Figures.from_ns(charges[frame_id], span_ns.get((w.run_id, w.iteration))), run_id=w.run_id,
+                Figures.from_ns(charge, span_ns.get((w.run_id, w.iteration))), run_id=w.run_id,
             )
-            for frame_id, w in work.windows
+            for w, charge in zip(windows, window_charges, strict=True)
         ]  # fmt: skip
         part = Report(IterationRows(rows), Figures(), Figures(), precedence, by=by)
-        windows = [w for _, w in work.windows]
         if by == "process":
             add_process_rows(connection, part, windows, precedence)
-        elif by is not None and windows:
-            add_names(connection, part, windows, by)
+        elif by is not None and names_wall is not None:
+            add_names(connection, part, windows, by, names_wall)
     finally:
         connection.close()
         spill.remove()
@@ -219,7 +220,7 @@ def report_range(dataset: Dataset, work: RangeWork, precedence: list[str], by: s
         work.index,
         {frame_id: row for (frame_id, _), row in zip(work.windows, plain, strict=True)},
         process_rows,
-        {frame.frame_id: charges[frame.frame_id] for frame in work.others},
+        {frame.frame_id: charge for frame, charge in zip(work.others, other_charges, strict=True)},
     )
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 from .attempts import Attempt, downtime_stretches, find_attempts, keep_attempt
 from .attribution import Charge, Frame, charge_each_process, charge_wall_clock, parse_precedence, span_seconds_ns
-from .breakdown import BREAKDOWN_KEYS, NameShare, charged_shares, name_shares, shares_by_name
+from .breakdown import BREAKDOWN_KEYS, NameShare, charged_shares, name_shares
 from .errors import GoodputError
 from .lineage import ensure_lineage
 from .outliers import outliers_of_columns
@@ -156,39 +156,53 @@ def build_report(
     for window in every:
         by_attempt.setdefault(window.run_id, []).append(window)
     outside = [s for a in attempts for s in outside_stretches(a.extent, by_attempt.get(a.run_id, []))]
-    # One charge for every frame: the rows' windows, the superseded ones, then the stretches outside. With a
-    # breakdown by name, the windows' charges come from the sweep that shares them among the names.
-    frames = [Frame(i, w.start_ns, w.end_ns) for i, w in enumerate([*windows, *lost])]
-    outside_frames = [Frame(len(frames) + i, s, e) for i, (s, e) in enumerate(outside)]
-    names_wall: list[dict[tuple[str, str], int]] | None = None
-    if by in BREAKDOWN_KEYS:
-        window_charges, names_wall = charged_shares(connection, windows, order, by=by)
-        charges = charge_wall_clock(connection, frames[len(windows) :] + outside_frames, order)
-        charges.update(enumerate(window_charges))
-    else:
-        charges = charge_wall_clock(connection, frames + outside_frames, order)
+    # The rows' windows charged (with their names' shares when broken down by name), then the superseded windows
+    # and the stretches outside.
+    window_charges, other_charges, names_wall = charge_frames(
+        connection, windows, [(w.start_ns, w.end_ns) for w in lost] + outside, order, by
+    )
     span_ns = span_seconds_ns(connection)
 
     rows = IterationRows()
     for i, w in enumerate(windows):
         spans = span_ns.get((w.run_id, w.iteration))
-        rows.append(w.iteration, w.start_ns, w.end_ns, charges[i], spans, run_id=w.run_id)
+        rows.append(w.iteration, w.start_ns, w.end_ns, window_charges[i], spans, run_id=w.run_id)
     report = Report(
         rows,
         rows.total(),
-        Figures.from_ns(sum_charges([charges[f.frame_id] for f in outside_frames])),
+        Figures.from_ns(sum_charges(other_charges[len(lost) :])),
         order,
-        rework=Figures.from_ns(sum_charges([charges[len(windows) + i] for i in range(len(lost))])),
+        rework=Figures.from_ns(sum_charges(other_charges[: len(lost)])),
         downtime_ns=sum(end - start for start, end in downtime_stretches(attempts)),
         attempts=with_windows(attempts, by_attempt, superseded),
         by=by,
     )
     if by == "process":
         add_process_rows(connection, report, windows, order)
-    elif by is not None:
+    elif by is not None and names_wall is not None:
         add_names(connection, report, windows, by, names_wall)
     mark_outliers(report.iterations)
     return report
+
+
+def charge_frames(
+    connection: duckdb.DuckDBPyConnection,
+    windows: Sequence[Window],
+    others: Sequence[tuple[int, int]],
+    order: list[str],
+    by: str | None,
+) -> tuple[list[Charge], list[Charge], list[dict[tuple[str, str], int]] | None]:
+    """The charges of `windows` and of the `others` stretches (each list in the order given), and with `by` "name"
+    or "group" each window's wall nanoseconds per (name, bucket): those windows are charged by the sweep that shares
+    them among the names (`breakdown.charged_shares`), never swept twice."""
+    frames = [Frame(i, start, end) for i, (start, end) in enumerate(others, start=len(windows))]
+    if by in BREAKDOWN_KEYS:
+        window_charges, wall = charged_shares(connection, windows, order, by=by)
+        charged = charge_wall_clock(connection, frames, order)
+        return window_charges, [charged[f.frame_id] for f in frames], wall
+    window_frames = [Frame(i, w.start_ns, w.end_ns) for i, w in enumerate(windows)]
+    charged = charge_wall_clock(connection, window_frames + frames, order)
+    return [charged[i] for i in range(len(windows))], [charged[f.frame_id] for f in frames], None
 
 
 def add_names(
@@ -196,17 +210,12 @@ def add_names(
     report: Report,
     windows: list[Window],
     by: str,
-    wall: list[dict[tuple[str, str], int]] | None = None,
+    wall: list[dict[tuple[str, str], int]],
 ) -> None:
-    """Each row's share of its buckets by span name (or group), and the total's: the rows' shares summed. `wall`:
-    the rows' wall nanoseconds per (name, bucket) when already shared (`breakdown.charged_shares`)."""
+    """Each row's share of its buckets by span name (or group), from the rows' wall nanoseconds per (name, bucket)
+    (`charge_frames`), with their span-seconds; and the total's: the rows' shares summed."""
     rows = report.iterations
-    if wall is None:
-        columns = [rows.column(f"{b}_ns") for b in BUCKETS]
-        charged = [{b: columns[k][i] for k, b in enumerate(BUCKETS)} for i in range(len(rows))]
-        per_row = shares_by_name(connection, windows, report.precedence, charged, by=by)
-    else:
-        per_row = name_shares(connection, windows, wall, by=by)
+    per_row = name_shares(connection, windows, wall, by=by)
     summed: dict[tuple[str, str], list[int]] = {}
     for index, names in enumerate(per_row):
         rows.set_names(index, names)
