@@ -85,7 +85,7 @@ def build_lineage(
             connection.execute(f"COPY ({rows}) TO {path} (FORMAT parquet, COMPRESSION zstd)")
             connection.execute(f"CREATE OR REPLACE VIEW spans_ex AS SELECT * FROM read_parquet({path})")
     finally:
-        for scratch in {"lineage_walk", "lineage_found", "lineage_nodes"} - kept:
+        for scratch in {"lineage_parents", "lineage_walk", "lineage_found", "lineage_nodes"} - kept:
             connection.execute(f"DROP TABLE IF EXISTS {scratch}")
 
 
@@ -95,8 +95,23 @@ def _walk(connection: duckdb.DuckDBPyConnection, table: str) -> None:
 
     One statement per level (a hash join of that level's spans with their children), each result a table of its
     own: DuckDB can spill those to disk under its memory limit, where a recursive query's working set must stay in
-    memory. The levels are as many as the deepest trace is deep; each joins only the spans of the level before.
+    memory. The levels are as many as the deepest trace is deep; each joins only the spans of the level before that
+    some span names as its parent (`lineage_parents`), so the join's hash table holds the parents alone, not every
+    span of the level (most are leaves), and the level after the deepest costs nothing.
+
+    The parents are found first, once: the distinct parent ids the spans name (far fewer than the spans), each with
+    the span that holds it, if loaded. The roots (no parent, or a parent no file holds) follow from that small
+    table, rather than from a join whose hash table holds every span (which, at tens of millions of spans under a
+    memory limit, spills).
     """
+    connection.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE lineage_parents AS
+        SELECT k.tkey, k.pkey, n.rowid AS node
+        FROM (SELECT DISTINCT tkey, pkey FROM {table} WHERE pkey IS NOT NULL) k
+        LEFT JOIN {table} n ON n.tkey = k.tkey AND n.skey = k.pkey
+        """
+    )
     connection.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE lineage_walk AS
@@ -105,7 +120,9 @@ def _walk(connection: duckdb.DuckDBPyConnection, table: str) -> None:
                NULL::BIGINT AS ancestor_iteration, NULL::VARCHAR AS ancestor_iteration_span,
                []::VARCHAR[] AS bucketed_chain, false AS has_parent, 0 AS depth
         FROM {table} n
-        WHERE n.pkey IS NULL OR NOT EXISTS (SELECT 1 FROM {table} p WHERE p.tkey = n.tkey AND p.skey = n.pkey)
+        WHERE n.pkey IS NULL OR NOT EXISTS (
+            SELECT 1 FROM lineage_parents p WHERE p.tkey = n.tkey AND p.pkey = n.pkey AND p.node IS NOT NULL
+        )
         """
     )
     for depth in range(1, MAX_DEPTH + 1):
@@ -118,7 +135,10 @@ def _walk(connection: duckdb.DuckDBPyConnection, table: str) -> None:
                    w.eff_iteration, w.iteration_holder,
                    CASE WHEN w.bucketed THEN list_append(w.bucketed_chain, w.span_id) ELSE w.bucketed_chain END,
                    true, {depth}
-            FROM (SELECT * FROM lineage_walk WHERE depth = {depth - 1}) w
+            FROM (
+                SELECT * FROM lineage_walk
+                WHERE depth = {depth - 1} AND node IN (SELECT node FROM lineage_parents WHERE node IS NOT NULL)
+            ) w
             JOIN {table} c ON c.tkey = w.tkey AND c.pkey = w.skey
             """
         ).fetchall()[0]
