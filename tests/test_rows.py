@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import pickle
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -78,3 +79,26 @@ def test_the_json_written_a_row_at_a_time_is_the_json_of_the_whole_report():
 def test_an_empty_selection_writes_an_empty_list():
     result = invoke(["report", "sample_traces/grpo_sync/", "--iterations", "900:901", "--format", "json"])
     assert result.exit_code == 0 and json.loads(result.stdout)["iterations"] == []
+
+
+def test_frame_charges_read_as_the_list_of_charges_they_hold():
+    from array import array
+
+    from rollup.attribution import Charge, FrameCharges
+
+    precedence = ["idle", "productive", "overhead", "wasted"]
+    walls = array("q", [10, 20, 30, 40])
+    by_rank = [array("q", [1, 2, 3, 4]), array("q", [0, 5, 0, 6]), array("q", [2, 0, 0, 0]), array("q", [0, 0, 7, 0])]
+    charges = FrameCharges(walls, by_rank, precedence)
+    listed = [
+        Charge(wall, {b: by_rank[r][i] for r, b in enumerate(precedence)}, wall - sum(c[i] for c in by_rank))
+        for i, wall in enumerate(walls)
+    ]
+    assert list(charges) == listed and len(charges) == 4
+    assert charges[-1] == listed[-1] and charges[1].unaccounted_ns == 13
+    assert list(charges[1:3]) == listed[1:3] and list(charges[3:]) == listed[3:] and list(charges[:0]) == []
+    assert list(charges[1:][1:]) == listed[2:] and charges[1:][-1] == listed[-1]
+    with pytest.raises(IndexError):
+        charges[4]
+    with pytest.raises(IndexError):
+        charges[1:][3]

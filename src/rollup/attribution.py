@@ -9,9 +9,10 @@ concurrent spans therefore count once, and the buckets plus unaccounted add up t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from array import array
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from .attempts import ATTEMPT_SQL
 from .errors import GoodputError
@@ -20,6 +21,7 @@ from .schema import BUCKETS
 
 if TYPE_CHECKING:
     import duckdb
+    import pyarrow as pa
 
 @dataclass(frozen=True, slots=True)
 class Frame:
@@ -38,6 +40,49 @@ class Charge:
     wall_ns: int
     bucket_ns: dict[str, int]
     unaccounted_ns: int
+
+
+class FrameCharges(Sequence[Charge]):
+    """The charges of stretches of time, by position, held as columns of 64-bit integers (a stretch's wall clock
+    and its nanoseconds per bucket in precedence order): a Charge is made when one is asked for.
+
+    A long run has hundreds of thousands of windows; a Charge object with its dict of buckets costs ~0.6 KB of
+    Python memory each, these columns 48 bytes."""
+
+    __slots__ = ("_walls", "_by_rank", "_precedence", "_start", "_stop")
+
+    def __init__(
+        self, walls: array, by_rank: Sequence[array], precedence: Sequence[str], start: int = 0, stop: int | None = None
+    ) -> None:
+        self._walls, self._by_rank, self._precedence = walls, by_rank, tuple(precedence)
+        self._start, self._stop = start, len(walls) if stop is None else stop
+
+    def __len__(self) -> int:
+        return self._stop - self._start
+
+    @overload
+    def __getitem__(self, index: int) -> Charge: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> FrameCharges: ...
+
+    def __getitem__(self, index: int | slice) -> Charge | FrameCharges:
+        if isinstance(index, slice):
+            start, stop, step = index.indices(len(self))
+            if step != 1:
+                raise ValueError("FrameCharges slices are contiguous")
+            return FrameCharges(self._walls, self._by_rank, self._precedence, self._start + start, self._start + stop)
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        at = self._start + index
+        wall = self._walls[at]
+        by_rank = [column[at] for column in self._by_rank]
+        return Charge(wall, dict(zip(self._precedence, by_rank, strict=True)), wall - sum(by_rank))
+
+    def __iter__(self) -> Iterator[Charge]:
+        return (self[i] for i in range(len(self)))
 
 
 def parse_precedence(text: str | None) -> list[str]:
@@ -61,8 +106,8 @@ def charge_wall_clock(
     if not frames:
         return {}
     if not any(f.process is not None for f in frames):
-        charged = _charged_ns(connection, [(f.start_ns, f.end_ns) for f in frames], precedence, by_process=False)
-        return {f.frame_id: frame_charge(f, charged.get(i), precedence) for i, f in enumerate(frames)}
+        charges = charge_stretches(connection, [(f.start_ns, f.end_ns) for f in frames], precedence)
+        return {f.frame_id: charges[i] for i, f in enumerate(frames)}
     stretches = sorted({(f.start_ns, f.end_ns) for f in frames})
     stretch_of = {stretch: index for index, stretch in enumerate(stretches)}
     charged = _charged_ns(connection, stretches, precedence, by_process=True)
@@ -70,6 +115,22 @@ def charge_wall_clock(
         f.frame_id: frame_charge(f, charged.get((stretch_of[(f.start_ns, f.end_ns)], f.process)), precedence)
         for f in frames
     }
+
+
+def charge_stretches(
+    connection: duckdb.DuckDBPyConnection, stretches: Sequence[tuple[int, int]], precedence: Sequence[str]
+) -> FrameCharges:
+    """Each stretch's wall clock charged as `charge_wall_clock` charges a frame, every span counting, by position;
+    held as columns (`FrameCharges`), not as an object per stretch."""
+    walls = array("q", (end - start for start, end in stretches))
+    by_rank = [array("q", bytes(8 * len(stretches))) for _ in precedence]
+    if stretches:
+        charged = _charged_table(connection, stretches, precedence, by_process=False)
+        positions = charged.column(0).to_pylist()
+        for rank, column in enumerate(by_rank):
+            for position, value in zip(positions, charged.column(rank + 1).to_pylist(), strict=True):
+                column[position] = value or 0
+    return FrameCharges(walls, by_rank, precedence)
 
 
 def charge_each_process(
@@ -106,7 +167,26 @@ def _charged_ns(
     by_process: bool,
 ) -> dict[Any, list[int]]:
     """Nanoseconds charged to each bucket (in `precedence` order) in each stretch (by position), or in each
-    (stretch, process) for the processes with bucketed spans there.
+    (stretch, process) for the processes with bucketed spans there (`_charged_table`)."""
+    table = _charged_table(connection, stretches, precedence, by_process=by_process)
+    ranks = zip(*(table.column(f"r{i}").to_pylist() for i in range(len(BUCKETS))), strict=True)
+    charged = [[int(v or 0) for v in values] for values in ranks]
+    stretch = table.column("stretch").to_pylist()
+    if by_process:
+        return dict(zip(zip(stretch, table.column("process").to_pylist(), strict=True), charged, strict=True))
+    return dict(zip(stretch, charged, strict=True))
+
+
+def _charged_table(
+    connection: duckdb.DuckDBPyConnection,
+    stretches: Sequence[tuple[int, int]],
+    precedence: Sequence[str],
+    *,
+    by_process: bool,
+) -> pa.Table:
+    """Nanoseconds charged to each bucket in each stretch (or each stretch and process), as an Arrow table:
+    `stretch`[, `process`], `r0`..`r3` (per bucket in `precedence` order; null where nothing was charged). A stretch
+    (or stretch and process) without bucketed spans has no row.
 
     The spans cut to each stretch (`overlaps`) are swept in time order within it: between two events the active
     buckets are constant and the segment goes to the first of them. The four active counts travel packed in one
@@ -131,7 +211,7 @@ def _charged_ns(
             ["process", "rank"] if by_process else ["rank"],
             "charge_clipped",
         )
-        rows = connection.execute(
+        return connection.sql(
             f"""
             WITH events AS (
                 SELECT {keys}, s AS t, (1::HUGEINT << ({shift} * rank)) AS delta FROM charge_clipped
@@ -147,12 +227,9 @@ def _charged_ns(
             SELECT {keys}, {", ".join(first_active(i) for i in range(len(BUCKETS)))}
             FROM running WHERE t_next IS NOT NULL GROUP BY {keys}
             """
-        ).fetchall()
+        ).to_arrow_table()
     finally:
         connection.execute("DROP TABLE IF EXISTS charge_clipped")
-    if by_process:
-        return {(row[0], row[1]): [int(v or 0) for v in row[2:]] for row in rows}
-    return {row[0]: [int(v or 0) for v in row[1:]] for row in rows}
 
 
 def span_seconds_ns(connection: duckdb.DuckDBPyConnection, by_process: bool = False) -> dict[Any, dict[str, int]]:

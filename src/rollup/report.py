@@ -14,7 +14,14 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 from .attempts import Attempt, downtime_stretches, find_attempts, keep_attempt
-from .attribution import Charge, Frame, charge_each_process, charge_wall_clock, parse_precedence, span_seconds_ns
+from .attribution import (
+    Charge,
+    Frame,
+    charge_each_process,
+    charge_stretches,
+    parse_precedence,
+    span_seconds_ns,
+)
 from .breakdown import BREAKDOWN_KEYS, NameShare, charged_shares, name_shares
 from .errors import GoodputError
 from .lineage import ensure_lineage
@@ -191,18 +198,15 @@ def charge_frames(
     others: Sequence[tuple[int, int]],
     order: list[str],
     by: str | None,
-) -> tuple[list[Charge], list[Charge], list[dict[tuple[str, str], int]] | None]:
+) -> tuple[Sequence[Charge], Sequence[Charge], list[dict[tuple[str, str], int]] | None]:
     """The charges of `windows` and of the `others` stretches (each list in the order given), and with `by` "name"
     or "group" each window's wall nanoseconds per (name, bucket): those windows are charged by the sweep that shares
     them among the names (`breakdown.charged_shares`), never swept twice."""
-    frames = [Frame(i, start, end) for i, (start, end) in enumerate(others, start=len(windows))]
     if by in BREAKDOWN_KEYS:
         window_charges, wall = charged_shares(connection, windows, order, by=by)
-        charged = charge_wall_clock(connection, frames, order)
-        return window_charges, [charged[f.frame_id] for f in frames], wall
-    window_frames = [Frame(i, w.start_ns, w.end_ns) for i, w in enumerate(windows)]
-    charged = charge_wall_clock(connection, window_frames + frames, order)
-    return [charged[i] for i in range(len(windows))], [charged[f.frame_id] for f in frames], None
+        return window_charges, charge_stretches(connection, others, order), wall
+    charged = charge_stretches(connection, [(w.start_ns, w.end_ns) for w in windows] + list(others), order)
+    return charged[: len(windows)], charged[len(windows) :], None
 
 
 def add_names(
