@@ -18,8 +18,6 @@ from rollup import build_report, open_store, report_json
 from rollup.cache import SPILL_DIR, SUMMARY_SUFFIX
 from rollup.memory import (
     DEFAULT_SHARE,
-    DIRECT_JSON_MIN_BYTES,
-    DUCKDB_SHARE,
     ENV_MEMORY_LIMIT,
     MIN_LIMIT_BYTES,
     WORKER_BUDGET_BYTES,
@@ -30,7 +28,6 @@ from rollup.memory import (
     spill_directory,
 )
 from rollup.read.otlp_json import _thread_connection
-from rollup.schema import ACCOUNTING_SCHEMA
 from tracebuild import S, write_trace
 
 REPO = Path(__file__).resolve().parent.parent
@@ -98,31 +95,15 @@ def test_the_store_runs_under_the_limit_with_insertion_order_off(tmp_path, monke
     path = write_trace(tmp_path / "run.otlp", steps(3))
     monkeypatch.setenv(ENV_MEMORY_LIMIT, "300MB")
     with open_store([path], cache_dir=tmp_path / "cache") as store:
-        assert setting(store, "memory_limit") == duckdb_shows(f"{int(300 * DUCKDB_SHARE)}MB")  # the rest: Python's
+        assert setting(store, "memory_limit") == duckdb_shows("300MB")
         assert setting(store, "preserve_insertion_order") is False
-
-
-def test_files_are_converted_with_the_whole_limit_and_the_accounting_holds_its_share(tmp_path, monkeypatch):
-    # DuckDB's own JSON read needs DIRECT_JSON_MIN_BYTES: a limit whose DuckDB share is less still gets it, since
-    # nothing else is held while files are converted; the accounting then runs under the share.
-    limit = DIRECT_JSON_MIN_BYTES + 100 * 10**6
-    assert DUCKDB_SHARE * limit < DIRECT_JSON_MIN_BYTES
-    path = write_trace(tmp_path / "run.jsonl", steps(3), shape="jsonl")
-    monkeypatch.setenv(ENV_MEMORY_LIMIT, str(limit))
-    with open_store([path], use_cache=False, schema=ACCOUNTING_SCHEMA) as store:
-        assert store.nodes_table is not None  # read by DuckDB itself, straight into the lineage's node table
-        assert setting(store, "memory_limit") == duckdb_shows(f"{int(DUCKDB_SHARE * limit)}B")
-        direct = report_json(build_report(store))
-    with open_store([path], use_cache=False) as store:  # every column: the careful reader
-        assert store.nodes_table is None
-        assert report_json(build_report(store)) == direct
 
 
 def test_without_the_setting_the_store_gets_its_share_of_the_machine(tmp_path, monkeypatch):
     path = write_trace(tmp_path / "run.otlp", steps(3))
     monkeypatch.delenv(ENV_MEMORY_LIMIT, raising=False)
     with open_store([path], cache_dir=tmp_path / "cache") as store:
-        expected = int(DUCKDB_SHARE * int(DEFAULT_SHARE * machine_memory_bytes()))
+        expected = int(DEFAULT_SHARE * machine_memory_bytes())
         assert setting(store, "memory_limit") == duckdb_shows(f"{expected}B")
 
 
@@ -295,7 +276,7 @@ def test_stores_open_at_once_share_the_limit(tmp_path, monkeypatch):
     path = write_trace(tmp_path / "run.otlp", steps(2))
     monkeypatch.setenv(ENV_MEMORY_LIMIT, "1GB")
     with open_store([path], cache_dir=tmp_path / "cache", memory_share=0.5) as store:
-        assert setting(store, "memory_limit") == duckdb_shows(f"{int(500 * DUCKDB_SHARE)}MB")
+        assert setting(store, "memory_limit") == duckdb_shows("500MB")
 
 
 def test_the_goodput_command_itself_imports_no_numpy_and_with_ray_it_does_not_hide_it(tmp_path):

@@ -2,16 +2,12 @@
 
 A trace of tens of millions of spans does not fit in memory on every machine, and need not: DuckDB's joins, sorts,
 aggregates and even its in-memory tables spill to a temporary directory once they reach `memory_limit`. So every
-connection goodput opens comes from `connect`, with that limit and a spill directory of its own.
-
-`GOODPUT_MEMORY_LIMIT` (default DEFAULT_SHARE of the machine's memory, or of the container's limit when it has a
-lower one) is the command's: DuckDB's peak is its own limit and about a third more, and goodput's Python (the
-windows, their charges and rows, Arrow results) grows with the iterations. So the store's connection holds
-DUCKDB_SHARE of it for the accounting (`duckdb_limit_bytes`); while files are converted, before the accounting holds
-anything, it may use the whole (DuckDB's own JSON read needs room for its buffers). Conversion workers each decode
-one batch at a time in a fixed amount of memory (WORKER_LIMIT_BYTES for their own DuckDB), and there are only as
-many of them as the limit has room for (`conversion_workers`). So a command's peak is near the limit, plus a fixed
-margin (the imports, ~0.2 GB), whatever the trace's size.
+connection goodput opens comes from `connect`, with that limit and a spill directory of its own. The store's
+connection (the accounting) gets `GOODPUT_MEMORY_LIMIT` (default DEFAULT_SHARE of the machine's memory, or of the
+container's limit when it has a lower one). Conversion workers run before it holds anything; each decodes one batch
+at a time in a fixed amount of memory (WORKER_LIMIT_BYTES for its own DuckDB), and there are only as many of them as
+the limit has room for (`conversion_workers`). So a command's peak is the limit plus a fixed margin, whatever the
+trace's size.
 
 The limit is a size as DuckDB writes it (`4GB`, `800MB`: powers of 1000; `2GiB`: powers of 1024; `4G` as `4GiB`),
 plain bytes, or a share of the machine (`25%`).
@@ -34,10 +30,6 @@ if TYPE_CHECKING:
 
 ENV_MEMORY_LIMIT = "GOODPUT_MEMORY_LIMIT"
 DEFAULT_SHARE = 0.4  # of the machine's memory: leaves room for goodput's own Python, its workers and the machine's job
-# Of the limit, what the accounting's DuckDB may hold. Measured on 16M spans (173k iterations) under 500MB: with all
-# of it the report peaked at 0.91-0.95 GB, with half at 0.70 GB, in the same time (DuckDB spills a little more; its
-# joins and sorts run out of core either way).
-DUCKDB_SHARE = 0.5
 MIN_LIMIT_BYTES = 64 * 10**6  # twice what the accounting needs at the least (16 MB runs out, 32 MB works: measured)
 # A conversion worker's connection decodes one JSON batch (`json_lines.BATCH_BYTES`) at a time: 256 MB is room to
 # spare for it (16 MB of text needs 160-200 MB, measured), whatever the store's limit. A worker process, Python and
@@ -99,12 +91,6 @@ def memory_limit_bytes() -> int:
     return max(MIN_LIMIT_BYTES, int(DEFAULT_SHARE * machine_memory_bytes()))
 
 
-def duckdb_limit_bytes(limit: int) -> int:
-    """What the accounting's DuckDB may hold of `limit` (a command's GOODPUT_MEMORY_LIMIT, or a store's share of
-    it): DUCKDB_SHARE, and never less than MIN_LIMIT_BYTES."""
-    return max(MIN_LIMIT_BYTES, int(DUCKDB_SHARE * limit))
-
-
 def conversion_workers(cores: int | None = None) -> int:
     """How many processes convert trace files at once: one a core, and no more than WORKER_BUDGET_BYTES each of the
     memory limit allow (at least one)."""
@@ -116,10 +102,9 @@ def out_of_memory(error: BaseException) -> GoodputError | None:
     """The error to show for DuckDB running out of memory under the limit (None for any other error)."""
     if type(error).__name__ != "OutOfMemoryException":  # duckdb's; DuckDB itself may not be imported here
         return None
-    limit = memory_limit_bytes()
+    limit = shown_size(memory_limit_bytes())
     return GoodputError(
-        f"out of memory: DuckDB needed more than the {shown_size(duckdb_limit_bytes(limit))} it may use of "
-        f"{ENV_MEMORY_LIMIT}={shown_size(limit)} (set it higher, e.g. 4GB)"
+        f"out of memory: DuckDB needed more than the {limit} it may use (set {ENV_MEMORY_LIMIT} higher, e.g. 4GB)"
     )
 
 

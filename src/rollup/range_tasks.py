@@ -28,7 +28,6 @@ from .memory import (
     MIN_LIMIT_BYTES,
     SpillDirectory,
     connect,
-    duckdb_limit_bytes,
     memory_limit_bytes,
     parse_memory_limit,
     spill_directory,
@@ -87,11 +86,10 @@ class Dataset:
     memory_limit: str | None = None
 
     def task_limit_bytes(self) -> int:
-        """What a task's DuckDB may hold: its share of its node's memory limit (the node runs a task per CPU at
-        once), of which DuckDB holds what a command's would (`memory.duckdb_limit_bytes`). A share (`40%`) is of
+        """A task's share of its node's memory limit: the node runs a task per CPU at once. A share (`40%`) is of
         the node's own memory."""
         limit = parse_memory_limit(self.memory_limit) if self.memory_limit else memory_limit_bytes()
-        return duckdb_limit_bytes(max(MIN_LIMIT_BYTES, limit // (os.cpu_count() or 1)))
+        return max(MIN_LIMIT_BYTES, limit // (os.cpu_count() or 1))
 
 
 @dataclass

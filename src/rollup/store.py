@@ -41,7 +41,6 @@ from .memory import (
     SpillDirectory,
     connect,
     conversion_workers,
-    duckdb_limit_bytes,
     memory_limit_bytes,
     out_of_memory,
     spill_directory,
@@ -299,8 +298,7 @@ def open_store(
     accounting. Without the cache, only those columns are converted (the attribute maps, most of the work, are
     skipped); with it, files are converted whole, since the cache serves every command. The store's DuckDB holds
     `memory_share` of GOODPUT_MEMORY_LIMIT (`memory`): stores that work at the same time share the limit (a diff's
-    two sides each get half), so a command's peak stays the limit and a margin. Of its share, the store's DuckDB
-    may use the whole while files are converted, and `memory.duckdb_limit_bytes` of it for the accounting.
+    two sides each get half), so a command's peak stays the limit and a margin.
 
     Raises InputError for paths that name nothing readable and TraceFormatError for files that are not traces;
     truncated tails and empty files become `notices`, not errors.
@@ -322,8 +320,6 @@ def open_store(
             connect=connect,
         )
         connection = connect()
-        # Converted: from here on DuckDB keeps its share of the limit, the rest being the accounting's Python's.
-        connection.execute(f"SET memory_limit = '{duckdb_limit_bytes(limit)}B'")
         parts = [p for entry in entries for p in entry.parts]
         tables = list(dict.fromkeys(t for entry in entries for t in entry.tables))
         keys = [entry.cache_key for entry in entries]
