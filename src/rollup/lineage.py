@@ -93,21 +93,22 @@ def _walk(connection: duckdb.DuckDBPyConnection, table: str) -> None:
     """Table `lineage_walk`: every span reached from a root of its trace (by its row id in `table`, `node`), level
     by level, with what it inherits.
 
-    One statement per level (a hash join of that level's spans with their children), each result a table of its
+    One statement per level (a hash join of that level's parents with their children), each result a table of its
     own: DuckDB can spill those to disk under its memory limit, where a recursive query's working set must stay in
-    memory. The levels are as many as the deepest trace is deep; each joins only the spans of the level before that
-    some span names as its parent (`lineage_parents`), so the join's hash table holds the parents alone, not every
-    span of the level (most are leaves), and the level after the deepest costs nothing.
+    memory. The levels are as many as the deepest trace is deep.
 
-    The parents are found first, once: the distinct parent ids the spans name (far fewer than the spans), each with
-    the span that holds it, if loaded. The roots (no parent, or a parent no file holds) follow from that small
-    table, rather than from a join whose hash table holds every span (which, at tens of millions of spans under a
-    memory limit, spills).
+    The parents are found first, once (`lineage_parents`): the distinct parent ids the spans name (far fewer than
+    the spans), each with the span that holds it, if loaded, and what its children need of it (its id text and
+    whether it is bucketed). The roots (no parent, or a parent no file holds) follow from that small table, rather
+    than from a join whose hash table holds every span (which, at tens of millions of spans under a memory limit,
+    spills). Each level then joins only the spans of the level before that are parents (`lineage_frontier`), so
+    the join's hash table holds those alone, not every span of the level (most are leaves), the level after the
+    deepest costs nothing, and the walk's own rows carry what is inherited and no more.
     """
     connection.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE lineage_parents AS
-        SELECT k.tkey, k.pkey, n.rowid AS node
+        SELECT k.tkey, k.pkey, n.rowid AS node, n.span_id, n.bucketed
         FROM (SELECT DISTINCT tkey, pkey FROM {table} WHERE pkey IS NOT NULL) k
         LEFT JOIN {table} n ON n.tkey = k.tkey AND n.skey = k.pkey
         """
@@ -115,7 +116,7 @@ def _walk(connection: duckdb.DuckDBPyConnection, table: str) -> None:
     connection.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE lineage_walk AS
-        SELECT n.rowid AS node, n.tkey, n.skey, n.span_id, n.bucketed, n.iteration AS eff_iteration,
+        SELECT n.rowid AS node, n.iteration AS eff_iteration,
                CASE WHEN n.iteration IS NOT NULL THEN n.span_id END AS iteration_holder,
                NULL::BIGINT AS ancestor_iteration, NULL::VARCHAR AS ancestor_iteration_span,
                []::VARCHAR[] AS bucketed_chain, false AS has_parent, 0 AS depth
@@ -125,25 +126,32 @@ def _walk(connection: duckdb.DuckDBPyConnection, table: str) -> None:
         )
         """
     )
-    for depth in range(1, MAX_DEPTH + 1):
-        (added,) = connection.execute(
-            f"""
-            INSERT INTO lineage_walk
-            SELECT c.rowid, c.tkey, c.skey, c.span_id, c.bucketed,
-                   coalesce(c.iteration, w.eff_iteration),
-                   CASE WHEN c.iteration IS NOT NULL THEN c.span_id ELSE w.iteration_holder END,
-                   w.eff_iteration, w.iteration_holder,
-                   CASE WHEN w.bucketed THEN list_append(w.bucketed_chain, w.span_id) ELSE w.bucketed_chain END,
-                   true, {depth}
-            FROM (
-                SELECT * FROM lineage_walk
-                WHERE depth = {depth - 1} AND node IN (SELECT node FROM lineage_parents WHERE node IS NOT NULL)
-            ) w
-            JOIN {table} c ON c.tkey = w.tkey AND c.pkey = w.skey
-            """
-        ).fetchall()[0]
-        if not added:
-            break
+    try:
+        for depth in range(1, MAX_DEPTH + 1):
+            connection.execute(
+                f"""
+                CREATE OR REPLACE TEMP TABLE lineage_frontier AS
+                SELECT w.eff_iteration, w.iteration_holder, w.bucketed_chain, p.tkey, p.pkey, p.span_id, p.bucketed
+                FROM lineage_walk w JOIN lineage_parents p ON p.node = w.node
+                WHERE w.depth = {depth - 1}
+                """
+            )
+            (added,) = connection.execute(
+                f"""
+                INSERT INTO lineage_walk
+                SELECT c.rowid,
+                       coalesce(c.iteration, w.eff_iteration),
+                       CASE WHEN c.iteration IS NOT NULL THEN c.span_id ELSE w.iteration_holder END,
+                       w.eff_iteration, w.iteration_holder,
+                       CASE WHEN w.bucketed THEN list_append(w.bucketed_chain, w.span_id) ELSE w.bucketed_chain END,
+                       true, {depth}
+                FROM lineage_frontier w JOIN {table} c ON c.tkey = w.tkey AND c.pkey = w.pkey
+                """
+            ).fetchall()[0]
+            if not added:
+                break
+    finally:
+        connection.execute("DROP TABLE IF EXISTS lineage_frontier")
 
 
 def _in_table_order(connection: duckdb.DuckDBPyConnection, table: str) -> None:
