@@ -77,9 +77,7 @@ class FrameCharges(Sequence[Charge]):
         if not 0 <= index < len(self):
             raise IndexError(index)
         at = self._start + index
-        wall = self._walls[at]
-        by_rank = [column[at] for column in self._by_rank]
-        return Charge(wall, dict(zip(self._precedence, by_rank, strict=True)), wall - sum(by_rank))
+        return _charge(self._walls[at], [column[at] for column in self._by_rank], self._precedence)
 
     def __iter__(self) -> Iterator[Charge]:
         return (self[i] for i in range(len(self)))
@@ -154,8 +152,10 @@ def charge_each_process(
 
 def frame_charge(frame: Frame, by_rank: list[int] | None, precedence: Sequence[str]) -> Charge:
     """A frame's charge from its nanoseconds by bucket in `precedence` order (None: nothing charged)."""
-    by_rank = by_rank or [0] * len(BUCKETS)
-    wall = frame.end_ns - frame.start_ns
+    return _charge(frame.end_ns - frame.start_ns, by_rank or [0] * len(BUCKETS), precedence)
+
+
+def _charge(wall: int, by_rank: Sequence[int], precedence: Sequence[str]) -> Charge:
     return Charge(wall, dict(zip(precedence, by_rank, strict=True)), wall - sum(by_rank))
 
 
