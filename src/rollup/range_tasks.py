@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from .attribution import Charge, Frame, charge_wall_clock, span_seconds_ns
+from .attribution import Charge, Frame, charge_stretches, span_seconds_ns
 from .checks import SPAN_RULES
 from .coverage import groups_present
 from .errors import GoodputError
@@ -69,11 +69,10 @@ class RangeWork:
         return [Frame(frame_id, w.start_ns, w.end_ns) for frame_id, w in self.windows] + list(self.others)
 
     def charge(self, connection: duckdb.DuckDBPyConnection, precedence: Sequence[str]) -> dict[int, Charge]:
-        """Each frame's charge, by frame id (`charge_wall_clock` numbers frames by position)."""
+        """Each frame's charge, by frame id."""
         frames = self.frames
-        numbered = [Frame(i, f.start_ns, f.end_ns) for i, f in enumerate(frames)]
-        charges = charge_wall_clock(connection, numbered, precedence)
-        return {frame.frame_id: charges[i] for i, frame in enumerate(frames)}
+        charges = charge_stretches(connection, [(f.start_ns, f.end_ns) for f in frames], precedence)
+        return {frame.frame_id: charge for frame, charge in zip(frames, charges, strict=True)}
 
 
 @dataclass(frozen=True)
