@@ -314,3 +314,70 @@ def test_self_overlap_is_what_the_pairwise_definition_finds(tmp_path_factory, sp
     findings = run_json(["check", path, "--no-cache"])["findings"]
     found = {f["span_id"]: f["related_span_id"] for f in findings if f["rule"] == "self-overlap"}
     assert found == expected_self_overlaps(spans)
+
+
+# --- the lineage against a plain walk up each span's parents -------------------------------------------------------
+
+
+def _climb(spans: list[S]) -> dict[str, tuple]:
+    """Per span id, what `spans_ex` must say, found by walking up from each span alone: (eff_iteration,
+    ancestor_iteration, ancestor_iteration_span, bucketed_chain, has_parent). A span whose ancestors run into a
+    cycle is reached by no walk: its own iteration, no ancestors."""
+    by_id = {s.span_id: s for s in spans}
+    out = {}
+    for span in spans:
+        ancestors: list[S] = []
+        seen = {span.span_id}
+        cursor, cyclic = span, False
+        while cursor.parent_id is not None and cursor.parent_id in by_id:
+            cursor = by_id[cursor.parent_id]
+            if cursor.span_id in seen:
+                cyclic = True
+                break
+            seen.add(cursor.span_id)
+            ancestors.append(cursor)
+        has_parent = span.parent_id in by_id
+        if cyclic:
+            out[span.span_id] = (span.iteration, None, None, [], has_parent)
+            continue
+        holder = next((a for a in ancestors if a.iteration is not None), None)
+        chain = [a.span_id for a in reversed(ancestors) if a.bucket is not None]
+        eff = span.iteration if span.iteration is not None else (holder.iteration if holder else None)
+        out[span.span_id] = (
+            eff, holder.iteration if holder else None, holder.span_id if holder else None, chain, has_parent
+        )  # fmt: skip
+    return out
+
+
+@settings(PROPERTY_TESTS, max_examples=40)
+@given(
+    shape=st.lists(
+        st.tuples(
+            st.one_of(st.none(), st.integers(0, 11), st.just(-1)),  # parent: none, a span (maybe later), missing
+            st.one_of(st.none(), st.integers(1, 4)),  # iteration
+            st.booleans(),  # bucketed
+        ),
+        min_size=1,
+        max_size=12,
+    ),
+    cached=st.booleans(),
+)
+@example(shape=[(1, None, True), (0, 3, False), (0, None, True), (2, None, True)], cached=False)  # a cycle, hung on
+@example(shape=[(None, 1, True), (0, None, True), (1, None, False), (2, 2, True), (3, None, True)], cached=True)
+def test_the_lineage_is_what_walking_up_from_each_span_finds(tmp_path_factory, shape, cached):
+    """Only parents hand anything down, so the walk goes over the parents and each span takes its parent's in a
+    join; held here to walking up from every span by itself, through chains, cycles and missing parents."""
+    spans = [
+        S(f"s{i}", "rl.grpo.work", i, i + 1, parent=None if p is None else "gone" if p == -1 else f"s{p % len(shape)}",
+          bucket="productive" if bucketed else None, iteration=iteration)
+        for i, (p, iteration, bucketed) in enumerate(shape)
+    ]  # fmt: skip
+    folder = tmp_path_factory.mktemp("lineage")
+    path = write_trace(folder / "run.otlp", spans)
+    with open_store([path], use_cache=cached, cache_dir=folder / "cache") as store:
+        ensure_lineage(store)
+        rows = store.connection.execute(
+            "SELECT span_id, eff_iteration, ancestor_iteration, ancestor_iteration_span, bucketed_chain, has_parent "
+            "FROM spans_ex"
+        ).fetchall()
+    assert {row[0]: row[1:] for row in rows} == _climb(spans)

@@ -49,12 +49,13 @@ def build_lineage(
     The ids are also integers (`tkey`, `skey`, `pkey`) so the walk and every check join on numbers rather than hex
     text. A span caught in a parent cycle is reached by no walk; it keeps its own iteration and no ancestors.
 
-    The spans are held once, as a table of their node columns (`nodes`, or one made from `spans`), which the walk
-    reads a few narrow columns of. What the walk found is then sorted back into that table's order and laid beside
-    it (a positional join): no hash table of every span, which under a memory limit DuckDB would spill and
-    re-read over and over. With `parquet`, the rows are written there (zstd) and `spans_ex` is a view of that file,
-    so no span stays in memory; otherwise `spans_ex` is a view of the node table laid beside what the walk found
-    (both kept), so no copy of every span is made and each query reads only the columns it needs.
+    All a span inherits is what its parent hands down, and only spans that are parents hand anything down: the
+    walk (`_walk`) goes over the parents alone (one span in fifteen in a GRPO trace), and each span then takes its
+    parent's in one join (`lineage_handed`: a row per parent id). The spans are held once, as a table of their node
+    columns (`nodes`, or one made from `spans`). Without `parquet`, `spans_ex` is a view of that table joined with
+    the parents' rows: no copy of every span, no sort, and each query reads only the columns it needs. With
+    `parquet`, the rows are written there (zstd) in the table's order, and `spans_ex` is a view of that file, so
+    no span stays in memory.
 
     `nodes` names a table holding every span once with NODE_TABLE_COLUMNS (as `read.duckdb_json` fills), used as it
     is instead of being derived from `spans`.
@@ -70,127 +71,90 @@ def build_lineage(
                 """
             )
         _walk(connection, table)
-        _in_table_order(connection, table)
         rows = f"""
             SELECT {", ".join(_node_column(c) for c in NODE_TABLE_COLUMNS)},
                    greatest(n.start_ns - n.end_ns, 0) AS inverted_ns,
-                   w.eff_iteration, w.ancestor_iteration, w.ancestor_iteration_span, w.bucketed_chain, w.has_parent
-            FROM {table} n POSITIONAL JOIN lineage_found w
+                   CASE WHEN h.reached THEN coalesce(n.iteration, h.eff_iteration) ELSE n.iteration END
+                       AS eff_iteration,
+                   CASE WHEN h.reached THEN h.eff_iteration END AS ancestor_iteration,
+                   CASE WHEN h.reached THEN h.iteration_holder END AS ancestor_iteration_span,
+                   CASE WHEN h.reached THEN h.chain ELSE []::VARCHAR[] END AS bucketed_chain,
+                   coalesce(h.loaded, false) AS has_parent
+            FROM {table} n LEFT JOIN lineage_handed h ON h.tkey = n.tkey AND h.pkey = n.pkey
         """
         if parquet is None:  # a view of the two tables, kept for it: each query reads only the columns it needs
             connection.execute(f"CREATE OR REPLACE TEMP VIEW spans_ex AS {rows}")
-            kept = {table, "lineage_found"}
+            kept = {table, "lineage_handed"}
         else:
             path = sql_text(str(parquet))
-            connection.execute(f"COPY ({rows}) TO {path} (FORMAT parquet, COMPRESSION zstd)")
+            connection.execute(f"COPY ({rows} ORDER BY n.rowid) TO {path} (FORMAT parquet, COMPRESSION zstd)")
             connection.execute(f"CREATE OR REPLACE VIEW spans_ex AS SELECT * FROM read_parquet({path})")
     finally:
-        for scratch in {"lineage_parents", "lineage_walk", "lineage_found", "lineage_nodes"} - kept:
+        for scratch in {"lineage_parents", "lineage_reached", "lineage_handed", "lineage_nodes"} - kept:
             connection.execute(f"DROP TABLE IF EXISTS {scratch}")
 
 
 def _walk(connection: duckdb.DuckDBPyConnection, table: str) -> None:
-    """Table `lineage_walk`: every span reached from a root of its trace (by its row id in `table`, `node`), level
-    by level, with what it inherits.
+    """Table `lineage_handed`: per parent id the spans of `table` name (`tkey`, `pkey`), what a child of it
+    inherits: `loaded` (a span of `table` has that id), `reached` (a walk from a root of its trace got to it: false
+    in a parent cycle), and then its `eff_iteration`, the id of the span that iteration is from
+    (`iteration_holder`), and `chain`, the bucketed ancestors' ids a child has (the parent's own, then the parent
+    itself when bucketed).
 
-    One statement per level (a hash join of that level's parents with their children), each result a table of its
-    own: DuckDB can spill those to disk under its memory limit, where a recursive query's working set must stay in
-    memory. The levels are as many as the deepest trace is deep.
-
-    The parents are found first, once (`lineage_parents`): the distinct parent ids the spans name (far fewer than
-    the spans), each with the span that holds it, if loaded, and what its children need of it (its id text and
-    whether it is bucketed). The roots (no parent, or a parent no file holds) follow from that small table, rather
-    than from a join whose hash table holds every span (which, at tens of millions of spans under a memory limit,
-    spills). Each level then joins only the spans of the level before that are parents (`lineage_frontier`), so
-    the join's hash table holds those alone, not every span of the level (most are leaves), the level after the
-    deepest costs nothing, and the walk's own rows carry what is inherited and no more.
+    The parents are found first, once (`lineage_parents`): the distinct parent ids the spans name, each with the
+    span that holds it, if loaded, and what is needed of that span (its id text, bucket flag, iteration and its own
+    parent id). A parent's parent is a parent too, so the walk stays inside that small table: from the parents
+    whose own parent is none or not loaded, a level at a time, one statement per level (a hash join of the level
+    before with the parents whose parent it is), each result a table DuckDB can spill under its memory limit. The
+    levels are as many as the deepest trace is deep; each parent is reached once (were ids not unique, the nearest
+    visit counts).
     """
     connection.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE lineage_parents AS
-        SELECT k.tkey, k.pkey, n.rowid AS node, n.span_id, n.bucketed
+        SELECT k.tkey, k.pkey, n.rowid AS node, n.span_id, n.bucketed, n.iteration, n.pkey AS grand
         FROM (SELECT DISTINCT tkey, pkey FROM {table} WHERE pkey IS NOT NULL) k
         LEFT JOIN {table} n ON n.tkey = k.tkey AND n.skey = k.pkey
         """
     )
     connection.execute(
-        f"""
-        CREATE OR REPLACE TEMP TABLE lineage_walk AS
-        SELECT n.rowid AS node, n.iteration AS eff_iteration,
-               CASE WHEN n.iteration IS NOT NULL THEN n.span_id END AS iteration_holder,
-               NULL::BIGINT AS ancestor_iteration, NULL::VARCHAR AS ancestor_iteration_span,
-               []::VARCHAR[] AS bucketed_chain, false AS has_parent, 0 AS depth
-        FROM {table} n
-        WHERE n.pkey IS NULL OR NOT EXISTS (
-            SELECT 1 FROM lineage_parents p WHERE p.tkey = n.tkey AND p.pkey = n.pkey AND p.node IS NOT NULL
-        )
+        """
+        CREATE OR REPLACE TEMP TABLE lineage_reached AS
+        SELECT p.tkey, p.pkey, p.node, p.iteration AS eff_iteration,
+               CASE WHEN p.iteration IS NOT NULL THEN p.span_id END AS iteration_holder,
+               CASE WHEN p.bucketed THEN [p.span_id] ELSE []::VARCHAR[] END AS chain, 0 AS depth
+        FROM lineage_parents p
+        WHERE p.node IS NOT NULL AND (p.grand IS NULL OR NOT EXISTS (
+            SELECT 1 FROM lineage_parents g WHERE g.tkey = p.tkey AND g.pkey = p.grand AND g.node IS NOT NULL
+        ))
         """
     )
-    try:
-        for depth in range(1, MAX_DEPTH + 1):
-            connection.execute(
-                f"""
-                CREATE OR REPLACE TEMP TABLE lineage_frontier AS
-                SELECT w.eff_iteration, w.iteration_holder, w.bucketed_chain, p.tkey, p.pkey, p.span_id, p.bucketed
-                FROM lineage_walk w JOIN lineage_parents p ON p.node = w.node
-                WHERE w.depth = {depth - 1}
-                """
-            )
-            (added,) = connection.execute(
-                f"""
-                INSERT INTO lineage_walk
-                SELECT c.rowid,
-                       coalesce(c.iteration, w.eff_iteration),
-                       CASE WHEN c.iteration IS NOT NULL THEN c.span_id ELSE w.iteration_holder END,
-                       w.eff_iteration, w.iteration_holder,
-                       CASE WHEN w.bucketed THEN list_append(w.bucketed_chain, w.span_id) ELSE w.bucketed_chain END,
-                       true, {depth}
-                FROM lineage_frontier w JOIN {table} c ON c.tkey = w.tkey AND c.pkey = w.pkey
-                """
-            ).fetchall()[0]
-            if not added:
-                break
-    finally:
-        connection.execute("DROP TABLE IF EXISTS lineage_frontier")
-
-
-def _in_table_order(connection: duckdb.DuckDBPyConnection, table: str) -> None:
-    """Table `lineage_found`: one row per row of `table`, in its order, with what the walk found for it.
-
-    A span no walk reached (one caught in a parent cycle) keeps its own iteration and no ancestors. Each span is
-    reached at most once (a parent is one span: ids are unique in `table`), so with those added there is exactly
-    one row per span; were the ids not unique, the first visit counts and the rest are dropped, so the rows still
-    line up.
-    """
-    ((walked, spans),) = connection.execute(
-        f"SELECT (SELECT count(*) FROM lineage_walk), (SELECT count(*) FROM {table})"
-    ).fetchall()
-    if walked > spans:
-        connection.execute(
-            "DELETE FROM lineage_walk WHERE rowid NOT IN (SELECT min(rowid) FROM lineage_walk GROUP BY node)"
-        )
-        (walked,) = connection.execute("SELECT count(*) FROM lineage_walk").fetchall()[0]
-    if walked < spans:
-        connection.execute(
+    for depth in range(1, MAX_DEPTH + 1):
+        (added,) = connection.execute(
             f"""
-            INSERT INTO lineage_walk (node, eff_iteration, bucketed_chain, has_parent)
-            SELECT n.rowid, n.iteration, []::VARCHAR[], n.pkey IS NOT NULL FROM {table} n
-            WHERE NOT EXISTS (SELECT 1 FROM lineage_walk w WHERE w.node = n.rowid)
+            INSERT INTO lineage_reached
+            SELECT DISTINCT ON (q.node) q.tkey, q.pkey, q.node, coalesce(q.iteration, f.eff_iteration),
+                   CASE WHEN q.iteration IS NOT NULL THEN q.span_id ELSE f.iteration_holder END,
+                   CASE WHEN q.bucketed THEN list_append(f.chain, q.span_id) ELSE f.chain END, {depth}
+            FROM lineage_reached f JOIN lineage_parents q ON q.tkey = f.tkey AND q.grand = f.pkey
+            WHERE f.depth = {depth - 1} AND q.node IS NOT NULL
+              AND NOT EXISTS (SELECT 1 FROM lineage_reached r WHERE r.node = q.node)
+            ORDER BY q.node, f.node
             """
-        )
-    ordered = connection.execute("SELECT current_setting('preserve_insertion_order')").fetchall()[0][0]
-    connection.execute("SET preserve_insertion_order = true")  # the table keeps the rows in the order sorted
-    try:
-        connection.execute(
-            """
-            CREATE OR REPLACE TEMP TABLE lineage_found AS
-            SELECT eff_iteration, ancestor_iteration, ancestor_iteration_span, bucketed_chain, has_parent
-            FROM lineage_walk ORDER BY node
-            """
-        )
-    finally:
-        connection.execute(f"SET preserve_insertion_order = {bool(ordered)}")
-    connection.execute("DROP TABLE lineage_walk")
+        ).fetchall()[0]
+        if not added:
+            break
+    connection.execute(
+        """
+        CREATE OR REPLACE TEMP TABLE lineage_handed AS
+        SELECT DISTINCT ON (p.tkey, p.pkey) p.tkey, p.pkey, p.node IS NOT NULL AS loaded,
+               r.node IS NOT NULL AS reached, r.eff_iteration, r.iteration_holder, r.chain
+        FROM lineage_parents p LEFT JOIN lineage_reached r ON r.node = p.node
+        ORDER BY p.tkey, p.pkey, r.depth NULLS LAST, p.node
+        """
+    )
+    connection.execute("DROP TABLE lineage_reached")
+    connection.execute("DROP TABLE lineage_parents")
 
 
 def lineage_is_view(connection: duckdb.DuckDBPyConnection) -> bool:
