@@ -21,6 +21,7 @@ from .attribution import (
     charge_stretches,
     parse_precedence,
     span_seconds_ns,
+    window_span_ns,
 )
 from .breakdown import BREAKDOWN_KEYS, NameShare, charged_shares, name_shares
 from .errors import GoodputError
@@ -168,11 +169,11 @@ def build_report(
     window_charges, other_charges, names_wall = charge_frames(
         connection, windows, [(w.start_ns, w.end_ns) for w in lost] + outside, order, by
     )
-    span_ns = span_seconds_ns(connection)
+    span_ns = window_span_ns(connection, [(w.run_id, w.iteration) for w in windows])
 
     rows = IterationRows()
     for i, w in enumerate(windows):
-        spans = span_ns.get((w.run_id, w.iteration))
+        spans = {b: column[i] for b, column in zip(BUCKETS, span_ns, strict=True)}
         rows.append(w.iteration, w.start_ns, w.end_ns, window_charges[i], spans, run_id=w.run_id)
     report = Report(
         rows,
