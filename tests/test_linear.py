@@ -261,7 +261,8 @@ def test_spans_cut_to_stretches_by_bins_are_the_pairs_of_the_range_join(stretche
         if start < b and start + length > a
     )
     assert found == expected
-    assert (overlaps.choose_bins(bounds) is None) == crowded  # each way of cutting is held to the pairs
+    connection.register("held_bounds", overlaps._stretch_table(bounds))
+    assert (overlaps.choose_bins(connection, "held_bounds") is None) == crowded  # each way is held to the pairs
 
 
 # --- self-overlap's one sweep over every group ---------------------------------------------------------------------

@@ -27,42 +27,45 @@ _HALVINGS = 12  # widths tried: the run's length over twice the stretches, then 
 
 @dataclass(frozen=True)
 class Bins:
-    """Bins of `width` nanoseconds from `origin` up to `end` (exclusive), and each stretch's bins as pairs."""
+    """Bins of `width` nanoseconds from `origin` up to `end` (exclusive); `pairs`: how many (bin, stretch) pairs the
+    stretches make."""
 
     origin: int
     end: int
     width: int
-    bins: list[int]
-    stretches: list[int]
+    pairs: int
 
     def of(self, ns: str) -> str:
         """SQL: the bin of the instant `ns` (an SQL expression), for instants in [origin, end)."""
         return f"(({ns}) - {self.origin}) // {self.width}"
 
 
-def choose_bins(stretches: Sequence[tuple[int, int]]) -> Bins | None:
-    """Bins for `stretches` ((start, end) pairs, numbered by position), or None when no width keeps every bin
-    to a few stretches without listing far more pairs than stretches."""
-    if not stretches:
+def choose_bins(connection: duckdb.DuckDBPyConnection, bounds: str) -> Bins | None:
+    """Bins for the stretches of table `bounds` (`stretch`, `start_ns`, `end_ns`), or None when no width keeps
+    every bin to a few stretches without listing far more pairs than stretches.
+
+    Each width tried is two aggregates over the stretches in DuckDB (the pairs they make, then the most stretches
+    in one bin), so choosing holds nothing per stretch in Python however many windows a run has."""
+    count, origin, last = connection.execute(
+        f"SELECT count(*), min(start_ns), max(greatest(end_ns, start_ns)) FROM {bounds}"
+    ).fetchall()[0]
+    if not count:
         return None
-    origin = min(start for start, _ in stretches)
-    end = max(max(stop, start) for start, stop in stretches) + 1  # a zero-length stretch at the very end has a bin
-    width = max(1, (end - origin) // (2 * len(stretches)))
-    most_pairs = 8 * len(stretches) + 100_000
+    end = last + 1  # a zero-length stretch at the very end has a bin
+    width = max(1, (end - origin) // (2 * count))
+    most_pairs = 8 * count + 100_000
     for _ in range(_HALVINGS + 1):
-        bins: list[int] = []
-        ids: list[int] = []
-        crowd: dict[int, int] = {}
-        for index, (start, stop) in enumerate(stretches):
-            first, last = (start - origin) // width, (max(stop - 1, start) - origin) // width
-            if len(bins) + last - first + 1 > most_pairs:
-                return None
-            for number in range(first, last + 1):
-                bins.append(number)
-                ids.append(index)
-                crowd[number] = crowd.get(number, 0) + 1
-        if max(crowd.values()) <= MOST_STRETCHES_PER_BIN:
-            return Bins(origin, end, width, bins, ids)
+        bins = Bins(origin, end, width, 0)
+        first, final = bins.of("start_ns"), bins.of("greatest(end_ns - 1, start_ns)")
+        ((pairs,),) = connection.execute(f"SELECT sum({final} - {first} + 1)::BIGINT FROM {bounds}").fetchall()
+        if pairs > most_pairs:
+            return None
+        ((crowd,),) = connection.execute(
+            f"SELECT max(n) FROM (SELECT count(*) AS n FROM "
+            f"(SELECT unnest(range({first}, {final} + 1)) AS bin FROM {bounds}) GROUP BY bin)"
+        ).fetchall()
+        if crowd <= MOST_STRETCHES_PER_BIN:
+            return Bins(origin, end, width, pairs)
         if width == 1:
             return None
         width = max(1, width // 2)
@@ -83,42 +86,46 @@ def clip_to_stretches(
     overlap each other or be zero-length (a span then overlaps it when it runs across its instant).
     """
     kept = ", ".join(f"x.{c}" for c in columns)
-    connection.register(f"{table}_bounds", _stretch_table(stretches))
-    bins = choose_bins(stretches)
+    bounds = f"{table}_bounds"
+    connection.register(bounds, _stretch_table(stretches))
     try:
+        bins = choose_bins(connection, bounds)
         if bins is None:  # a statement of its own, so that DuckDB runs the range condition as an IE join
             connection.execute(
                 f"""
                 CREATE OR REPLACE TEMP TABLE {table} AS
                 SELECT r.stretch, {kept}, greatest(x.start_ns, r.start_ns) AS s, least(x.end_ns, r.end_ns) AS e
-                FROM {table}_bounds r JOIN ({spans_sql}) x ON x.start_ns < r.end_ns AND x.end_ns > r.start_ns
+                FROM {bounds} r JOIN ({spans_sql}) x ON x.start_ns < r.end_ns AND x.end_ns > r.start_ns
                 """
             )
             return
-        connection.register(
-            f"{table}_bins",
-            pa.table({"bin": pa.array(bins.bins, pa.int64()), "stretch": pa.array(bins.stretches, pa.int64())}),
+        # The pairs as a table of their own: DuckDB then knows how few they are and builds its hash table on them.
+        connection.execute(
+            f"""
+            CREATE OR REPLACE TEMP TABLE {table}_bins AS
+            SELECT unnest(range({bins.of("start_ns")}, {bins.of("greatest(end_ns - 1, start_ns)")} + 1)) AS bin,
+                   stretch
+            FROM {bounds}
+            """
         )
-        try:
-            connection.execute(
-                f"""
-                CREATE OR REPLACE TEMP TABLE {table} AS
-                WITH spans AS (
-                    SELECT *, {bins.of(f"greatest(start_ns, {bins.origin})")} AS first_bin,
-                           {bins.of(f"least(end_ns, {bins.end}) - 1")} AS last_bin
-                    FROM ({spans_sql}) WHERE end_ns > {bins.origin} AND start_ns < {bins.end}
-                ),
-                binned AS (SELECT *, unnest(range(first_bin, last_bin + 1)) AS bin FROM spans)
-                SELECT r.stretch, {kept}, greatest(x.start_ns, r.start_ns) AS s, least(x.end_ns, r.end_ns) AS e
-                FROM binned x JOIN {table}_bins b ON b.bin = x.bin JOIN {table}_bounds r ON r.stretch = b.stretch
-                WHERE x.start_ns < r.end_ns AND x.end_ns > r.start_ns
-                  AND x.bin = greatest(x.first_bin, {bins.of("r.start_ns")})
-                """
-            )
-        finally:
-            connection.unregister(f"{table}_bins")
+        connection.execute(
+            f"""
+            CREATE OR REPLACE TEMP TABLE {table} AS
+            WITH spans AS (
+                SELECT *, {bins.of(f"greatest(start_ns, {bins.origin})")} AS first_bin,
+                       {bins.of(f"least(end_ns, {bins.end}) - 1")} AS last_bin
+                FROM ({spans_sql}) WHERE end_ns > {bins.origin} AND start_ns < {bins.end}
+            ),
+            binned AS (SELECT *, unnest(range(first_bin, last_bin + 1)) AS bin FROM spans)
+            SELECT r.stretch, {kept}, greatest(x.start_ns, r.start_ns) AS s, least(x.end_ns, r.end_ns) AS e
+            FROM binned x JOIN {table}_bins b ON b.bin = x.bin JOIN {bounds} r ON r.stretch = b.stretch
+            WHERE x.start_ns < r.end_ns AND x.end_ns > r.start_ns
+              AND x.bin = greatest(x.first_bin, {bins.of("r.start_ns")})
+            """
+        )
     finally:
-        connection.unregister(f"{table}_bounds")
+        connection.execute(f"DROP TABLE IF EXISTS {table}_bins")
+        connection.unregister(bounds)
 
 
 def _stretch_table(stretches: Sequence[tuple[int, int]]) -> pa.Table:
