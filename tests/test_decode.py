@@ -28,6 +28,7 @@ from opentelemetry.trace import Link, SpanKind, StatusCode
 from instrument.exporters import FramedProtobufFileExporter, JsonLinesFileExporter
 from rollup.errors import GoodputError, InputError, TraceFormatError
 from rollup.read.chunks import Chunk, convert_chunk, plan_chunks
+from rollup.read.plan import MIN_CHUNK_BYTES, _chunk_target
 from rollup.read.sniff import sniff_format
 from rollup.schema import SPAN_SCHEMA
 
@@ -759,3 +760,17 @@ def test_an_unterminated_line_that_is_no_record_is_not_a_trace(tmp_path):
     (tmp_path / "torn.jsonl").write_bytes(b'{"resourceSpans":[{"resou')
     table, results = read_back(tmp_path / "torn.jsonl", tmp_path)
     assert table.num_rows == 0 and "truncated final record at byte 0 (line 1)" in results[0].notices[0]
+
+
+@pytest.mark.parametrize(
+    ("total", "workers", "most"),
+    [(4_000_000_000, 2, 256 << 20), (12_600_000_000, 2, 256 << 20), (3 << 30, 8, 64 << 20), (10**9 + 7, 3, 50 << 20)],
+)
+def test_capped_chunks_fill_every_round_of_the_workers(total, workers, most):
+    # A big file is cut into rounds of one chunk per worker; the chunks are no bigger than the cap, and there are as
+    # many as fill the last round (4 GB on two workers: 16 chunks of ~250 MB, not 15 of 256 MiB and a round for one).
+    target = _chunk_target(total, workers, most)
+    chunks = -(-total // target)
+    rounds = -(-total // (most * workers))
+    assert MIN_CHUNK_BYTES <= target <= most
+    assert chunks == rounds * workers

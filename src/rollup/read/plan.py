@@ -256,9 +256,15 @@ def plan_load(
 def _chunk_target(total_bytes: int, workers: int, max_chunk_bytes: int | None = None) -> int:
     """Chunks of about this size give every worker two, so a slow one does not hold up the end; never more than
     MAX_CHUNK_BYTES (or `max_chunk_bytes`), so a huge file is many chunks in a row rather than a few huge ones
-    (progress moves, a failure costs one chunk)."""
-    target = max(MIN_CHUNK_BYTES, total_bytes // max(1, workers * 2))
-    return min(target, max_chunk_bytes or MAX_CHUNK_BYTES)
+    (progress moves, a failure costs one chunk). Capped, the chunks are as many as a multiple of the workers, of
+    equal size: 4 GB on two workers is 16 chunks of 250 MB, not 15 of 256 MiB and a last round for one worker."""
+    workers = max(1, workers)
+    target = max(MIN_CHUNK_BYTES, total_bytes // (workers * 2))
+    most = max_chunk_bytes or MAX_CHUNK_BYTES
+    if target <= most:
+        return target
+    rounds = -(-total_bytes // (most * workers))  # rounds of one chunk per worker
+    return max(MIN_CHUNK_BYTES, -(-total_bytes // (rounds * workers)))
 
 
 def _add_jobs(plan: Plan, entry: FileEntry, kind: str, target: int, work_dir: Path, schema: pa.Schema) -> None:
