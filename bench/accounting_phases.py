@@ -5,8 +5,11 @@ each command's accounting on the same connection, timing every DuckDB statement 
 rollup function that sent it. Run it at two sizes and compare the lines: a step that takes more than 4x the time
 for 4x the spans is the one to fix.
 
+With `--no-cache` the trace is loaded as `report --no-cache` loads it (the accounting columns alone, no cache), and
+the lineage phase builds the view `report --no-cache` queries.
+
 Usage: python bench/accounting_phases.py TRACE [--phases lineage,report,name,process,check,spans,timeline]
-       [--cache-dir DIR] [--threads N] [--top N]
+       [--cache-dir DIR] [--threads N] [--top N] [--no-cache]
 """
 
 from __future__ import annotations
@@ -117,20 +120,28 @@ def main() -> int:
     parser.add_argument("--cache-dir", type=Path, default=ROOT / "bench" / "out" / "phases-cache")
     parser.add_argument("--threads", type=int, default=None, help="DuckDB threads (default: DuckDB's)")
     parser.add_argument("--top", type=int, default=12, help="statements listed per phase")
+    parser.add_argument(
+        "--no-cache", action="store_true", help="load as `--no-cache` does (the accounting columns, no Parquet cache)"
+    )
     args = parser.parse_args()
     phases = [p for p in args.phases.split(",") if p]
 
     from rollup.checks import check_findings
     from rollup.lineage import build_lineage, ensure_lineage
     from rollup.report import build_report
+    from rollup.schema import ACCOUNTING_SCHEMA
     from rollup.store import open_store
     from rollup.timeline import build_timeline
     from rollup.windows import iteration_windows, spans_in_window
 
     started = time.perf_counter()
-    store = open_store([args.trace], cache_dir=args.cache_dir)
+    if args.no_cache:
+        store = open_store([args.trace], use_cache=False, schema=ACCOUNTING_SCHEMA)
+    else:
+        store = open_store([args.trace], cache_dir=args.cache_dir)
     (spans,) = store.connection.execute("SELECT count(*) FROM spans").fetchall()[0]
-    print(f"{args.trace.name}: {spans:,} spans, loaded through the cache in {time.perf_counter() - started:.2f} s")
+    how = "without the cache" if args.no_cache else "through the cache"
+    print(f"{args.trace.name}: {spans:,} spans, loaded {how} in {time.perf_counter() - started:.2f} s")
     if args.threads:
         store.connection.execute(f"SET threads = {args.threads}")
     timings: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
