@@ -774,3 +774,8 @@ def test_capped_chunks_fill_every_round_of_the_workers(total, workers, most):
     rounds = -(-total // (most * workers))
     assert MIN_CHUNK_BYTES <= target <= most
     assert chunks == rounds * workers
+
+
+def test_an_explicit_cap_below_the_least_chunk_still_cuts_the_file():
+    # `ingest --ray` caps the chunks for the cluster's CPUs: the cap wins over the least chunk size.
+    assert _chunk_target(10 << 20, 64, 2 << 20) == 2 << 20

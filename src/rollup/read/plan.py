@@ -264,7 +264,7 @@ def _chunk_target(total_bytes: int, workers: int, max_chunk_bytes: int | None = 
     if target <= most:
         return target
     rounds = -(-total_bytes // (most * workers))  # rounds of one chunk per worker
-    return max(MIN_CHUNK_BYTES, -(-total_bytes // (rounds * workers)))
+    return min(most, max(MIN_CHUNK_BYTES, -(-total_bytes // (rounds * workers))))
 
 
 def _add_jobs(plan: Plan, entry: FileEntry, kind: str, target: int, work_dir: Path, schema: pa.Schema) -> None:
