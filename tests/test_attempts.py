@@ -228,16 +228,19 @@ def test_one_attempt_reads_as_before(tmp_path):
 # --- --attempt ------------------------------------------------------------------------------------------------------
 
 
-def test_attempt_reads_one_attempt_only(tmp_path):
+@pytest.mark.parametrize("cache", [(), ("--no-cache",)], ids=["cached", "no-cache"])
+def test_attempt_reads_one_attempt_only(tmp_path, cache):
+    # Without the cache, `spans_ex` is a view of this command's own tables (lineage.build_lineage), and the attempt
+    # is kept in a copy of it (attempts.keep_attempt).
     path = restarted_job(tmp_path)
-    a = report(path, "--attempt", "run-a")
+    a = report(path, *cache, "--attempt", "run-a")
     assert [it["iteration"] for it in a["iterations"]] == [1, 2, 3]
     three = a["iterations"][-1]
     assert (three["start_ns"], three["productive_s"]) == (seconds_ns(20), 30.0 - 21.0)
     assert a["rework"]["wall_s"] == 0.0 and a["downtime"]["wall_s"] == 0.0
     assert a["job"]["wall_s"] == 40.0 - 0.0
     assert [x["run_id"] for x in a["attempts"]] == ["run-a"] and a["attempts"][0]["superseded"] == []
-    latest = report(path, "--attempt", "latest")
+    latest = report(path, *cache, "--attempt", "latest")
     assert [it["iteration"] for it in latest["iterations"]] == [3, 4, 5]
     assert [x["run_id"] for x in latest["attempts"]] == ["run-b"]
 
