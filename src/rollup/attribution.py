@@ -232,6 +232,10 @@ def _charged_table(
         connection.execute("DROP TABLE IF EXISTS charge_clipped")
 
 
+# The spans whose full durations make span-seconds (`span_seconds_ns`, `window_span_ns`, by name in `breakdown`).
+SPAN_SECONDS_SPANS = "bucketed AND eff_iteration IS NOT NULL"
+
+
 def window_span_ns(connection: duckdb.DuckDBPyConnection, windows: Sequence[tuple[str, int]]) -> list[array]:
     """`span_seconds_ns` of each (attempt, iteration) of `windows`, by position: a column of 64-bit integers per
     bucket (BUCKETS order), zero where the window has no bucketed span of its own attempt and iteration.
@@ -256,7 +260,7 @@ def window_span_ns(connection: duckdb.DuckDBPyConnection, windows: Sequence[tupl
             SELECT k.position, {picked}
             FROM span_seconds_windows k LEFT JOIN (
                 SELECT {ATTEMPT_SQL} AS attempt, eff_iteration, {sums} FROM spans_ex
-                WHERE bucketed AND eff_iteration IS NOT NULL GROUP BY ALL
+                WHERE {SPAN_SECONDS_SPANS} GROUP BY ALL
             ) s ON s.attempt = k.attempt AND s.eff_iteration = k.iteration
             ORDER BY k.position
             """
@@ -287,7 +291,7 @@ def span_seconds_ns(connection: duckdb.DuckDBPyConnection, by_process: bool = Fa
     rows = connection.execute(
         f"""
         SELECT {keys}, bucket, sum(end_ns - start_ns)::BIGINT FROM spans_ex
-        WHERE bucketed AND eff_iteration IS NOT NULL GROUP BY ALL
+        WHERE {SPAN_SECONDS_SPANS} GROUP BY ALL
         """
     ).fetchall()
     out: dict[Any, dict[str, int]] = {}

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .attempts import ATTEMPT_SQL
-from .attribution import Charge, Frame, frame_charge
+from .attribution import SPAN_SECONDS_SPANS, Charge, Frame, frame_charge
 from .errors import GoodputError
 from .overlaps import clip_to_stretches
 from .schema import BUCKETS
@@ -256,7 +256,7 @@ def span_seconds_by_name(
     rows = connection.execute(
         f"""
         SELECT {ATTEMPT_SQL}, eff_iteration, {BREAKDOWN_KEYS[by]}, bucket, sum(end_ns - start_ns)::BIGINT FROM spans_ex
-        WHERE bucketed AND eff_iteration IS NOT NULL GROUP BY ALL
+        WHERE {SPAN_SECONDS_SPANS} GROUP BY ALL
         """
     ).fetchall()
     out: dict[int, dict[tuple[str, str], int]] = {}

@@ -27,17 +27,20 @@ _HALVINGS = 12  # widths tried: the run's length over twice the stretches, then 
 
 @dataclass(frozen=True)
 class Bins:
-    """Bins of `width` nanoseconds from `origin` up to `end` (exclusive); `pairs`: how many (bin, stretch) pairs the
-    stretches make."""
+    """Bins of `width` nanoseconds from `origin` up to `end` (exclusive)."""
 
     origin: int
     end: int
     width: int
-    pairs: int
 
     def of(self, ns: str) -> str:
         """SQL: the bin of the instant `ns` (an SQL expression), for instants in [origin, end)."""
         return f"(({ns}) - {self.origin}) // {self.width}"
+
+    def of_stretch(self) -> tuple[str, str]:
+        """SQL: the first and the last bin a row of `start_ns`, `end_ns` (a stretch) touches; a zero-length stretch
+        touches its instant's bin."""
+        return self.of("start_ns"), self.of("greatest(end_ns - 1, start_ns)")
 
 
 def choose_bins(connection: duckdb.DuckDBPyConnection, bounds: str) -> Bins | None:
@@ -55,8 +58,8 @@ def choose_bins(connection: duckdb.DuckDBPyConnection, bounds: str) -> Bins | No
     width = max(1, (end - origin) // (2 * count))
     most_pairs = 8 * count + 100_000
     for _ in range(_HALVINGS + 1):
-        bins = Bins(origin, end, width, 0)
-        first, final = bins.of("start_ns"), bins.of("greatest(end_ns - 1, start_ns)")
+        bins = Bins(origin, end, width)
+        first, final = bins.of_stretch()
         ((pairs,),) = connection.execute(f"SELECT sum({final} - {first} + 1)::BIGINT FROM {bounds}").fetchall()
         if pairs > most_pairs:
             return None
@@ -65,7 +68,7 @@ def choose_bins(connection: duckdb.DuckDBPyConnection, bounds: str) -> Bins | No
             f"(SELECT unnest(range({first}, {final} + 1)) AS bin FROM {bounds}) GROUP BY bin)"
         ).fetchall()
         if crowd <= MOST_STRETCHES_PER_BIN:
-            return Bins(origin, end, width, pairs)
+            return bins
         if width == 1:
             return None
         width = max(1, width // 2)
@@ -100,12 +103,11 @@ def clip_to_stretches(
             )
             return
         # The pairs as a table of their own: DuckDB then knows how few they are and builds its hash table on them.
+        first, final = bins.of_stretch()
         connection.execute(
             f"""
             CREATE OR REPLACE TEMP TABLE {table}_bins AS
-            SELECT unnest(range({bins.of("start_ns")}, {bins.of("greatest(end_ns - 1, start_ns)")} + 1)) AS bin,
-                   stretch
-            FROM {bounds}
+            SELECT unnest(range({first}, {final} + 1)) AS bin, stretch FROM {bounds}
             """
         )
         connection.execute(
