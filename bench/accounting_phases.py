@@ -160,7 +160,7 @@ def main() -> int:
             print(f"  {wall:7.3f} s wall {cpu_s:7.3f} s cpu  {key}")
 
     if "lineage" in phases:  # always walks, cache or not
-        phase("lineage", lambda: build_lineage(store.connection, store.nodes_table))
+        phase("lineage", lambda: build_lineage(store.connection, store.nodes_table, scratch=store.scratch()))
     else:  # the cached lineage, as a re-run reads it
         phase("cached lineage", lambda: ensure_lineage(store))
     windows = iteration_windows(store.connection)

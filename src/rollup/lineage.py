@@ -37,7 +37,11 @@ def _node_column(name: str) -> str:
 
 
 def build_lineage(
-    connection: duckdb.DuckDBPyConnection, nodes: str | None = None, *, parquet: Path | None = None
+    connection: duckdb.DuckDBPyConnection,
+    nodes: str | None = None,
+    *,
+    parquet: Path | None = None,
+    scratch: Path | None = None,
 ) -> None:
     """Create `spans_ex`: the columns the accounting reads, plus what each span inherits.
 
@@ -57,19 +61,21 @@ def build_lineage(
     `parquet`, the rows are written there (zstd) in the table's order, and `spans_ex` is a view of that file, so
     no span stays in memory.
 
-    `nodes` names a table holding every span once with NODE_TABLE_COLUMNS (as `read.duckdb_json` fills), used as it
-    is instead of being derived from `spans`.
+    `nodes` names a table holding every span once with NODE_TABLE_COLUMNS (or a view of them with a `rowid`, as
+    `read.duckdb_json` makes), used as it is instead of being derived from `spans`. Else, with `scratch` (a folder
+    of this command's own), the node columns derived from `spans` are written there as Parquet and read through a
+    view (`_nodes_file`), not held as a DuckDB table.
     """
     table = nodes or "lineage_nodes"
     kept: set[str] = set()
+    nodes_file = None
     try:
         if nodes is None:
-            connection.execute(
-                f"""
-                CREATE OR REPLACE TEMP TABLE lineage_nodes AS
-                SELECT {", ".join(ACCOUNTING_SCHEMA.names)}, {NODE_COLUMNS_SQL} FROM spans
-                """
-            )
+            derived = f"SELECT {', '.join(ACCOUNTING_SCHEMA.names)}, {NODE_COLUMNS_SQL} FROM spans"
+            if scratch is None:
+                connection.execute(f"CREATE OR REPLACE TEMP TABLE lineage_nodes AS {derived}")
+            else:
+                nodes_file = _nodes_file(connection, derived, scratch)
         _walk(connection, table)
         rows = f"""
             SELECT {", ".join(_node_column(c) for c in NODE_TABLE_COLUMNS)},
@@ -90,8 +96,27 @@ def build_lineage(
             connection.execute(f"COPY ({rows} ORDER BY n.rowid) TO {path} (FORMAT parquet, COMPRESSION zstd)")
             connection.execute(f"CREATE OR REPLACE VIEW spans_ex AS SELECT * FROM read_parquet({path})")
     finally:
-        for scratch in {"lineage_parents", "lineage_reached", "lineage_handed", "lineage_nodes"} - kept:
-            connection.execute(f"DROP TABLE IF EXISTS {scratch}")
+        for name in {"lineage_parents", "lineage_reached", "lineage_handed", "lineage_nodes"} - kept:
+            if name == "lineage_nodes" and nodes_file is not None:
+                connection.execute("DROP VIEW IF EXISTS lineage_nodes")
+                nodes_file.unlink(missing_ok=True)
+            else:
+                connection.execute(f"DROP TABLE IF EXISTS {name}")
+
+
+def _nodes_file(connection: duckdb.DuckDBPyConnection, derived: str, folder: Path) -> Path:
+    """Write the rows of `derived` (the node columns) to a Parquet file in `folder`, and make `lineage_nodes` a view
+    of it with a `rowid` (each span's place in the file, as a table's rowid is). Tens of millions of spans exceed
+    the memory limit as a DuckDB table (150 bytes a span), and each scan of the walk and of the accounting would
+    read DuckDB's uncompressed spill file back; the Parquet file is a third of that, stays in the page cache, and
+    each scan reads only the columns it needs."""
+    path = folder / f"lineage-nodes-{os.urandom(4).hex()}.parquet"
+    shown = sql_text(str(path))
+    connection.execute(f"COPY ({derived}) TO {shown} (FORMAT parquet, COMPRESSION snappy)")
+    connection.execute(
+        f"CREATE OR REPLACE VIEW lineage_nodes AS SELECT *, file_row_number AS rowid FROM read_parquet({shown})"
+    )
+    return path
 
 
 def _walk(connection: duckdb.DuckDBPyConnection, table: str) -> None:
@@ -195,7 +220,7 @@ def ensure_lineage(store: SpanStore) -> None:
         staging = cached.with_name(f"{cached.name}.{os.getpid()}.tmp")
         try:
             cached.parent.mkdir(parents=True, exist_ok=True)
-            build_lineage(connection, store.nodes_table, parquet=staging)
+            build_lineage(connection, store.nodes_table, parquet=staging, scratch=store.scratch())
             os.replace(staging, cached)
             _view_of(connection, cached)
             store.lineage_cached()
@@ -205,7 +230,7 @@ def ensure_lineage(store: SpanStore) -> None:
             staging.unlink(missing_ok=True)
             if out_of_memory(exc) is not None:  # walking again without the file would run out again
                 raise
-    build_lineage(connection, store.nodes_table)
+    build_lineage(connection, store.nodes_table, scratch=store.scratch())
 
 
 def _view_of(connection: duckdb.DuckDBPyConnection, path: Path) -> None:

@@ -7,7 +7,7 @@ see `read.ray_tasks`), so memory is bounded by a chunk's batch, not by the file 
 no more than GOODPUT_MEMORY_LIMIT and spills the rest beside the cache (`memory`).
 
 An uncached load for the accounting alone (`report`, `check`, `spans` with `--no-cache`) converts only the columns
-the accounting reads, and lets DuckDB read plain JSON Lines files itself, straight into one table
+the accounting reads, and lets DuckDB read plain JSON Lines files itself, straight into Parquet of its own
 (`read.duckdb_json`), handing any file it is not sure of back to the conversion above.
 """
 
@@ -93,6 +93,18 @@ class SpanStore:
         self.lineage_cache = lineage_cache  # where `lineage.ensure_lineage` keeps its table for this set of files
         self.nodes_table = nodes_table  # a table `lineage.build_lineage` may walk as it is (see there)
 
+    def scratch(self) -> Path | None:
+        """A folder of this command's own for what the accounting writes for itself (the lineage's node table,
+        `lineage.build_lineage`): the spill folder, removed when the store closes, or by the next command when this
+        one was killed (`memory.spill_directory`). None when it cannot be made."""
+        if self._spill is None:
+            return None
+        try:
+            self._spill.path.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            return None
+        return self._spill.path
+
     def lineage_cached(self) -> None:
         """`lineage.ensure_lineage` wrote `lineage_cache`: the same files' older lineage tables can retire."""
         if self.lineage_cache is not None:
@@ -155,7 +167,7 @@ def _create_spans_view(
     tables: Sequence[str] = (),
     summary: Path | None = None,
 ) -> bool:
-    """`spans`: every span of the parts (and of the tables `read.duckdb_json` filled), each once, with `schema`'s
+    """`spans`: every span of the parts (and of the views `read.duckdb_json` made), each once, with `schema`'s
     columns.
 
     A view over the Parquet parts, read column by column as queries need them, so memory stays far below the
@@ -182,7 +194,7 @@ def _create_spans_view(
     else:
         # Counted on a 64-bit hash of the pair, not the pair of strings: several times cheaper to hash and to hold
         # (16M spans). A collision (odds ~1e-5 at 16M spans) only sends the load down the exact DISTINCT ON path.
-        # Spans that all sit in `read.duckdb_json`'s table have the ids as integers already (`tkey`, `skey`): the
+        # Spans that all sit in `read.duckdb_json`'s view have the ids as integers already (`tkey`, `skey`): the
         # hash of those reads two narrow columns of a table that may have spilled, not the ids' text.
         direct = len(tables) == 1 and not parts
         pair, source = ("hash(tkey, skey)", tables[0]) if direct else ("hash(trace_id, span_id)", "all_spans")
@@ -334,7 +346,7 @@ def open_store(
             raise error from None
         raise
     if not use_cache:
-        # Spans that all sit in one `read.duckdb_json` table, each once, are already the lineage's nodes.
+        # Spans that all sit in one `read.duckdb_json` view, each once, are already the lineage's nodes.
         nodes = tables[0] if len(tables) == 1 and not parts and not rewritten else None
         return SpanStore(connection, entries, temp_dir=work_dir, nodes_table=nodes, spill=connect.spill)
     lineage = lineage_cache_path(work_dir, keys, LINEAGE_VERSION)

@@ -3,8 +3,12 @@
 The careful reader (`otlp_json`, run chunk by chunk in worker processes) knows every shape and words every error.
 This path knows the common shape: camelCase OTLP JSON Lines whose goodput attributes and process attributes are
 strings or integers. For that it is much faster, because nothing leaves DuckDB: `read_json` splits the file across
-threads and types the few fields the accounting reads as it parses, `unnest` flattens them, and the rows land in a
-DuckDB table, with no Arrow round trip, no Parquet and no worker process.
+threads and types the few fields the accounting reads as it parses, `unnest` flattens them, and DuckDB writes the
+rows to a Parquet file of the command's own, with no Arrow round trip and no worker process. A Parquet file, not a
+DuckDB table: tens of millions of spans exceed the memory limit as a table (150 bytes a span), and every scan of
+the accounting would then read DuckDB's uncompressed spill file back; the Parquet file is a tenth of that (45 bytes
+a span), stays in the page cache, and each scan reads only the columns it needs (16M spans: read, walk and report
+50.1 -> 45.8 s under 500MB).
 
 It claims a file only when it is sure to give the careful reader's rows exactly. Any doubt (DuckDB refuses the file,
 a record without `resourceSpans` such as `{}`, Tempo's `batches` or another signal's record, an id that is not
@@ -16,6 +20,7 @@ tests hold the two to the same rows.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
@@ -28,6 +33,7 @@ from ..schema import (
     RL_BUCKET,
     RL_ITERATION,
     RL_SPAN_GROUP,
+    sql_text,
 )
 from .json_shape import LEAN_RECORD, LEGACY_NAMES, duckdb_type
 from .values import (
@@ -40,6 +46,8 @@ from .values import (
 )
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import duckdb
 
 # DuckDB's own default, well above an export batch; a longer line makes DuckDB refuse the file, and the careful
@@ -75,7 +83,6 @@ def _first(key: str) -> str:
 
 
 _QUERY = f"""
-CREATE TEMP TABLE {{table}} AS
 WITH resource_spans AS (
     -- A record without resourceSpans is no trace record: the error hands the file to the careful reader.
     SELECT filename, unnest(resourceSpans) AS rs
@@ -153,11 +160,14 @@ def load_json_lines(
     paths: Sequence[str],
     compression: str | None,
     table: str,
+    folder: Path,
     on_progress: Callable[[float], None] | None = None,
 ) -> dict[str, int]:
     """Read the JSON Lines files `paths` (all of one `compression`, `sniff.compression_of`'s answer) into `table`:
-    ACCOUNTING_SCHEMA's columns and the lineage's node keys after them (`lineage.NODE_TABLE_COLUMNS`), so the walk
-    can start from it. The table is created, or appended to when it exists.
+    a view of ACCOUNTING_SCHEMA's columns and the lineage's node keys after them (`lineage.NODE_TABLE_COLUMNS`),
+    plus a `rowid` (each span's place in the files, as a table's rowid is: the walk names spans by it), so the walk
+    can start from it. The view reads the Parquet files these loads write into `folder`, one a query
+    (`{table}-N.parquet`); it is created, or made again over one file more when it exists.
 
     Returns the spans read from each file it claims; every other file is left out, for the careful reader. All files
     go through one query; when DuckDB refuses one, which spoils that query, each half is tried again, so a few bad
@@ -166,7 +176,7 @@ def load_json_lines(
     """
     paths = list(paths)
     try:
-        claimed = _load(connection, paths, compression, table, on_progress)
+        claimed = _load(connection, paths, compression, table, folder, on_progress)
     except _OutOfMemory:
         return {}  # every half would run out too: the careful reader, batch by batch, reads them all
     if claimed is not None:
@@ -175,45 +185,66 @@ def load_json_lines(
         return {}
     half = len(paths) // 2
     return {
-        **load_json_lines(connection, paths[:half], compression, table),
-        **load_json_lines(connection, paths[half:], compression, table),
+        **load_json_lines(connection, paths[:half], compression, table, folder),
+        **load_json_lines(connection, paths[half:], compression, table, folder),
     }
 
 
+def _pieces(table: str, folder: Path) -> list[Path]:
+    """The Parquet files `table`'s loads wrote into `folder`, in the order they were written."""
+    return sorted(folder.glob(f"{table}-*.parquet"), key=lambda p: int(p.stem.rsplit("-", 1)[1]))
+
+
 def _load(
-    connection, paths: list[str], compression: str | None, table: str, on_progress: Callable[[float], None] | None
+    connection: duckdb.DuckDBPyConnection,
+    paths: list[str],
+    compression: str | None,
+    table: str,
+    folder: Path,
+    on_progress: Callable[[float], None] | None,
 ) -> dict[str, int] | None:
-    """One query over `paths` into `table`; the files it claims, or None when DuckDB refused the query."""
+    """One query over `paths` into a Parquet file for `table`; the files it claims, or None when DuckDB refused
+    the query."""
     import duckdb
 
-    staging = f"{table}_staging"
+    pieces = _pieces(table, folder)
+    piece = folder / f"{table}-{len(pieces)}.parquet"
+    staging = folder / f"{table}-{len(pieces)}.partial"
     params = {"paths": paths, "compression": compression or "none"}
     try:
         with _progress_polling(connection, on_progress):
-            connection.execute(_QUERY.replace("{table}", staging), params)
+            connection.execute(
+                f"COPY ({_QUERY}) TO {sql_text(str(staging))} (FORMAT parquet, COMPRESSION snappy)", params
+            )
         per_file = connection.execute(
-            f"SELECT filename, count(*), count(*) FILTER (NOT sure) FROM {staging} GROUP BY filename"
+            "SELECT filename, count(*), count(*) FILTER (NOT sure) FROM read_parquet(?) GROUP BY filename",
+            [str(staging)],
         ).fetchall()
+        claimed = {name: spans for name, spans, unsure in per_file if not unsure}
+        if claimed and len(claimed) < len(per_file):  # rare: the claimed files' rows alone, into a file of their own
+            connection.execute(
+                f"COPY (SELECT * FROM read_parquet({sql_text(str(staging))}) WHERE list_contains($kept, filename)) "
+                f"TO {sql_text(str(piece))} (FORMAT parquet, COMPRESSION snappy)",
+                {"kept": list(claimed)},
+            )
+        elif claimed:
+            os.replace(staging, piece)
     except duckdb.Error as error:
-        connection.execute(f"DROP TABLE IF EXISTS {staging}")
+        piece.unlink(missing_ok=True)
         if isinstance(error, duckdb.OutOfMemoryException):
             raise _OutOfMemory from None
         return None
-    claimed = {name: spans for name, spans, unsure in per_file if not unsure}
-    if not claimed:
-        connection.execute(f"DROP TABLE {staging}")
-        return claimed
-    if len(claimed) < len(per_file):
-        kept = {"kept": list(claimed)}
-        connection.execute(f"DELETE FROM {staging} WHERE filename NOT IN (SELECT unnest($kept))", kept)
-    (exists,) = connection.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [table]).fetchall()[0]
-    if exists:
-        connection.execute(f"INSERT INTO {table} SELECT {', '.join(NODE_TABLE_COLUMNS)} FROM {staging}")
-        connection.execute(f"DROP TABLE {staging}")
-    else:  # the first (usually the only) load: no copy
-        connection.execute(f"ALTER TABLE {staging} DROP COLUMN sure")
-        connection.execute(f"ALTER TABLE {staging} DROP COLUMN filename")
-        connection.execute(f"ALTER TABLE {staging} RENAME TO {table}")
+    finally:
+        staging.unlink(missing_ok=True)
+    if claimed:
+        files = "[" + ", ".join(sql_text(str(p)) for p in [*pieces, piece]) + "]"
+        connection.execute(
+            f"""
+            CREATE OR REPLACE VIEW {table} AS
+            SELECT {", ".join(NODE_TABLE_COLUMNS)}, (file_index::BIGINT << 40) + file_row_number AS rowid
+            FROM read_parquet({files})
+            """
+        )
     return claimed
 
 

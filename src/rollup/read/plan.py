@@ -44,7 +44,7 @@ IN_PROCESS_JOBS = 16
 SEPARATE_PROCESS_BYTES = 64 << 20
 MIN_CHUNK_BYTES = 4 << 20
 MAX_CHUNK_BYTES = 256 << 20
-DIRECT_TABLE = "direct_spans"  # where `duckdb_json` puts the spans of the JSON Lines files DuckDB reads itself
+DIRECT_TABLE = "direct_spans"  # the view `duckdb_json` gives the spans of the JSON Lines files DuckDB reads itself
 NOT_A_TRACE_MARK = "not-a-trace.json"  # in a cache entry: the file is no trace, and why
 
 ConvertJob = tuple[Chunk, str, pa.Schema]  # a chunk, the Parquet part it becomes, the columns it keeps
@@ -280,9 +280,9 @@ def load_direct(
     plan: Plan,
     connection: duckdb.DuckDBPyConnection, *, work_dir: Path, workers: int, schema: pa.Schema, progress: Progress | None
 ) -> None:
-    """Let DuckDB read the plan's JSON Lines files itself (`duckdb_json`), all into one table of `connection`
-    (DIRECT_TABLE), in one query per kind of compression; a file it gives back becomes conversion jobs for the
-    careful reader."""
+    """Let DuckDB read the plan's JSON Lines files itself (`duckdb_json`), all into one view of `connection`
+    (DIRECT_TABLE) over the Parquet files it writes into `work_dir`, in one query per kind of compression; a file it
+    gives back becomes conversion jobs for the careful reader."""
     from . import duckdb_json
 
     by_compression: dict[str | None, list[FileEntry]] = {}
@@ -296,7 +296,7 @@ def load_direct(
                 progress(before + int(fraction * size), plan.total_bytes)
 
         paths = [str(entry.path) for entry in entries]
-        claimed = duckdb_json.load_json_lines(connection, paths, compression, DIRECT_TABLE, on_progress)
+        claimed = duckdb_json.load_json_lines(connection, paths, compression, DIRECT_TABLE, work_dir, on_progress)
         plan.done_bytes += size
         for entry in entries:
             if str(entry.path) in claimed:
