@@ -78,29 +78,26 @@ def self_overlap_findings(connection: duckdb.DuckDBPyConnection) -> list[Finding
     running at their start, in a range join of their own.
     """
     try:
-        # The sweep sorts narrow rows (keys and times) once, all groups in one order: (process, name) numbered and
-        # packed above the times, so one running maximum over every row is each group's own (a maximum reaching
-        # into an earlier group is below the span's own packed start). A window per (process, name) would sort a
-        # few huge partitions whole, with every column of every span. The few candidates then fetch their columns.
+        # The sweep sorts narrow rows (keys and 64-bit times) partitioned by (process, name), numbered: the window
+        # carries no span's text, only the few candidates fetch their columns after. (Measured at 16M spans under
+        # 500MB: 2.6 s, where one sort of every group packed above the times in 128-bit keys took 5.2 s; with all
+        # the spans in one group, 3.9 s.)
         connection.execute(
             f"""
             CREATE OR REPLACE TEMP TABLE self_overlap_candidates AS
             WITH instances AS ({_INSTANCES}),
             groups AS (
-                SELECT process, name, row_number() OVER ()::HUGEINT << 64 AS g
+                SELECT process, name, row_number() OVER ()::INTEGER AS g
                 FROM (SELECT DISTINCT process, name FROM instances)
             ),
             swept AS (
-                SELECT i.tkey, i.skey, g.g, g.g + i.start_ns AS packed_start,
-                       max(g.g + i.end_ns) OVER (ORDER BY g.g + i.start_ns, i.skey
-                                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prior
+                SELECT i.tkey, i.skey, i.start_ns,
+                       max(i.end_ns) OVER (PARTITION BY g.g ORDER BY i.start_ns, i.skey
+                                           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prior
                 FROM instances i JOIN groups g
                   ON g.process IS NOT DISTINCT FROM i.process AND g.name IS NOT DISTINCT FROM i.name
             ),
-            found AS (
-                SELECT tkey, skey, CASE WHEN prior > packed_start THEN (prior - g)::BIGINT END AS prior_end
-                FROM swept WHERE prior > packed_start
-            )
+            found AS (SELECT tkey, skey, prior AS prior_end FROM swept WHERE prior > start_ns)
             SELECT i.tkey, i.skey, i.trace_id, i.span_id, i.name, i.process, i.eff_iteration, i.start_ns, i.end_ns,
                    i.bucketed_chain, f.prior_end
             FROM instances i JOIN found f USING (tkey, skey)
