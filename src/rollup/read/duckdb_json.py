@@ -4,11 +4,8 @@ The careful reader (`otlp_json`, run chunk by chunk in worker processes) knows e
 This path knows the common shape: camelCase OTLP JSON Lines whose goodput attributes and process attributes are
 strings or integers. For that it is much faster, because nothing leaves DuckDB: `read_json` splits the file across
 threads and types the few fields the accounting reads as it parses, `unnest` flattens them, and DuckDB writes the
-rows to a Parquet file of the command's own, with no Arrow round trip and no worker process. A Parquet file, not a
-DuckDB table: tens of millions of spans exceed the memory limit as a table (150 bytes a span), and every scan of
-the accounting would then read DuckDB's uncompressed spill file back; the Parquet file is under a third of that (45
-bytes a span), stays in the page cache, and each scan reads only the columns it needs (`report --no-cache` of 16M
-spans under 500MB: 61.3 -> 48.5 s).
+rows to a Parquet file of the command's own (not a DuckDB table: `lineage.nodes_view` says why), with no Arrow
+round trip and no worker process.
 
 It claims a file only when it is sure to give the careful reader's rows exactly. Any doubt (DuckDB refuses the file,
 a record without `resourceSpans` such as `{}`, Tempo's `batches` or another signal's record, an id that is not
@@ -25,11 +22,11 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from ..lineage import NODES_PARQUET, nodes_view
 from ..schema import (
     ACCOUNTING_SCHEMA,
     NO_PARENT_ID,
     NODE_COLUMNS_SQL,
-    NODE_TABLE_COLUMNS,
     RL_BUCKET,
     RL_ITERATION,
     RL_SPAN_GROUP,
@@ -164,7 +161,7 @@ def load_json_lines(
     on_progress: Callable[[float], None] | None = None,
 ) -> dict[str, int]:
     """Read the JSON Lines files `paths` (all of one `compression`, `sniff.compression_of`'s answer) into `table`:
-    a view of ACCOUNTING_SCHEMA's columns and the lineage's node keys after them (`lineage.NODE_TABLE_COLUMNS`),
+    a view of ACCOUNTING_SCHEMA's columns and the lineage's node keys after them (`schema.NODE_TABLE_COLUMNS`),
     plus a `rowid` (each span's place in the files, as a table's rowid is: the walk names spans by it), so the walk
     can start from it. The view reads the Parquet files these loads write into `folder`, one a query
     (`{table}-N.parquet`); it is created, or made again over one file more when it exists.
@@ -214,7 +211,7 @@ def _load(
     try:
         with _progress_polling(connection, on_progress):
             connection.execute(
-                f"COPY ({_QUERY}) TO {sql_text(str(staging))} (FORMAT parquet, COMPRESSION snappy)", params
+                f"COPY ({_QUERY}) TO {sql_text(str(staging))} {NODES_PARQUET}", params
             )
         per_file = connection.execute(
             "SELECT filename, count(*), count(*) FILTER (NOT sure) FROM read_parquet(?) GROUP BY filename",
@@ -224,7 +221,7 @@ def _load(
         if claimed and len(claimed) < len(per_file):  # rare: the claimed files' rows alone, into a file of their own
             connection.execute(
                 f"COPY (SELECT * FROM read_parquet({sql_text(str(staging))}) WHERE list_contains($kept, filename)) "
-                f"TO {sql_text(str(piece))} (FORMAT parquet, COMPRESSION snappy)",
+                f"TO {sql_text(str(piece))} {NODES_PARQUET}",
                 {"kept": list(claimed)},
             )
         elif claimed:
@@ -237,14 +234,7 @@ def _load(
     finally:
         staging.unlink(missing_ok=True)
     if claimed:
-        files = "[" + ", ".join(sql_text(str(p)) for p in [*pieces, piece]) + "]"
-        connection.execute(
-            f"""
-            CREATE OR REPLACE VIEW {table} AS
-            SELECT {", ".join(NODE_TABLE_COLUMNS)}, (file_index::BIGINT << 40) + file_row_number AS rowid
-            FROM read_parquet({files})
-            """
-        )
+        nodes_view(connection, table, [*pieces, piece])
     return claimed
 
 
