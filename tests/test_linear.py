@@ -362,12 +362,16 @@ def _climb(spans: list[S]) -> dict[str, tuple]:
         max_size=12,
     ),
     cached=st.booleans(),
+    nodes_file=st.booleans(),
 )
-@example(shape=[(1, None, True), (0, 3, False), (0, None, True), (2, None, True)], cached=False)  # a cycle, hung on
-@example(shape=[(None, 1, True), (0, None, True), (1, None, False), (2, 2, True), (3, None, True)], cached=True)
-def test_the_lineage_is_what_walking_up_from_each_span_finds(tmp_path_factory, shape, cached):
+@example(shape=[(1, None, True), (0, 3, False), (0, None, True), (2, None, True)], cached=False, nodes_file=True)
+@example(shape=[(None, 1, True), (0, None, True), (1, None, False), (2, 2, True), (3, None, True)], cached=True,
+         nodes_file=False)  # fmt: skip
+def test_the_lineage_is_what_walking_up_from_each_span_finds(tmp_path_factory, shape, cached, nodes_file):
     """Only parents hand anything down, so the walk goes over the parents and each span takes its parent's in a
-    join; held here to walking up from every span by itself, through chains, cycles and missing parents."""
+    join; held here to walking up from every span by itself, through chains, cycles and missing parents. The spans'
+    node columns are a DuckDB table, or (`nodes_file`, as for more spans than the memory limit holds) a Parquet
+    file the walk reads through a view."""
     spans = [
         S(f"s{i}", "rl.grpo.work", i, i + 1, parent=None if p is None else "gone" if p == -1 else f"s{p % len(shape)}",
           bucket="productive" if bucketed else None, iteration=iteration)
@@ -376,7 +380,13 @@ def test_the_lineage_is_what_walking_up_from_each_span_finds(tmp_path_factory, s
     folder = tmp_path_factory.mktemp("lineage")
     path = write_trace(folder / "run.otlp", spans)
     with open_store([path], use_cache=cached, cache_dir=folder / "cache") as store:
-        ensure_lineage(store)
+        if nodes_file:
+            scratch = folder / "scratch"
+            scratch.mkdir()
+            build_lineage(store.connection, store.nodes_table, parquet=store.lineage_cache, scratch=scratch)
+            assert not list(scratch.iterdir()) if cached else [p.suffix for p in scratch.iterdir()] == [".parquet"]
+        else:
+            ensure_lineage(store)
         rows = store.connection.execute(
             "SELECT span_id, eff_iteration, ancestor_iteration, ancestor_iteration_span, bucketed_chain, has_parent "
             "FROM spans_ex"

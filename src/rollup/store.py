@@ -42,6 +42,7 @@ from .memory import (
     connect,
     conversion_workers,
     memory_limit_bytes,
+    nodes_as_parquet,
     out_of_memory,
     spill_directory,
 )
@@ -85,6 +86,7 @@ class SpanStore:
         lineage_cache: Path | None = None,
         nodes_table: str | None = None,
         spill: SpillDirectory | None = None,
+        limit_bytes: int | None = None,
     ) -> None:
         self.connection = connection
         self.entries = entries
@@ -92,12 +94,15 @@ class SpanStore:
         self._spill = spill  # where DuckDB spills beyond its memory limit (`memory`)
         self.lineage_cache = lineage_cache  # where `lineage.ensure_lineage` keeps its table for this set of files
         self.nodes_table = nodes_table  # a table `lineage.build_lineage` may walk as it is (see there)
+        self._limit_bytes = limit_bytes  # its DuckDB's memory limit
 
     def scratch(self) -> Path | None:
-        """A folder of this command's own for what the accounting writes for itself (the lineage's node table,
-        `lineage.build_lineage`): the spill folder, removed when the store closes, or by the next command when this
-        one was killed (`memory.spill_directory`). None when it cannot be made."""
-        if self._spill is None:
+        """A folder of this command's own for the lineage's node table (`lineage.build_lineage`) when it holds more
+        spans than the memory limit does as a DuckDB table (`memory.nodes_as_parquet`): the spill folder, removed
+        when the store closes, or by the next command when this one was killed (`memory.spill_directory`). None
+        when the spans fit (a table is then faster) or the folder cannot be made."""
+        spans = sum(entry.spans for entry in self.entries)
+        if self._spill is None or self._limit_bytes is None or not nodes_as_parquet(spans, self._limit_bytes):
             return None
         try:
             self._spill.path.mkdir(parents=True, exist_ok=True)
@@ -260,7 +265,10 @@ def _convert(
         if runner is None and wants_processes(plan, workers):
             pool = ProcessRunner(min(workers, len(plan.jobs)))
         if plan.direct and connect is not None:  # only set aside when there is a connection (see `direct`)
-            load_direct(plan, connect(), work_dir=work_dir, workers=workers, schema=schema, progress=progress)
+            load_direct(
+                plan, connect(), work_dir=work_dir, workers=workers, schema=schema, progress=progress,
+                limit_bytes=connect.limit_bytes,
+            )  # fmt: skip
             if runner is None and pool is None and wants_processes(plan, workers):  # files DuckDB handed back
                 pool = ProcessRunner(min(workers, len(plan.jobs)))
         execute_plan(
@@ -348,9 +356,11 @@ def open_store(
     if not use_cache:
         # Spans that all sit in one `read.duckdb_json` view, each once, are already the lineage's nodes.
         nodes = tables[0] if len(tables) == 1 and not parts and not rewritten else None
-        return SpanStore(connection, entries, temp_dir=work_dir, nodes_table=nodes, spill=connect.spill)
+        return SpanStore(
+            connection, entries, temp_dir=work_dir, nodes_table=nodes, spill=connect.spill, limit_bytes=limit
+        )
     lineage = lineage_cache_path(work_dir, keys, LINEAGE_VERSION)
-    return SpanStore(connection, entries, lineage_cache=lineage, spill=connect.spill)
+    return SpanStore(connection, entries, lineage_cache=lineage, spill=connect.spill, limit_bytes=limit)
 
 
 def ingest(

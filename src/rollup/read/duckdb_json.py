@@ -3,9 +3,9 @@
 The careful reader (`otlp_json`, run chunk by chunk in worker processes) knows every shape and words every error.
 This path knows the common shape: camelCase OTLP JSON Lines whose goodput attributes and process attributes are
 strings or integers. For that it is much faster, because nothing leaves DuckDB: `read_json` splits the file across
-threads and types the few fields the accounting reads as it parses, `unnest` flattens them, and DuckDB writes the
-rows to a Parquet file of the command's own (not a DuckDB table: `lineage.nodes_view` says why), with no Arrow
-round trip and no worker process.
+threads and types the few fields the accounting reads as it parses, `unnest` flattens them, and the rows land in a
+DuckDB table, or, for more spans than the memory limit holds, in a Parquet file of the command's own
+(`memory.nodes_as_parquet`, `lineage.nodes_view`), with no Arrow round trip and no worker process.
 
 It claims a file only when it is sure to give the careful reader's rows exactly. Any doubt (DuckDB refuses the file,
 a record without `resourceSpans` such as `{}`, Tempo's `batches` or another signal's record, an id that is not
@@ -27,6 +27,7 @@ from ..schema import (
     ACCOUNTING_SCHEMA,
     NO_PARENT_ID,
     NODE_COLUMNS_SQL,
+    NODE_TABLE_COLUMNS,
     RL_BUCKET,
     RL_ITERATION,
     RL_SPAN_GROUP,
@@ -46,6 +47,18 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     import duckdb
+
+# OTLP JSON Lines as `bench/tracegen.py` writes a GRPO job: about 600 bytes a span; compressed, an eighth of that.
+# Exporters that add more attributes write more a span: the estimate then runs high, which only sends the spans to
+# Parquet sooner (`memory.nodes_as_parquet`).
+JSON_BYTES_PER_SPAN = 600
+COMPRESSION_RATIO = 8
+
+
+def spans_estimate(size: int, compression: str | None) -> int:
+    """About how many spans `size` bytes of JSON Lines of `compression` hold."""
+    return size * (COMPRESSION_RATIO if compression else 1) // JSON_BYTES_PER_SPAN
+
 
 # DuckDB's own default, well above an export batch; a longer line makes DuckDB refuse the file, and the careful
 # reader takes it. DuckDB sizes its read buffers by it: 256 MB made the read of a 600 MB file twice as slow.
@@ -157,14 +170,14 @@ def load_json_lines(
     paths: Sequence[str],
     compression: str | None,
     table: str,
-    folder: Path,
+    folder: Path | None = None,
     on_progress: Callable[[float], None] | None = None,
 ) -> dict[str, int]:
     """Read the JSON Lines files `paths` (all of one `compression`, `sniff.compression_of`'s answer) into `table`:
-    a view of ACCOUNTING_SCHEMA's columns and the lineage's node keys after them (`schema.NODE_TABLE_COLUMNS`),
-    plus a `rowid` (each span's place in the files, as a table's rowid is: the walk names spans by it), so the walk
-    can start from it. The view reads the Parquet files these loads write into `folder`, one a query
-    (`{table}-N.parquet`); it is created, or made again over one file more when it exists.
+    ACCOUNTING_SCHEMA's columns and the lineage's node keys after them (`schema.NODE_TABLE_COLUMNS`), so the walk
+    can start from it. Without `folder`, `table` is a DuckDB table, created or appended to. With it, `table` is a
+    view of the Parquet files these loads write there, one a query (`{table}-N.parquet`), with a `rowid`
+    (`lineage.nodes_view`), made again over one file more when it exists.
 
     Returns the spans read from each file it claims; every other file is left out, for the careful reader. All files
     go through one query; when DuckDB refuses one, which spoils that query, each half is tried again, so a few bad
@@ -197,11 +210,55 @@ def _load(
     paths: list[str],
     compression: str | None,
     table: str,
+    folder: Path | None,
+    on_progress: Callable[[float], None] | None,
+) -> dict[str, int] | None:
+    """One query over `paths` into `table` (`load_json_lines`); the files it claims, or None when DuckDB refused
+    the query."""
+    if folder is not None:
+        return _load_parquet(connection, paths, compression, table, folder, on_progress)
+    import duckdb
+
+    staging = f"{table}_staging"
+    params = {"paths": paths, "compression": compression or "none"}
+    try:
+        with _progress_polling(connection, on_progress):
+            connection.execute(f"CREATE TEMP TABLE {staging} AS {_QUERY}", params)
+        per_file = connection.execute(
+            f"SELECT filename, count(*), count(*) FILTER (NOT sure) FROM {staging} GROUP BY filename"
+        ).fetchall()
+    except duckdb.Error as error:
+        connection.execute(f"DROP TABLE IF EXISTS {staging}")
+        if isinstance(error, duckdb.OutOfMemoryException):
+            raise _OutOfMemory from None
+        return None
+    claimed = {name: spans for name, spans, unsure in per_file if not unsure}
+    if not claimed:
+        connection.execute(f"DROP TABLE {staging}")
+        return claimed
+    if len(claimed) < len(per_file):
+        kept = {"kept": list(claimed)}
+        connection.execute(f"DELETE FROM {staging} WHERE filename NOT IN (SELECT unnest($kept))", kept)
+    (exists,) = connection.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [table]).fetchall()[0]
+    if exists:
+        connection.execute(f"INSERT INTO {table} SELECT {', '.join(NODE_TABLE_COLUMNS)} FROM {staging}")
+        connection.execute(f"DROP TABLE {staging}")
+    else:  # the first (usually the only) load: no copy
+        connection.execute(f"ALTER TABLE {staging} DROP COLUMN sure")
+        connection.execute(f"ALTER TABLE {staging} DROP COLUMN filename")
+        connection.execute(f"ALTER TABLE {staging} RENAME TO {table}")
+    return claimed
+
+
+def _load_parquet(
+    connection: duckdb.DuckDBPyConnection,
+    paths: list[str],
+    compression: str | None,
+    table: str,
     folder: Path,
     on_progress: Callable[[float], None] | None,
 ) -> dict[str, int] | None:
-    """One query over `paths` into a Parquet file for `table`; the files it claims, or None when DuckDB refused
-    the query."""
+    """`_load` into a Parquet file in `folder`, of which (and of the earlier ones) `table` is then a view."""
     import duckdb
 
     pieces = _pieces(table, folder)
@@ -210,9 +267,7 @@ def _load(
     params = {"paths": paths, "compression": compression or "none"}
     try:
         with _progress_polling(connection, on_progress):
-            connection.execute(
-                f"COPY ({_QUERY}) TO {sql_text(str(staging))} {NODES_PARQUET}", params
-            )
+            connection.execute(f"COPY ({_QUERY}) TO {sql_text(str(staging))} {NODES_PARQUET}", params)
         per_file = connection.execute(
             "SELECT filename, count(*), count(*) FILTER (NOT sure) FROM read_parquet(?) GROUP BY filename",
             [str(staging)],

@@ -28,6 +28,7 @@ import pyarrow as pa
 
 from ..cache import file_cache_key, publish_entry, read_manifest
 from ..errors import GoodputError, InputError, TraceFormatError
+from ..memory import nodes_as_parquet
 from ..schema import SPAN_SCHEMA
 from .chunks import Chunk, ChunkResult, convert_chunk, parquet_problem, plan_chunks
 from .paths import expand_paths
@@ -44,7 +45,7 @@ IN_PROCESS_JOBS = 16
 SEPARATE_PROCESS_BYTES = 64 << 20
 MIN_CHUNK_BYTES = 4 << 20
 MAX_CHUNK_BYTES = 256 << 20
-DIRECT_TABLE = "direct_spans"  # the view `duckdb_json` gives the spans of the JSON Lines files DuckDB reads itself
+DIRECT_TABLE = "direct_spans"  # where `duckdb_json` puts the spans of the JSON Lines files DuckDB reads itself
 NOT_A_TRACE_MARK = "not-a-trace.json"  # in a cache entry: the file is no trace, and why
 
 ConvertJob = tuple[Chunk, str, pa.Schema]  # a chunk, the Parquet part it becomes, the columns it keeps
@@ -278,16 +279,28 @@ def _add_jobs(plan: Plan, entry: FileEntry, kind: str, target: int, work_dir: Pa
 
 def load_direct(
     plan: Plan,
-    connection: duckdb.DuckDBPyConnection, *, work_dir: Path, workers: int, schema: pa.Schema, progress: Progress | None
+    connection: duckdb.DuckDBPyConnection,
+    *,
+    work_dir: Path,
+    workers: int,
+    schema: pa.Schema,
+    progress: Progress | None,
+    limit_bytes: int,
 ) -> None:
-    """Let DuckDB read the plan's JSON Lines files itself (`duckdb_json`), all into one view of `connection`
-    (DIRECT_TABLE) over the Parquet files it writes into `work_dir`, in one query per kind of compression; a file it
-    gives back becomes conversion jobs for the careful reader."""
+    """Let DuckDB read the plan's JSON Lines files itself (`duckdb_json`), all into one table of `connection`
+    (DIRECT_TABLE), in one query per kind of compression; a file it gives back becomes conversion jobs for the
+    careful reader. For more spans than `limit_bytes` holds as a table (`memory.nodes_as_parquet`), DIRECT_TABLE is
+    a view of Parquet files DuckDB writes into `work_dir` instead."""
     from . import duckdb_json
 
     by_compression: dict[str | None, list[FileEntry]] = {}
     for entry in plan.direct:
         by_compression.setdefault(compression_of(str(entry.path)), []).append(entry)
+    estimate = sum(
+        duckdb_json.spans_estimate(sum(entry.size for entry in entries), compression)
+        for compression, entries in by_compression.items()
+    )
+    folder = work_dir if nodes_as_parquet(estimate, limit_bytes) else None
     for compression, entries in by_compression.items():
         size = sum(entry.size for entry in entries)
 
@@ -296,7 +309,7 @@ def load_direct(
                 progress(before + int(fraction * size), plan.total_bytes)
 
         paths = [str(entry.path) for entry in entries]
-        claimed = duckdb_json.load_json_lines(connection, paths, compression, DIRECT_TABLE, work_dir, on_progress)
+        claimed = duckdb_json.load_json_lines(connection, paths, compression, DIRECT_TABLE, folder, on_progress)
         plan.done_bytes += size
         for entry in entries:
             if str(entry.path) in claimed:
