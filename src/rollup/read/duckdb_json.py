@@ -224,19 +224,16 @@ def _load(
     try:
         with _progress_polling(connection, on_progress):
             connection.execute(f"CREATE TEMP TABLE {staging} AS {_QUERY}", params)
-        per_file = connection.execute(
-            f"SELECT filename, count(*), count(*) FILTER (NOT sure) FROM {staging} GROUP BY filename"
-        ).fetchall()
+        claimed, files = _claims(connection, staging)
     except duckdb.Error as error:
         connection.execute(f"DROP TABLE IF EXISTS {staging}")
         if isinstance(error, duckdb.OutOfMemoryException):
             raise _OutOfMemory from None
         return None
-    claimed = {name: spans for name, spans, unsure in per_file if not unsure}
     if not claimed:
         connection.execute(f"DROP TABLE {staging}")
         return claimed
-    if len(claimed) < len(per_file):
+    if len(claimed) < files:
         kept = {"kept": list(claimed)}
         connection.execute(f"DELETE FROM {staging} WHERE filename NOT IN (SELECT unnest($kept))", kept)
     (exists,) = connection.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [table]).fetchall()[0]
@@ -268,12 +265,8 @@ def _load_parquet(
     try:
         with _progress_polling(connection, on_progress):
             connection.execute(f"COPY ({_QUERY}) TO {sql_text(str(staging))} {NODES_PARQUET}", params)
-        per_file = connection.execute(
-            "SELECT filename, count(*), count(*) FILTER (NOT sure) FROM read_parquet(?) GROUP BY filename",
-            [str(staging)],
-        ).fetchall()
-        claimed = {name: spans for name, spans, unsure in per_file if not unsure}
-        if claimed and len(claimed) < len(per_file):  # rare: the claimed files' rows alone, into a file of their own
+        claimed, files = _claims(connection, f"read_parquet({sql_text(str(staging))})")
+        if claimed and len(claimed) < files:  # rare: the claimed files' rows alone, into a file of their own
             connection.execute(
                 f"COPY (SELECT * FROM read_parquet({sql_text(str(staging))}) WHERE list_contains($kept, filename)) "
                 f"TO {sql_text(str(piece))} {NODES_PARQUET}",
@@ -291,6 +284,15 @@ def _load_parquet(
     if claimed:
         nodes_view(connection, table, [*pieces, piece])
     return claimed
+
+
+def _claims(connection: duckdb.DuckDBPyConnection, source: str) -> tuple[dict[str, int], int]:
+    """The files whose every span `source` (a table, or a `read_parquet` of one query's rows) is sure of, each with
+    its spans; and how many files it holds."""
+    per_file = connection.execute(
+        f"SELECT filename, count(*), count(*) FILTER (NOT sure) FROM {source} GROUP BY filename"
+    ).fetchall()
+    return {name: spans for name, spans, unsure in per_file if not unsure}, len(per_file)
 
 
 class _OutOfMemory(Exception):
