@@ -265,6 +265,57 @@ def test_spans_cut_to_stretches_by_bins_are_the_pairs_of_the_range_join(stretche
     assert (overlaps.choose_bins(connection, "held_bounds") is None) == crowded  # each way is held to the pairs
 
 
+# --- the charge, swept in batches of stretches consecutive in time ------------------------------------------------
+
+
+def _charge_spans(spans, buckets):
+    """A DuckDB connection whose `spans_ex` holds `spans` ((start, length) pairs) with `buckets` (None:
+    unbucketed) in two processes, with the columns the charge reads."""
+    import duckdb
+
+    connection = duckdb.connect()
+    connection.execute(
+        "CREATE TABLE spans_ex (start_ns BIGINT, end_ns BIGINT, bucket VARCHAR, bucketed BOOLEAN, process VARCHAR)"
+    )
+    for number, ((start, length), bucket) in enumerate(zip(spans, buckets, strict=True)):
+        connection.execute(
+            "INSERT INTO spans_ex VALUES (?, ?, ?, ?, ?)",
+            [start, start + length, bucket, bucket is not None, "pq"[number % 2]],
+        )
+    return connection
+
+
+@settings(PROPERTY_TESTS, max_examples=60)
+@given(
+    stretches=st.lists(st.tuples(instants, st.integers(0, 20)), min_size=1, max_size=12),
+    spans=st.lists(st.tuples(instants, st.integers(0, 30)), max_size=24),
+    most=st.integers(1, 6),
+    data=st.data(),
+)
+def test_stretches_charged_in_batches_are_charged_as_in_one_sweep(stretches, spans, most, data):
+    """However few spans a sweep may take, the batches hold every stretch once, in time order, and charge each
+    stretch exactly as one sweep over every span does; so does the per-process charge (`--by process`)."""
+    from rollup import attribution, overlaps
+    from rollup.schema import BUCKETS
+
+    buckets = [data.draw(st.sampled_from([None, *BUCKETS])) for _ in spans]
+    bounds = [(start, start + length) for start, length in stretches]
+    connection = _charge_spans(spans, buckets)
+    batches = overlaps.time_batches(connection, bounds, attribution.SWEPT_SPANS_SQL, most)
+    assert sorted(p for batch in batches for p in batch) == list(range(len(bounds)))
+    for earlier, later in zip(batches, batches[1:], strict=False):
+        assert max(bounds[p][0] for p in earlier) <= min(bounds[p][0] for p in later)
+    counted = sum(1 for (start, length), b in zip(spans, buckets, strict=True) if b and length > 0)
+    if counted <= most:
+        assert len(batches) == 1
+    order = list(BUCKETS)
+    whole = attribution.charge_stretches(connection, bounds, order, batch_spans=10**9)
+    assert list(attribution.charge_stretches(connection, bounds, order, batch_spans=most)) == list(whole)
+    by_process = attribution._charged_table(connection, bounds, order, by_process=True, batch_spans=10**9)
+    batched = attribution._charged_table(connection, bounds, order, by_process=True, batch_spans=most)
+    assert sorted(batched.to_pylist(), key=str) == sorted(by_process.to_pylist(), key=str)
+
+
 # --- self-overlap's one sweep over every group ---------------------------------------------------------------------
 
 

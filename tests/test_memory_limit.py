@@ -15,6 +15,7 @@ import pytest
 
 from conftest import invoke
 from rollup import build_report, open_store, report_json
+from rollup.attribution import SWEPT_SPANS_SQL
 from rollup.cache import SPILL_DIR, SUMMARY_SUFFIX
 from rollup.memory import (
     DEFAULT_SHARE,
@@ -26,8 +27,11 @@ from rollup.memory import (
     machine_memory_bytes,
     parse_memory_limit,
     spill_directory,
+    sweep_batch_spans,
 )
+from rollup.overlaps import time_batches
 from rollup.read.otlp_json import _thread_connection
+from rollup.windows import iteration_windows
 from tracebuild import S, write_trace
 
 REPO = Path(__file__).resolve().parent.parent
@@ -184,7 +188,10 @@ def test_a_report_under_a_tiny_limit_spills_and_gives_the_same_json(generated_tr
     with open_store([generated_trace], use_cache=False) as store:
         limited = json.dumps(report_json(build_report(store)))
         spilled = Path(setting(store, "temp_directory")).is_dir()  # DuckDB makes the folder on its first spill
+        windows = [(w.start_ns, w.end_ns) for w in iteration_windows(store.connection)]
+        sweeps = time_batches(store.connection, windows, SWEPT_SPANS_SQL, sweep_batch_spans(store.connection))
     assert spilled
+    assert len(sweeps) > 1  # the windows were charged in several sweeps, each within the limit
     monkeypatch.delenv(ENV_MEMORY_LIMIT)
     with open_store([generated_trace], use_cache=False) as store:
         assert json.dumps(report_json(build_report(store))) == limited

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any, overload
 
 from .attempts import ATTEMPT_SQL
 from .errors import GoodputError
-from .overlaps import clip_to_stretches
+from .memory import sweep_batch_spans
+from .overlaps import clip_to_stretches, hull_condition, time_batches
 from .schema import BUCKETS
 
 if TYPE_CHECKING:
@@ -116,14 +117,19 @@ def charge_wall_clock(
 
 
 def charge_stretches(
-    connection: duckdb.DuckDBPyConnection, stretches: Sequence[tuple[int, int]], precedence: Sequence[str]
+    connection: duckdb.DuckDBPyConnection,
+    stretches: Sequence[tuple[int, int]],
+    precedence: Sequence[str],
+    *,
+    batch_spans: int | None = None,
 ) -> FrameCharges:
     """Each stretch's wall clock charged as `charge_wall_clock` charges a frame, every span counting, by position;
-    held as columns (`FrameCharges`), not as an object per stretch."""
+    held as columns (`FrameCharges`), not as an object per stretch. `batch_spans`: the most spans one sweep takes
+    (default: what the connection's memory limit has room for, `memory.sweep_batch_spans`)."""
     walls = array("q", (end - start for start, end in stretches))
     by_rank = [array("q", bytes(8 * len(stretches))) for _ in precedence]
     if stretches:
-        charged = _charged_table(connection, stretches, precedence, by_process=False)
+        charged = _charged_table(connection, stretches, precedence, by_process=False, batch_spans=batch_spans)
         positions = charged.column(0).to_pylist()
         for rank, column in enumerate(by_rank):
             for position, value in zip(positions, charged.column(rank + 1).to_pylist(), strict=True):
@@ -177,12 +183,17 @@ def _charged_ns(
     return dict(zip(stretch, charged, strict=True))
 
 
+# The spans a charge sweeps: bucketed, of positive length.
+SWEPT_SPANS_SQL = "SELECT * FROM spans_ex WHERE bucketed AND end_ns > start_ns"
+
+
 def _charged_table(
     connection: duckdb.DuckDBPyConnection,
     stretches: Sequence[tuple[int, int]],
     precedence: Sequence[str],
     *,
     by_process: bool,
+    batch_spans: int | None = None,
 ) -> pa.Table:
     """Nanoseconds charged to each bucket in each stretch (or each stretch and process), as an Arrow table:
     `stretch`[, `process`], `r0`..`r3` (per bucket in `precedence` order; null where nothing was charged). A stretch
@@ -192,7 +203,34 @@ def _charged_table(
     buckets are constant and the segment goes to the first of them. The four active counts travel packed in one
     128-bit integer, 32 bits a bucket, so one running sum carries the whole state; events at the same instant give
     zero-length segments, which charge nothing.
+
+    The stretches are swept in batches consecutive in time (`overlaps.time_batches`), each of as many spans as the
+    connection's memory limit has room for (`memory.sweep_batch_spans`): a long trace is many sweeps that fit,
+    not one that spills.
     """
+    import pyarrow as pa
+
+    spans_sql = SWEPT_SPANS_SQL
+    batches = time_batches(connection, stretches, spans_sql, batch_spans or sweep_batch_spans(connection))
+    if len(batches) <= 1:
+        return _swept(connection, stretches, precedence, spans_sql, by_process=by_process)
+    parts = []
+    for positions in batches:  # each batch's stretches numbered from 0: put back at their positions
+        batch = [stretches[i] for i in positions]
+        table = _swept(connection, batch, precedence, f"{spans_sql} AND {hull_condition(batch)}", by_process=by_process)
+        parts.append(table.set_column(0, "stretch", pa.array(positions, pa.int64()).take(table.column("stretch"))))
+    return pa.concat_tables(parts)
+
+
+def _swept(
+    connection: duckdb.DuckDBPyConnection,
+    stretches: Sequence[tuple[int, int]],
+    precedence: Sequence[str],
+    spans_sql: str,
+    *,
+    by_process: bool,
+) -> pa.Table:
+    """`_charged_table` of `stretches` in one sweep, over the spans of `spans_sql` (bucketed, of positive length)."""
     rank_sql = "CASE bucket " + " ".join(f"WHEN '{b}' THEN {i}" for i, b in enumerate(precedence)) + " END"
     shift = 32
 
@@ -206,8 +244,7 @@ def _charged_table(
         clip_to_stretches(
             connection,
             stretches,
-            f"SELECT start_ns, end_ns, {'process, ' if by_process else ''}{rank_sql} AS rank FROM spans_ex "
-            "WHERE bucketed AND end_ns > start_ns",
+            f"SELECT start_ns, end_ns, {'process, ' if by_process else ''}{rank_sql} AS rank FROM ({spans_sql})",
             ["process", "rank"] if by_process else ["rank"],
             "charge_clipped",
         )

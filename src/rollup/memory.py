@@ -47,6 +47,11 @@ _CGROUP_LIMIT = Path("/sys/fs/cgroup/memory.max")
 # (400k-4M spans under 500MB: 5-7% quicker), one that spills has every scan read DuckDB's uncompressed spill file
 # back (16M spans: 61 s against 48 s for a JSON Lines report).
 NODE_TABLE_BYTES_PER_SPAN = 150
+# Charging stretches of time cuts each bucketed span to the stretches it overlaps and sorts the cuts' starts and ends
+# (`attribution`): DuckDB holds ~190 bytes a span while it does (1M bucketed spans in one sweep, measured), so a
+# sweep of 10M spans spills far past a 500MB limit. The stretches are charged in batches of at most the limit over
+# this many bytes a span (`sweep_batch_spans`): half the limit, the rest for what the command holds beside it.
+SWEEP_BYTES_PER_SPAN = 1000
 
 _UNITS = {
     "": 1, "b": 1,
@@ -99,6 +104,20 @@ def memory_limit_bytes() -> int:
 def nodes_as_parquet(spans: int, limit_bytes: int) -> bool:
     """Whether `spans` spans are better held as Parquet than as a DuckDB table under `limit_bytes`."""
     return spans * NODE_TABLE_BYTES_PER_SPAN > 2 * limit_bytes
+
+
+def connection_limit_bytes(connection: duckdb.DuckDBPyConnection) -> int:
+    """The memory limit `connection` was opened with (DuckDB shows it as `476.8 MiB`)."""
+    ((shown,),) = connection.execute("SELECT current_setting('memory_limit')").fetchall()
+    match = _SIZE.fullmatch(str(shown).strip().lower())
+    if match is None or match["unit"] not in _UNITS:  # never seen: DuckDB writes a number and a unit
+        return memory_limit_bytes()
+    return int(float(match["number"]) * _UNITS[match["unit"]])
+
+
+def sweep_batch_spans(connection: duckdb.DuckDBPyConnection) -> int:
+    """How many bucketed spans one sweep of `attribution` may take at once under the connection's limit."""
+    return max(1, connection_limit_bytes(connection) // SWEEP_BYTES_PER_SPAN)
 
 
 def conversion_workers(cores: int | None = None) -> int:

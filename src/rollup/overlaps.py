@@ -11,6 +11,7 @@ no width does (stretches crowded into a short span of a long run), the range joi
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
 # A width is used when no bin holds more stretches than this, and the (bin, stretch) pairs are not too many.
 MOST_STRETCHES_PER_BIN = 16
 _HALVINGS = 12  # widths tried: the run's length over twice the stretches, then halved up to this many times
+_BATCH_BINS = 4096  # bins `time_batches` counts spans in: batches end at their edges
 
 
 @dataclass(frozen=True)
@@ -128,6 +130,57 @@ def clip_to_stretches(
     finally:
         connection.execute(f"DROP TABLE IF EXISTS {table}_bins")
         connection.unregister(bounds)
+
+
+def time_batches(
+    connection: duckdb.DuckDBPyConnection, stretches: Sequence[tuple[int, int]], spans_sql: str, most_spans: int
+) -> list[list[int]]:
+    """The positions of `stretches` in batches of stretches consecutive in time, each overlapped by about
+    `most_spans` of the spans of `spans_sql` (a query giving `start_ns`, `end_ns`) at most; a single batch of every
+    stretch when the spans are that few.
+
+    So that cutting spans to stretches and sweeping them holds a batch's spans at a time, not the trace's: one
+    aggregate counts the spans' starts in bins of equal width over the stretches' time, and a batch ends at the bin
+    edge where its count reaches its share. A batch's spans are those overlapping its hull (`hull_condition`): a
+    span across a cut is read by both sides, each pairing it with its own stretches, so together the batches give
+    exactly what one pass would. A batch is never less than one bin (a crowded bin is one batch)."""
+    if not stretches:
+        return []
+    everything = [list(range(len(stretches)))]
+    low, high = _hull(stretches)
+    width = max(1, -(-(high - low) // _BATCH_BINS))
+    counts = connection.execute(
+        f"""
+        SELECT greatest(start_ns - {low}, 0) // {width} AS bin, count(*) FROM ({spans_sql})
+        WHERE start_ns < {high} AND end_ns > {low} GROUP BY bin ORDER BY bin
+        """
+    ).fetchall()
+    total = sum(count for _, count in counts)
+    if total <= most_spans:
+        return everything
+    share = total / -(-total // most_spans)
+    cuts: list[int] = []  # instants where a batch ends and the next begins
+    seen = 0
+    for bin_index, count in counts:
+        seen += count
+        if seen >= share * (len(cuts) + 1):
+            cuts.append(low + (bin_index + 1) * width)
+    batches: list[list[int]] = [[] for _ in range(len(cuts) + 1)]
+    for position in sorted(range(len(stretches)), key=lambda i: stretches[i]):
+        batches[bisect.bisect_right(cuts, stretches[position][0])].append(position)
+    return [batch for batch in batches if batch]
+
+
+def hull_condition(stretches: Sequence[tuple[int, int]]) -> str:
+    """SQL over `start_ns`, `end_ns`: true of every span overlapping one of `stretches` (a zero-length stretch
+    included: a span running across its instant), and of few others."""
+    low, high = _hull(stretches)
+    return f"start_ns < {high} AND end_ns > {low}"
+
+
+def _hull(stretches: Sequence[tuple[int, int]]) -> tuple[int, int]:
+    """From the first stretch's start to past the last one's end (one nanosecond past a zero-length one's instant)."""
+    return min(start for start, _ in stretches), max(max(end, start + 1) for start, end in stretches)
 
 
 def _stretch_table(stretches: Sequence[tuple[int, int]]) -> pa.Table:
