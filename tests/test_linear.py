@@ -15,6 +15,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from conftest import PROPERTY_TESTS, invoke
+from rollup.checks import self_overlap_findings
 from rollup.lineage import build_lineage, ensure_lineage, lineage_is_view
 from rollup.schema import ACCOUNTING_SCHEMA, NODE_COLUMNS_SQL
 from rollup.store import open_store
@@ -366,6 +367,11 @@ def test_self_overlap_is_what_the_pairwise_definition_finds(tmp_path_factory, sp
     findings = run_json(["check", path, "--no-cache"])["findings"]
     found = {f["span_id"]: f["related_span_id"] for f in findings if f["rule"] == "self-overlap"}
     assert found == expected_self_overlaps(spans)
+    with open_store([path], use_cache=False) as store:  # swept in runs of a few instances, as a long trace is
+        ensure_lineage(store)
+        for most in (1, 2, 3):
+            runs = self_overlap_findings(store.connection, batch_spans=most)
+            assert {f.span_id: f.related_span_id for f in runs} == found
 
 
 # --- the lineage against a plain walk up each span's parents -------------------------------------------------------

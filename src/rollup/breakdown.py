@@ -186,7 +186,7 @@ def _sweep(
             SELECT key, (row_number() OVER ())::BIGINT AS key_id FROM (SELECT DISTINCT key FROM breakdown_clipped)
             """
         )
-        (keys,) = connection.execute("SELECT count(*) FROM breakdown_keys").fetchone() or (0,)
+        ((keys,),) = connection.execute("SELECT count(*) FROM breakdown_keys").fetchall()
         if keys >= 1 << 22:
             raise GoodputError(
                 f"--by name/group: {keys:,} distinct keys, more than the breakdown tells apart (4,194,303)"

@@ -15,6 +15,8 @@ from .attempts import ATTEMPT_SQL, attempt_label, find_attempts, keep_attempt, o
 from .coverage import no_iterations_findings, window_findings
 from .findings import ERROR, RULES, WARNING, Finding
 from .lineage import ensure_lineage
+from .memory import sweep_batch_spans
+from .overlaps import start_cuts
 from .schema import BUCKET_LIST_SQL
 
 if TYPE_CHECKING:
@@ -68,9 +70,10 @@ _EARLIER = "(p.start_ns < f.start_ns OR (p.start_ns = f.start_ns AND p.skey < f.
 _RELATED_COLUMNS = "f.tkey, f.skey, p.span_id AS related, p.start_ns AS r_start, p.skey AS r_skey, p.end_ns AS r_end"
 
 
-def self_overlap_findings(connection: duckdb.DuckDBPyConnection) -> list[Finding]:
+def self_overlap_findings(connection: duckdb.DuckDBPyConnection, *, batch_spans: int | None = None) -> list[Finding]:
     """Same-name bucketed spans of one process overlapping, whatever their nesting depth, neither an ancestor of the
-    other. Each later instance is a finding, related to the earlier one reaching furthest into it.
+    other. Each later instance is a finding, related to the earlier one reaching furthest into it. `batch_spans`:
+    the most instances one sweep takes (default: what the memory limit has room for, `memory.sweep_batch_spans`).
 
     A sweep per (process, name) in start order leaves the candidates: spans starting before the latest end seen so
     far. For most, the instance reaching furthest is no relative, and one equality join settles them. The rest (a
@@ -78,32 +81,8 @@ def self_overlap_findings(connection: duckdb.DuckDBPyConnection) -> list[Finding
     running at their start, in a range join of their own.
     """
     try:
-        # The sweep sorts narrow rows (keys and 64-bit times) partitioned by (process, name), numbered: the window
-        # carries no span's text, only the few candidates fetch their columns after. (Measured at 16M spans under
-        # 500MB: 2.6 s, where one sort of every group packed above the times in 128-bit keys took 5.2 s; with all
-        # the spans in one group, 3.9 s.)
-        connection.execute(
-            f"""
-            CREATE OR REPLACE TEMP TABLE self_overlap_candidates AS
-            WITH instances AS ({_INSTANCES}),
-            groups AS (
-                SELECT process, name, row_number() OVER ()::INTEGER AS g
-                FROM (SELECT DISTINCT process, name FROM instances)
-            ),
-            swept AS (
-                SELECT i.tkey, i.skey, i.start_ns,
-                       max(i.end_ns) OVER (PARTITION BY g.g ORDER BY i.start_ns, i.skey
-                                           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prior
-                FROM instances i JOIN groups g
-                  ON g.process IS NOT DISTINCT FROM i.process AND g.name IS NOT DISTINCT FROM i.name
-            ),
-            found AS (SELECT tkey, skey, prior AS prior_end FROM swept WHERE prior > start_ns)
-            SELECT i.tkey, i.skey, i.trace_id, i.span_id, i.name, i.process, i.eff_iteration, i.start_ns, i.end_ns,
-                   i.bucketed_chain, f.prior_end
-            FROM instances i JOIN found f USING (tkey, skey)
-            """
-        )
-        (candidates,) = connection.execute("SELECT count(*) FROM self_overlap_candidates").fetchone() or (0,)
+        _sweep_candidates(connection, batch_spans or sweep_batch_spans(connection))
+        ((candidates,),) = connection.execute("SELECT count(*) FROM self_overlap_candidates").fetchall()
         if not candidates:
             return []
         connection.execute(
@@ -133,6 +112,68 @@ def self_overlap_findings(connection: duckdb.DuckDBPyConnection) -> list[Finding
     finally:
         for table in ("self_overlap_candidates", "self_overlap_related", "self_overlap_keyed"):
             connection.execute(f"DROP TABLE IF EXISTS {table}")
+
+
+def _sweep_candidates(connection: duckdb.DuckDBPyConnection, batch_spans: int) -> None:
+    """Create `self_overlap_candidates`: each instance starting before the latest end of the earlier instances of
+    its (process, name), with that end (`prior_end`) and the columns the findings need.
+
+    The sweep sorts narrow rows (keys and 64-bit times) partitioned by (process, name), numbered: the window carries
+    no span's text, only the few candidates fetch their columns after. (Measured at 16M spans under 500MB: 2.6 s,
+    where one sort of every group packed above the times in 128-bit keys took 5.2 s; with all the spans in one
+    group, 3.9 s.) A long trace is swept in runs of at most about `batch_spans` instances by start
+    (`overlaps.start_cuts`), each run starting from the latest end per group of the runs before it
+    (`self_overlap_reach`), so that the result is one sweep's."""
+    connection.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE self_overlap_groups AS
+        SELECT process, name, row_number() OVER ()::INTEGER AS g
+        FROM (SELECT DISTINCT process, name FROM ({_INSTANCES}))
+        """
+    )
+    connection.execute("CREATE OR REPLACE TEMP TABLE self_overlap_reach (g INTEGER, reach BIGINT)")
+    cuts = start_cuts(connection, _INSTANCES, batch_spans)
+    try:
+        for run, (low, high) in enumerate(zip([None, *cuts], [*cuts, None], strict=True)):
+            starts = [f"start_ns >= {low}"] * (low is not None) + [f"start_ns < {high}"] * (high is not None)
+            connection.execute(
+                f"""
+                CREATE OR REPLACE TEMP VIEW self_overlap_run AS
+                SELECT i.*, g.g FROM ({_INSTANCES}) i JOIN self_overlap_groups g
+                  ON g.process IS NOT DISTINCT FROM i.process AND g.name IS NOT DISTINCT FROM i.name
+                WHERE {" AND ".join(starts) or "true"}
+                """
+            )
+            connection.execute(
+                f"""
+                {"INSERT INTO" if run else "CREATE OR REPLACE TEMP TABLE"} self_overlap_candidates {"" if run else "AS"}
+                WITH swept AS (
+                    SELECT i.tkey, i.skey, i.start_ns,
+                           greatest(r.reach, max(i.end_ns) OVER (PARTITION BY i.g ORDER BY i.start_ns, i.skey
+                                                                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING))
+                               AS prior
+                    FROM self_overlap_run i LEFT JOIN self_overlap_reach r USING (g)
+                ),
+                found AS (SELECT tkey, skey, prior AS prior_end FROM swept WHERE prior > start_ns)
+                SELECT i.tkey, i.skey, i.trace_id, i.span_id, i.name, i.process, i.eff_iteration, i.start_ns,
+                       i.end_ns, i.bucketed_chain, f.prior_end
+                FROM self_overlap_run i JOIN found f USING (tkey, skey)
+                """
+            )
+            if high is not None:
+                connection.execute(
+                    """
+                    CREATE OR REPLACE TEMP TABLE self_overlap_reach AS
+                    SELECT g, max(reach) AS reach FROM (
+                        SELECT g, reach FROM self_overlap_reach
+                        UNION ALL SELECT g, max(end_ns) FROM self_overlap_run GROUP BY g
+                    ) GROUP BY g
+                    """
+                )
+    finally:
+        connection.execute("DROP VIEW IF EXISTS self_overlap_run")
+        connection.execute("DROP TABLE IF EXISTS self_overlap_reach")
+        connection.execute("DROP TABLE IF EXISTS self_overlap_groups")
 
 
 def _relate_the_rest(connection: duckdb.DuckDBPyConnection) -> None:

@@ -10,11 +10,11 @@ The windows are the report's: per iteration the latest attempt's, charged as the
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from .attempts import ATTEMPT_SQL
-from .attribution import Charge, Frame, charge_wall_clock
+from .attribution import Charge, charge_stretches
 from .findings import RULES, Finding
 from .overlaps import clip_to_stretches
 from .schema import BUCKETS, sql_text
@@ -40,9 +40,9 @@ def parse_groups(values: Iterable[str]) -> list[str]:
 def no_iterations_findings(connection: duckdb.DuckDBPyConnection) -> list[Finding]:
     """One finding when spans were read but none has an effective iteration: the job never entered
     `iteration_scope` (or a foreign emitter sets no `rl.iteration`), so every instant is outside any window."""
-    (spans, with_iteration) = connection.execute(
+    ((spans, with_iteration),) = connection.execute(
         "SELECT count(*), count(eff_iteration) FROM spans_ex"
-    ).fetchone() or (0, 0)
+    ).fetchall()
     if not spans or with_iteration:
         return []
     message = (
@@ -59,58 +59,78 @@ def window_findings(connection: duckdb.DuckDBPyConnection, expect: Sequence[str]
     windows = iteration_windows(connection)
     if not windows:
         return []
-    frames = [Frame(i, w.start_ns, w.end_ns) for i, w in enumerate(windows)]
-    charges = charge_wall_clock(connection, frames, list(BUCKETS))
+    charges = charge_stretches(connection, [(w.start_ns, w.end_ns) for w in windows], list(BUCKETS))
     present = groups_present(connection, windows, expect) if expect else {}
-    return window_findings_from(windows, step_spans(connection), charges, present, expect)
+    return window_findings_from(windows, lambda keys: step_spans(connection, keys), charges, present, expect)
 
 
 def window_findings_from(
     windows: Sequence[Window],
-    steps: dict[tuple[str, int], tuple[str, str, str]],
-    charges: dict[int, Charge],
+    steps_of: Callable[[Sequence[tuple[str, int]]], dict[tuple[str, int], tuple[str, str, str]]],
+    charges: Sequence[Charge] | Mapping[int, Charge],
     present: dict[int, set[str]],
     expect: Sequence[str] = (),
 ) -> list[Finding]:
-    """`window_findings` from what its queries found: the report's `windows`, their step spans (`step_spans`),
-    each window's charge in declared bucket order and the groups present in it (both keyed by the window's
-    position). Pure, so partial results merged from elsewhere (`report --ray`) give the same findings."""
-
-    def finding(rule: str, window: Window, message: str, topic: str = "") -> Finding:
-        trace_id, span_id, name = steps.get((window.run_id, window.iteration), ("", "", ""))
-        message = f"iteration {window.iteration}: {message}"
-        return Finding(rule, RULES[rule], trace_id, span_id, name, window.iteration, None, message, topic=topic)
-
-    findings = []
-    for index, window in enumerate(windows):
+    """`window_findings` from what its queries found: the report's `windows`, each window's charge in declared
+    bucket order and the groups present in it (both by the window's position), and `steps_of`, which gives the
+    step spans (`step_spans`) of the (attempt, iteration) windows it is asked for: only the flagged windows'
+    are asked for. Pure but for `steps_of`, so partial results merged from elsewhere (`report --ray`) give the same
+    findings."""
+    flagged: list[tuple[str, int, str, str]] = []  # (rule, window position, message, topic)
+    for index in range(len(windows)):
         wall_ns, unaccounted_ns = charges[index].wall_ns, charges[index].unaccounted_ns
         if 2 * unaccounted_ns > wall_ns:  # more than half, in exact integers: half is not flagged
             message = (
                 f"{unaccounted_ns / 1e9:.3f}s of its {wall_ns / 1e9:.3f}s window ({unaccounted_ns / wall_ns:.1%}) "
                 "is charged to no bucket: uninstrumented work or lost spans"
             )
-            findings.append(finding("mostly-unaccounted", window, message))
-    for index, window in enumerate(windows):
+            flagged.append(("mostly-unaccounted", index, message, ""))
+    for index in range(len(windows)):
         for group in expect:
             if group not in present.get(index, ()):
                 message = (
                     f"no span of group {group} is active in its window: a disabled span group, a phase that "
                     "did not run, or a lost worker file"
                 )
-                findings.append(finding("missing-group", window, message, topic=group))
+                flagged.append(("missing-group", index, message, group))
+    if not flagged:
+        return []
+    steps = steps_of(sorted({(windows[index].run_id, windows[index].iteration) for _, index, _, _ in flagged}))
+    findings = []
+    for rule, index, message, topic in flagged:
+        window = windows[index]
+        trace_id, span_id, name = steps.get((window.run_id, window.iteration), ("", "", ""))
+        text = f"iteration {window.iteration}: {message}"
+        findings.append(Finding(rule, RULES[rule], trace_id, span_id, name, window.iteration, None, text, topic=topic))
     return findings
 
 
-def step_spans(connection: duckdb.DuckDBPyConnection) -> dict[tuple[str, int], tuple[str, str, str]]:
-    """Per (attempt, iteration): the (trace_id, span_id, name) of the earliest step span carrying that iteration
-    itself, the span a window is made of (SPEC section 4)."""
-    rows = connection.execute(
-        f"""
-        SELECT {ATTEMPT_SQL} AS attempt, iteration, trace_id, span_id, name FROM spans_ex
-        WHERE is_step AND iteration IS NOT NULL
-        QUALIFY row_number() OVER (PARTITION BY attempt, iteration ORDER BY start_ns, span_id) = 1
-        """
-    ).fetchall()
+def step_spans(
+    connection: duckdb.DuckDBPyConnection, keys: Sequence[tuple[str, int]]
+) -> dict[tuple[str, int], tuple[str, str, str]]:
+    """Per (attempt, iteration) of `keys`: the (trace_id, span_id, name) of the earliest step span carrying that
+    iteration itself, the span a window is made of (SPEC section 4)."""
+    import pyarrow as pa
+
+    if not keys:
+        return {}
+    wanted = pa.table(
+        {"attempt": pa.array([run_id for run_id, _ in keys], pa.string()),
+         "iteration": pa.array([iteration for _, iteration in keys], pa.int64())}
+    )  # fmt: skip
+    connection.register("step_spans_wanted", wanted)
+    try:
+        rows = connection.execute(
+            f"""
+            SELECT attempt, iteration, trace_id, span_id, name FROM (
+                SELECT {ATTEMPT_SQL} AS attempt, iteration, trace_id, span_id, name, start_ns FROM spans_ex
+                WHERE is_step AND iteration IS NOT NULL
+            ) SEMI JOIN step_spans_wanted USING (attempt, iteration)
+            QUALIFY row_number() OVER (PARTITION BY attempt, iteration ORDER BY start_ns, span_id) = 1
+            """
+        ).fetchall()
+    finally:
+        connection.unregister("step_spans_wanted")
     return {(run_id, int(i)): (t, s, n) for run_id, i, t, s, n in rows}
 
 

@@ -143,7 +143,9 @@ def check_findings_on_ray(
         findings += no_iterations_findings(connection)
         charges = {frame_id: c for part in parts for frame_id, c in part.charges.items()}
         present = {frame_id: groups for part in parts for frame_id, groups in part.present.items()}
-        findings += window_findings_from(windows, step_spans(connection), charges, present, expect)
+        findings += window_findings_from(
+            windows, lambda keys: step_spans(connection, keys), charges, present, expect
+        )
     findings.sort(key=lambda f: (f.severity != ERROR, rule_order.index(f.rule)))  # stable, as check_findings sorts
     return findings
 

@@ -139,36 +139,43 @@ def time_batches(
     `most_spans` of the spans of `spans_sql` (a query giving `start_ns`, `end_ns`) at most; a single batch of every
     stretch when the spans are that few.
 
-    So that cutting spans to stretches and sweeping them holds a batch's spans at a time, not the trace's: one
-    aggregate counts the spans' starts in bins of equal width over the stretches' time, and a batch ends at the bin
-    edge where its count reaches its share. A batch's spans are those overlapping its hull (`hull_condition`): a
-    span across a cut is read by both sides, each pairing it with its own stretches, so together the batches give
-    exactly what one pass would. A batch is never less than one bin (a crowded bin is one batch)."""
+    So that cutting spans to stretches and sweeping them holds a batch's spans at a time, not the trace's: the
+    spans overlapping the stretches are cut by their start (`start_cuts`), and each stretch goes to the batch its
+    start falls in. A batch's spans are those overlapping its hull (`hull_condition`): a span across a cut is read
+    by both sides, each pairing it with its own stretches, so together the batches give exactly what one pass
+    would."""
     if not stretches:
         return []
-    everything = [list(range(len(stretches)))]
-    low, high = _hull(stretches)
-    width = max(1, -(-(high - low) // _BATCH_BINS))
-    counts = connection.execute(
-        f"""
-        SELECT greatest(start_ns - {low}, 0) // {width} AS bin, count(*) FROM ({spans_sql})
-        WHERE start_ns < {high} AND end_ns > {low} GROUP BY bin ORDER BY bin
-        """
-    ).fetchall()
-    total = sum(count for _, count in counts)
-    if total <= most_spans:
-        return everything
-    share = total / -(-total // most_spans)
-    cuts: list[int] = []  # instants where a batch ends and the next begins
-    seen = 0
-    for bin_index, count in counts:
-        seen += count
-        if seen >= share * (len(cuts) + 1):
-            cuts.append(low + (bin_index + 1) * width)
+    cuts = start_cuts(connection, f"SELECT * FROM ({spans_sql}) WHERE {hull_condition(stretches)}", most_spans)
     batches: list[list[int]] = [[] for _ in range(len(cuts) + 1)]
     for position in sorted(range(len(stretches)), key=lambda i: stretches[i]):
         batches[bisect.bisect_right(cuts, stretches[position][0])].append(position)
     return [batch for batch in batches if batch]
+
+
+def start_cuts(connection: duckdb.DuckDBPyConnection, spans_sql: str, most_spans: int) -> list[int]:
+    """Instants, ascending, that cut the spans of `spans_sql` by their start into runs of about `most_spans` spans
+    at most (none: they are that few): a run is the spans starting from one cut (or the beginning) up to the next.
+
+    One aggregate counts the starts in `_BATCH_BINS` bins of equal width; a run ends at the bin edge where its count
+    reaches its share. A run is never less than a bin (a crowded bin is a run of its own, however many it holds)."""
+    ((count, low, high),) = connection.execute(
+        f"SELECT count(*), min(start_ns), max(start_ns) FROM ({spans_sql})"
+    ).fetchall()
+    if count <= most_spans:
+        return []
+    width = max(1, -(-(high + 1 - low) // _BATCH_BINS))
+    counts = connection.execute(
+        f"SELECT (start_ns - {low}) // {width} AS bin, count(*) FROM ({spans_sql}) GROUP BY bin ORDER BY bin"
+    ).fetchall()
+    share = count / -(-count // most_spans)
+    cuts: list[int] = []
+    seen = 0
+    for bin_index, in_bin in counts[:-1]:  # no cut after the last bin: nothing starts beyond it
+        seen += in_bin
+        if seen >= share * (len(cuts) + 1):
+            cuts.append(low + (bin_index + 1) * width)
+    return cuts
 
 
 def hull_condition(stretches: Sequence[tuple[int, int]]) -> str:
