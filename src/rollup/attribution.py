@@ -17,12 +17,14 @@ from typing import TYPE_CHECKING, Any, overload
 from .attempts import ATTEMPT_SQL
 from .errors import GoodputError
 from .memory import sweep_batch_spans
-from .overlaps import clip_to_stretches, hull_condition, time_batches
+from .overlaps import clip_to_stretches, hull_condition, int64_array, int64_column, time_batches
 from .schema import BUCKETS
 
 if TYPE_CHECKING:
     import duckdb
     import pyarrow as pa
+
+    from .windows import Windows
 
 @dataclass(frozen=True, slots=True)
 class Frame:
@@ -273,8 +275,8 @@ def _swept(
 SPAN_SECONDS_SPANS = "bucketed AND eff_iteration IS NOT NULL"
 
 
-def window_span_ns(connection: duckdb.DuckDBPyConnection, windows: Sequence[tuple[str, int]]) -> list[array]:
-    """`span_seconds_ns` of each (attempt, iteration) of `windows`, by position: a column of 64-bit integers per
+def window_span_ns(connection: duckdb.DuckDBPyConnection, windows: Windows) -> list[array]:
+    """`span_seconds_ns` of each window's (attempt, iteration), by position: a column of 64-bit integers per
     bucket (BUCKETS order), zero where the window has no bucketed span of its own attempt and iteration.
 
     What the report's rows take: 32 bytes a window, where the dict of `span_seconds_ns` holds ~0.4 KB each (and
@@ -285,8 +287,8 @@ def window_span_ns(connection: duckdb.DuckDBPyConnection, windows: Sequence[tupl
         return [array("q") for _ in BUCKETS]
     keys = pa.table(
         {"position": pa.array(range(len(windows)), pa.int64()),
-         "attempt": pa.array([run_id for run_id, _ in windows], pa.string()),
-         "iteration": pa.array([iteration for _, iteration in windows], pa.int64())}
+         "attempt": pa.array([windows.run_ids[attempt] for attempt in windows.attempts], pa.string()),
+         "iteration": int64_array(windows.iterations)}
     )  # fmt: skip
     sums = ", ".join(f"sum(end_ns - start_ns) FILTER (WHERE bucket = '{b}') AS {b}" for b in BUCKETS)
     picked = ", ".join(f"coalesce(s.{b}, 0)::BIGINT AS {b}" for b in BUCKETS)
@@ -305,17 +307,6 @@ def window_span_ns(connection: duckdb.DuckDBPyConnection, windows: Sequence[tupl
     finally:
         connection.unregister("span_seconds_windows")
     return [int64_column(table, b) for b in BUCKETS]
-
-
-def int64_column(table: pa.Table, name: str) -> array:
-    """A BIGINT column without nulls as an `array('q')`, copied from Arrow's buffer (no Python int per value)."""
-    column = table.column(name).combine_chunks()
-    out = array("q")
-    if len(column):
-        if column.null_count:
-            raise ValueError(f"column {name} has nulls")
-        out.frombytes(memoryview(column.buffers()[1])[8 * column.offset : 8 * (column.offset + len(column))])
-    return out
 
 
 def span_seconds_ns(connection: duckdb.DuckDBPyConnection, by_process: bool = False) -> dict[Any, dict[str, int]]:

@@ -48,7 +48,7 @@ from .report import (
 )
 from .rows import IterationRows, sum_figures
 from .schema import BUCKETS, sql_text
-from .windows import Window, attempt_windows, iteration_windows, latest_windows, outside_stretches
+from .windows import Window, attempt_windows, iteration_windows, latest_windows, outside_attempts
 
 if TYPE_CHECKING:
     from .store import SpanStore
@@ -83,10 +83,8 @@ def build_report_on_ray(
         latest, superseded = latest_windows(every)
         windows = select_windows(latest, iterations)
         lost = select_windows(superseded, iterations)
-        by_attempt: dict[str, list[Window]] = {}
-        for window in every:
-            by_attempt.setdefault(window.run_id, []).append(window)
-        outside = [s for a in attempts for s in outside_stretches(a.extent, by_attempt.get(a.run_id, []))]
+        by_attempt = every.by_attempt()
+        outside = outside_attempts(attempts, by_attempt)
         # Frame ids as build_report numbers them: the rows' windows, the superseded ones, then the stretches outside.
         lost_frames = [Frame(len(windows) + i, w.start_ns, w.end_ns) for i, w in enumerate(lost)]
         outside_frames = [Frame(len(windows) + len(lost) + i, s, e) for i, (s, e) in enumerate(outside)]

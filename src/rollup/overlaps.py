@@ -12,9 +12,10 @@ no width does (stretches crowded into a short span of a long run), the range joi
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from array import array
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, overload
 
 import pyarrow as pa
 
@@ -25,6 +26,51 @@ if TYPE_CHECKING:
 MOST_STRETCHES_PER_BIN = 16
 _HALVINGS = 12  # widths tried: the run's length over twice the stretches, then halved up to this many times
 _BATCH_BINS = 4096  # bins `time_batches` counts spans in: batches end at their edges
+
+
+class Stretches(Sequence[tuple[int, int]]):
+    """Stretches of time `(start, end)` held as two columns of 64-bit integers: a long run's hundreds of thousands
+    of windows take 16 bytes each, where a tuple of two Python ints takes ~130. A pair is made when one is asked
+    for."""
+
+    __slots__ = ("starts", "ends")
+
+    def __init__(self, starts: array, ends: array) -> None:
+        self.starts, self.ends = starts, ends
+
+    @classmethod
+    def of(cls, pairs: Iterable[tuple[int, int]]) -> Stretches:
+        if isinstance(pairs, Stretches):
+            return pairs
+        starts, ends = array("q"), array("q")
+        for start, end in pairs:
+            starts.append(start)
+            ends.append(end)
+        return cls(starts, ends)
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    @overload
+    def __getitem__(self, index: int) -> tuple[int, int]: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Stretches: ...
+
+    def __getitem__(self, index: int | slice) -> tuple[int, int] | Stretches:
+        if isinstance(index, slice):
+            return Stretches(self.starts[index], self.ends[index])
+        return self.starts[index], self.ends[index]
+
+    def __add__(self, other: Iterable[tuple[int, int]]) -> Stretches:
+        more = Stretches.of(other)
+        return Stretches(self.starts + more.starts, self.ends + more.ends)
+
+    def take(self, positions: Iterable[int]) -> Stretches:
+        """The stretches at `positions`, in that order."""
+        starts, ends = self.starts, self.ends
+        picked = list(positions)
+        return Stretches(array("q", (starts[i] for i in picked)), array("q", (ends[i] for i in picked)))
 
 
 @dataclass(frozen=True)
@@ -148,8 +194,8 @@ def time_batches(
         return []
     cuts = start_cuts(connection, f"SELECT * FROM ({spans_sql}) WHERE {hull_condition(stretches)}", most_spans)
     batches: list[list[int]] = [[] for _ in range(len(cuts) + 1)]
-    for position in sorted(range(len(stretches)), key=lambda i: stretches[i]):
-        batches[bisect.bisect_right(cuts, stretches[position][0])].append(position)
+    for position, start in enumerate(Stretches.of(stretches).starts):
+        batches[bisect.bisect_right(cuts, start)].append(position)
     return [batch for batch in batches if batch]
 
 
@@ -192,8 +238,25 @@ def _hull(stretches: Sequence[tuple[int, int]]) -> tuple[int, int]:
 
 def _stretch_table(stretches: Sequence[tuple[int, int]]) -> pa.Table:
     """Stretches of time numbered by position: `stretch`, `start_ns`, `end_ns`."""
+    held = Stretches.of(stretches)
     return pa.table(
-        {"stretch": pa.array(range(len(stretches)), pa.int64()),
-         "start_ns": pa.array([s for s, _ in stretches], pa.int64()),
-         "end_ns": pa.array([e for _, e in stretches], pa.int64())}
+        {"stretch": pa.array(range(len(held)), pa.int64()),
+         "start_ns": int64_array(held.starts),
+         "end_ns": int64_array(held.ends)}
     )  # fmt: skip
+
+
+def int64_column(table: pa.Table, name: str) -> array:
+    """A BIGINT column without nulls as an `array('q')`, copied from Arrow's buffer (no Python int per value)."""
+    column = table.column(name).combine_chunks()
+    out = array("q")
+    if len(column):
+        if column.null_count:
+            raise ValueError(f"column {name} has nulls")
+        out.frombytes(memoryview(column.buffers()[1])[8 * column.offset : 8 * (column.offset + len(column))])
+    return out
+
+
+def int64_array(column: array) -> pa.Array:
+    """A column of 64-bit integers as an Arrow array sharing its buffer (no Python int per value)."""
+    return pa.Array.from_buffers(pa.int64(), len(column), [None, pa.py_buffer(column)])

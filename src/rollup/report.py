@@ -29,7 +29,7 @@ from .lineage import ensure_lineage
 from .outliers import outliers_of_columns
 from .rows import Figures, IterationRow, IterationRows, seconds, share, zero_buckets
 from .schema import BUCKETS
-from .windows import Window, attempt_windows, latest_windows, outside_stretches
+from .windows import Window, Windows, attempt_windows, latest_windows, outside_attempts, stretches_of
 
 if TYPE_CHECKING:
     import duckdb
@@ -124,12 +124,12 @@ class Report:
         return JobFigures(wall_ns, self.total.bucket_ns["productive"])
 
 
-def select_windows(windows: list[Window], iterations: tuple[int, int] | None) -> list[Window]:
+def select_windows(windows: Windows, iterations: tuple[int, int] | None) -> Windows:
     """Windows whose iteration lies in the inclusive range `iterations` (all when None)."""
     if iterations is None:
         return windows
     low, high = iterations
-    return [w for w in windows if low <= w.iteration <= high]
+    return windows.take(i for i, iteration in enumerate(windows.iterations) if low <= iteration <= high)
 
 
 @_many_small_objects
@@ -160,16 +160,12 @@ def build_report(
     latest, superseded = latest_windows(every)
     windows = select_windows(latest, iterations)
     lost = select_windows(superseded, iterations)
-    by_attempt: dict[str, list[Window]] = {}
-    for window in every:
-        by_attempt.setdefault(window.run_id, []).append(window)
-    outside = [s for a in attempts for s in outside_stretches(a.extent, by_attempt.get(a.run_id, []))]
+    by_attempt = every.by_attempt()
+    outside = outside_attempts(attempts, by_attempt)
     # The rows' windows charged (with their names' shares when broken down by name), then the superseded windows
     # and the stretches outside.
-    window_charges, other_charges, names_wall = charge_frames(
-        connection, windows, [(w.start_ns, w.end_ns) for w in lost] + outside, order, by
-    )
-    span_ns = window_span_ns(connection, [(w.run_id, w.iteration) for w in windows])
+    window_charges, other_charges, names_wall = charge_frames(connection, windows, lost.stretches + outside, order, by)
+    span_ns = window_span_ns(connection, windows)
 
     rows = IterationRows()
     for i, w in enumerate(windows):
@@ -206,14 +202,14 @@ def charge_frames(
     if by in BREAKDOWN_KEYS:
         window_charges, wall = charged_shares(connection, windows, order, by=by)
         return window_charges, charge_stretches(connection, others, order), wall
-    charged = charge_stretches(connection, [(w.start_ns, w.end_ns) for w in windows] + list(others), order)
+    charged = charge_stretches(connection, stretches_of(windows) + others, order)
     return charged[: len(windows)], charged[len(windows) :], None
 
 
 def add_names(
     connection: duckdb.DuckDBPyConnection,
     report: Report,
-    windows: list[Window],
+    windows: Sequence[Window],
     by: str,
     wall: list[dict[tuple[str, str], int]],
 ) -> None:
@@ -247,9 +243,7 @@ def mark_outliers(rows: IterationRows) -> None:
             rows.set_outliers(indices[position], flagged)
 
 
-def with_windows(
-    attempts: list[Attempt], by_attempt: dict[str, list[Window]], superseded: list[Window]
-) -> list[Attempt]:
+def with_windows(attempts: list[Attempt], by_attempt: dict[str, Windows], superseded: Windows) -> list[Attempt]:
     """The attempts with their first and last iteration and their superseded iterations filled in."""
     lost: dict[str, list[int]] = {}
     for window in superseded:
@@ -269,7 +263,7 @@ def with_windows(
 
 
 def add_process_rows(
-    connection: duckdb.DuckDBPyConnection, report: Report, windows: list[Window], order: list[str]
+    connection: duckdb.DuckDBPyConnection, report: Report, windows: Sequence[Window], order: list[str]
 ) -> None:
     """Replace the rows by one per (iteration, process), each charging only that process's spans.
 

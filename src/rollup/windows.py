@@ -10,14 +10,16 @@ whatever its own iteration (`goodput spans`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from array import array
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, overload
 
-from .attempts import ATTEMPT_SQL, find_attempts, keep_attempt
+from .attempts import ATTEMPT_SQL, Attempt, find_attempts, keep_attempt
 from .errors import GoodputError
 from .lineage import ensure_lineage
-from .schema import BUCKETS
+from .overlaps import Stretches, int64_column
+from .schema import BUCKETS, sql_text
 
 if TYPE_CHECKING:
     import duckdb
@@ -40,42 +42,114 @@ class Window:
         return self.end_ns - self.start_ns
 
 
-def attempt_windows(connection: duckdb.DuckDBPyConnection, order: Sequence[str]) -> list[Window]:
+class Windows(Sequence[Window]):
+    """Windows held as columns: iterations and each window's stretch (`overlaps.Stretches`) as 64-bit integers, and
+    each window's attempt as a position in `run_ids`. A long run has hundreds of thousands of windows: a Window
+    object with its Python ints takes ~180 bytes, these columns 28. A Window is made when one is asked for."""
+
+    __slots__ = ("iterations", "stretches", "attempts", "run_ids")
+
+    def __init__(self, iterations: array, stretches: Stretches, attempts: array, run_ids: Sequence[str]) -> None:
+        self.iterations, self.stretches, self.attempts, self.run_ids = iterations, stretches, attempts, run_ids
+
+    def __len__(self) -> int:
+        return len(self.iterations)
+
+    @overload
+    def __getitem__(self, index: int) -> Window: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Windows: ...
+
+    def __getitem__(self, index: int | slice) -> Window | Windows:
+        if isinstance(index, slice):
+            return Windows(self.iterations[index], self.stretches[index], self.attempts[index], self.run_ids)
+        start, end = self.stretches[index]
+        return Window(self.iterations[index], start, end, self.run_ids[self.attempts[index]])
+
+    def take(self, positions: Iterable[int]) -> Windows:
+        """The windows at `positions`, in that order."""
+        picked = list(positions)
+        return Windows(
+            array("q", (self.iterations[i] for i in picked)),
+            self.stretches.take(picked),
+            array("q", (self.attempts[i] for i in picked)),
+            self.run_ids,
+        )
+
+    def by_attempt(self) -> dict[str, Windows]:
+        """The windows of each attempt that has any, by run id, in the order held."""
+        positions: dict[int, list[int]] = {}
+        for position, attempt in enumerate(self.attempts):
+            positions.setdefault(attempt, []).append(position)
+        return {self.run_ids[attempt]: self.take(held) for attempt, held in positions.items()}
+
+
+def stretches_of(windows: Sequence[Window]) -> Stretches:
+    """The windows' stretches of time, in order."""
+    if isinstance(windows, Windows):
+        return windows.stretches
+    return Stretches.of((w.start_ns, w.end_ns) for w in windows)
+
+
+def attempt_windows(connection: duckdb.DuckDBPyConnection, order: Sequence[str]) -> Windows:
     """Every attempt's windows, superseded or not: by attempt in `order` (run ids), then by iteration.
 
     The step spans carrying their own iteration make the windows of the attempts that have any; only the attempts
     that have none (rare: a trace with no step spans) cost a second pass, for the envelopes of their iterations.
     """
-    rows = connection.execute(
-        f"""
-        SELECT {ATTEMPT_SQL}, iteration, min(start_ns), max(end_ns) FROM spans_ex
+    steps = f"""
+        SELECT {ATTEMPT_SQL} AS attempt, iteration, min(start_ns) AS start_ns, max(end_ns) AS end_ns FROM spans_ex
         WHERE is_step AND iteration IS NOT NULL GROUP BY ALL
-        """
-    ).fetchall()
-    stepless = sorted(set(order) - {row[0] for row in rows})
+    """
+    table = _numbered(connection, steps, order)
+    connection.register("attempt_windows_found", table)
+    try:
+        found = connection.execute("SELECT DISTINCT attempt FROM attempt_windows_found").fetchall()
+    finally:
+        connection.unregister("attempt_windows_found")
+    stepless = sorted(set(order) - {order[position] for (position,) in found})
     if stepless:
-        rows += connection.execute(
-            f"""
-            SELECT {ATTEMPT_SQL} AS attempt, eff_iteration, min(start_ns), max(end_ns) FROM spans_ex
-            WHERE eff_iteration IS NOT NULL AND list_contains(?, attempt) GROUP BY ALL
-            """,
-            [stepless],
-        ).fetchall()
-    rank = {run_id: index for index, run_id in enumerate(order)}
-    windows = [Window(int(i), int(start), int(end), run_id) for run_id, i, start, end in rows]
-    windows.sort(key=lambda w: (rank[w.run_id], w.iteration))
-    return windows
+        envelopes = f"""
+            SELECT {ATTEMPT_SQL} AS attempt, eff_iteration AS iteration, min(start_ns) AS start_ns,
+                   max(end_ns) AS end_ns
+            FROM spans_ex WHERE eff_iteration IS NOT NULL AND list_contains({_text_list(stepless)}, attempt)
+            GROUP BY ALL
+        """
+        table = _numbered(connection, f"{steps} UNION ALL {envelopes}", order)
+    stretches = Stretches(int64_column(table, "start_ns"), int64_column(table, "end_ns"))
+    return Windows(int64_column(table, "iteration"), stretches, int64_column(table, "attempt"), tuple(order))
 
 
-def latest_windows(windows: Sequence[Window]) -> tuple[list[Window], list[Window]]:
+def _numbered(connection: duckdb.DuckDBPyConnection, rows: str, order: Sequence[str]) -> pa.Table:
+    """The windows of query `rows` (attempt, iteration, start_ns, end_ns) as 64-bit columns, each attempt as its
+    position in `order`, sorted by attempt, then iteration."""
+    return connection.sql(
+        f"""
+        SELECT (list_position({_text_list(order)}, attempt) - 1)::BIGINT AS attempt, iteration::BIGINT AS iteration,
+               start_ns::BIGINT AS start_ns, end_ns::BIGINT AS end_ns
+        FROM ({rows}) ORDER BY 1, 2
+        """
+    ).to_arrow_table()
+
+
+def _text_list(texts: Sequence[str]) -> str:
+    """SQL: a list literal of `texts`."""
+    return "[" + ", ".join(sql_text(text) for text in texts) + "]::VARCHAR[]"
+
+
+def latest_windows(windows: Windows) -> tuple[Windows, Windows]:
     """(rows, superseded) of `windows` in attempt order: per iteration the latest attempt's window, sorted by
     iteration, and every earlier one, in the order given."""
-    latest = {w.iteration: w for w in windows}  # a later attempt's window replaces an earlier one's
-    rows = sorted(latest.values(), key=lambda w: w.iteration)
-    return rows, [w for w in windows if latest[w.iteration] is not w]
+    latest: dict[int, int] = {}  # iteration -> position: a later attempt's window replaces an earlier one's
+    for position, iteration in enumerate(windows.iterations):
+        latest[iteration] = position
+    rows = sorted(latest.values(), key=windows.iterations.__getitem__)
+    kept = set(rows)
+    return windows.take(rows), windows.take(p for p in range(len(windows)) if p not in kept)
 
 
-def iteration_windows(connection: duckdb.DuckDBPyConnection) -> list[Window]:
+def iteration_windows(connection: duckdb.DuckDBPyConnection) -> Windows:
     """The report's windows, one per iteration (the latest attempt's), sorted by iteration.
 
     Needs the `spans_ex` table of `lineage.build_lineage`.
@@ -85,21 +159,31 @@ def iteration_windows(connection: duckdb.DuckDBPyConnection) -> list[Window]:
     return rows
 
 
-def outside_stretches(extent: tuple[int, int] | None, windows: list[Window]) -> list[tuple[int, int]]:
-    """The parts of `extent` covered by no window, as sorted disjoint `(start, end)` pairs."""
+def outside_stretches(extent: tuple[int, int] | None, windows: Windows) -> Stretches:
+    """The parts of `extent` covered by no window, sorted and disjoint."""
+    outside = Stretches(array("q"), array("q"))
     if extent is None:
-        return []
+        return outside
     cursor, run_end = extent
-    stretches = []
-    for window in sorted(windows, key=lambda w: w.start_ns):
-        if window.start_ns > cursor:
-            stretches.append((cursor, min(window.start_ns, run_end)))
-        cursor = max(cursor, window.end_ns)
+    starts, ends = windows.stretches.starts, windows.stretches.ends
+    for position in sorted(range(len(windows)), key=starts.__getitem__):
+        if min(starts[position], run_end) > cursor:
+            outside.starts.append(cursor)
+            outside.ends.append(min(starts[position], run_end))
+        cursor = max(cursor, ends[position])
         if cursor >= run_end:
             break
     if cursor < run_end:
-        stretches.append((cursor, run_end))
-    return [(s, e) for s, e in stretches if e > s]
+        outside.starts.append(cursor)
+        outside.ends.append(run_end)
+    return outside
+
+
+def outside_attempts(attempts: Sequence[Attempt], by_attempt: dict[str, Windows]) -> Stretches:
+    """Each attempt's stretches outside its windows (`outside_stretches`; `by_attempt`: the windows by run id),
+    attempt after attempt."""
+    none = Windows(array("q"), Stretches(array("q"), array("q")), array("q"), ())
+    return Stretches.of(s for a in attempts for s in outside_stretches(a.extent, by_attempt.get(a.run_id, none)))
 
 
 def window_of(connection: duckdb.DuckDBPyConnection, iteration: int) -> Window:
