@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 from conftest import PROPERTY_TESTS, invoke
 from rollup.checks import self_overlap_findings
-from rollup.lineage import build_lineage, ensure_lineage, lineage_is_view
-from rollup.schema import ACCOUNTING_SCHEMA, NODE_COLUMNS_SQL
+from rollup.lineage import OWN_SPANS, build_lineage, ensure_lineage, lineage_is_view, own_spans
+from rollup.schema import ACCOUNTING_SCHEMA, NODE_COLUMNS_SQL, NODE_TABLE_COLUMNS
 from rollup.store import open_store
 from tracebuild import S, span_id_of, step, write_trace
 
@@ -302,7 +302,7 @@ def test_stretches_charged_in_batches_are_charged_as_in_one_sweep(stretches, spa
     buckets = [data.draw(st.sampled_from([None, *BUCKETS])) for _ in spans]
     bounds = [(start, start + length) for start, length in stretches]
     connection = _charge_spans(spans, buckets)
-    batches = overlaps.time_batches(connection, bounds, attribution.SWEPT_SPANS_SQL, most)
+    batches = overlaps.time_batches(connection, bounds, attribution.swept_spans_sql(connection), most)
     assert sorted(p for batch in batches for p in batch) == list(range(len(bounds)))
     for earlier, later in zip(batches, batches[1:], strict=False):
         assert max(bounds[p][0] for p in earlier) <= min(bounds[p][0] for p in later)
@@ -448,4 +448,12 @@ def test_the_lineage_is_what_walking_up_from_each_span_finds(tmp_path_factory, s
             "SELECT span_id, eff_iteration, ancestor_iteration, ancestor_iteration_span, bucketed_chain, has_parent "
             "FROM spans_ex"
         ).fetchall()
+        own = ", ".join(NODE_TABLE_COLUMNS)  # a span's own columns read alone: as spans_ex has them, row for row
+        mine = own_spans(store.connection)
+        assert (mine == OWN_SPANS) == (not cached)  # without the cache spans_ex is a join
+        for first, second in (("spans_ex", mine), (mine, "spans_ex")):
+            ((extra,),) = store.connection.execute(
+                f"SELECT count(*) FROM (SELECT {own} FROM {first} EXCEPT ALL SELECT {own} FROM {second})"
+            ).fetchall()
+            assert extra == 0
     assert {row[0]: row[1:] for row in rows} == _climb(spans)

@@ -15,7 +15,7 @@ import pytest
 
 from conftest import invoke
 from rollup import build_report, open_store, report_json
-from rollup.attribution import SWEPT_SPANS_SQL
+from rollup.attribution import swept_spans_sql
 from rollup.cache import SPILL_DIR, SUMMARY_SUFFIX
 from rollup.memory import (
     DEFAULT_SHARE,
@@ -189,7 +189,9 @@ def test_a_report_under_a_tiny_limit_spills_and_gives_the_same_json(generated_tr
         limited = json.dumps(report_json(build_report(store)))
         spilled = Path(setting(store, "temp_directory")).is_dir()  # DuckDB makes the folder on its first spill
         windows = [(w.start_ns, w.end_ns) for w in iteration_windows(store.connection)]
-        sweeps = time_batches(store.connection, windows, SWEPT_SPANS_SQL, sweep_batch_spans(store.connection))
+        sweeps = time_batches(
+            store.connection, windows, swept_spans_sql(store.connection), sweep_batch_spans(store.connection)
+        )
     assert spilled
     assert len(sweeps) > 1  # the windows were charged in several sweeps, each within the limit
     monkeypatch.delenv(ENV_MEMORY_LIMIT)

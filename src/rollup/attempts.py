@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .errors import GoodputError
-from .lineage import ensure_lineage, lineage_is_view
+from .lineage import OWN_SPANS, ensure_lineage, lineage_is_view, own_spans
 from .schema import IS_JOB_SQL
 
 if TYPE_CHECKING:
@@ -63,7 +63,7 @@ def find_attempts(connection: duckdb.DuckDBPyConnection) -> list[Attempt]:
                coalesce(min(start_ns) FILTER (WHERE {IS_JOB_SQL}), min(start_ns)),
                coalesce(max(end_ns) FILTER (WHERE {IS_JOB_SQL}), max(end_ns)),
                min(start_ns) AS first_span_ns, count(DISTINCT process)
-        FROM spans_ex GROUP BY ALL ORDER BY first_span_ns, attempt
+        FROM {own_spans(connection)} GROUP BY ALL ORDER BY first_span_ns, attempt
         """
     ).fetchall()
     return [Attempt(run_id, int(s), int(e), int(first), int(n)) for run_id, s, e, first, n in rows]
@@ -114,6 +114,7 @@ def keep_attempt(store: SpanStore, wanted: str) -> str:
             kept = f"SELECT * FROM spans_ex WHERE {ATTEMPT_SQL} = ?"
             connection.execute(f"CREATE TABLE spans_ex_kept AS {kept}", [chosen])
             connection.execute("DROP VIEW spans_ex")
+            connection.execute(f"DROP VIEW IF EXISTS {OWN_SPANS}")  # the kept table is read for every column
             connection.execute("ALTER TABLE spans_ex_kept RENAME TO spans_ex")
         else:
             connection.execute(f"DELETE FROM spans_ex WHERE {ATTEMPT_SQL} <> ?", [chosen])

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, overload
 
 from .attempts import ATTEMPT_SQL
 from .errors import GoodputError
+from .lineage import own_spans
 from .memory import sweep_batch_spans
 from .overlaps import clip_to_stretches, hull_condition, int64_array, int64_column, time_batches
 from .schema import BUCKETS
@@ -185,8 +186,9 @@ def _charged_ns(
     return dict(zip(stretch, charged, strict=True))
 
 
-# The spans a charge sweeps: bucketed, of positive length.
-SWEPT_SPANS_SQL = "SELECT * FROM spans_ex WHERE bucketed AND end_ns > start_ns"
+def swept_spans_sql(connection: duckdb.DuckDBPyConnection) -> str:
+    """The spans a charge sweeps: bucketed, of positive length (their own columns)."""
+    return f"SELECT * FROM {own_spans(connection)} WHERE bucketed AND end_ns > start_ns"
 
 
 def _charged_table(
@@ -212,7 +214,7 @@ def _charged_table(
     """
     import pyarrow as pa
 
-    spans_sql = SWEPT_SPANS_SQL
+    spans_sql = swept_spans_sql(connection)
     batches = time_batches(connection, stretches, spans_sql, batch_spans or sweep_batch_spans(connection))
     if len(batches) <= 1:
         return _swept(connection, stretches, precedence, spans_sql, by_process=by_process)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, overload
 
 from .attempts import ATTEMPT_SQL, Attempt, find_attempts, keep_attempt
 from .errors import GoodputError
-from .lineage import ensure_lineage
+from .lineage import ensure_lineage, own_spans
 from .overlaps import Stretches, int64_column
 from .schema import BUCKETS, sql_text
 
@@ -99,8 +99,8 @@ def attempt_windows(connection: duckdb.DuckDBPyConnection, order: Sequence[str])
     that have none (rare: a trace with no step spans) cost a second pass, for the envelopes of their iterations.
     """
     steps = f"""
-        SELECT {ATTEMPT_SQL} AS attempt, iteration, min(start_ns) AS start_ns, max(end_ns) AS end_ns FROM spans_ex
-        WHERE is_step AND iteration IS NOT NULL GROUP BY ALL
+        SELECT {ATTEMPT_SQL} AS attempt, iteration, min(start_ns) AS start_ns, max(end_ns) AS end_ns
+        FROM {own_spans(connection)} WHERE is_step AND iteration IS NOT NULL GROUP BY ALL
     """
     table = _numbered(connection, steps, order)
     connection.register("attempt_windows_found", table)
