@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .attempts import downtime_stretches, find_attempts, keep_attempt
+from .attempts import downtime_stretches, keep_attempt
 from .attribution import Frame, parse_precedence
 from .breakdown import BREAKDOWN_KEYS, NameShare
 from .cache import spill_root
@@ -42,13 +42,12 @@ from .report import (
     Report,
     mark_outliers,
     over_every_window,
-    select_windows,
+    report_frames,
     sum_charges,
-    with_windows,
 )
 from .rows import IterationRows, sum_figures
 from .schema import BUCKETS, sql_text
-from .windows import Window, attempt_windows, iteration_windows, latest_windows, outside_attempts
+from .windows import Window, iteration_windows
 
 if TYPE_CHECKING:
     from .store import SpanStore
@@ -78,13 +77,8 @@ def build_report_on_ray(
     order = parse_precedence(precedence)
     _per_range(range_windows)  # a bad setting is an error before any cluster is reached
     with _lineage(store, attempt) as (connection, dataset):
-        attempts = find_attempts(connection)
-        every = attempt_windows(connection, [a.run_id for a in attempts])
-        latest, superseded = latest_windows(every)
-        windows = select_windows(latest, iterations)
-        lost = select_windows(superseded, iterations)
-        by_attempt = every.by_attempt()
-        outside = outside_attempts(attempts, by_attempt)
+        frames = report_frames(connection, iterations)
+        windows, lost, outside = frames.windows, frames.lost, frames.outside
         # Frame ids as build_report numbers them: the rows' windows, the superseded ones, then the stretches outside.
         lost_frames = [Frame(len(windows) + i, w.start_ns, w.end_ns) for i, w in enumerate(lost)]
         outside_frames = [Frame(len(windows) + len(lost) + i, s, e) for i, (s, e) in enumerate(outside)]
@@ -104,8 +98,8 @@ def build_report_on_ray(
         Figures.from_ns(sum_charges([charges[f.frame_id] for f in outside_frames])),
         order,
         rework=Figures.from_ns(sum_charges([charges[f.frame_id] for f in lost_frames])),
-        downtime_ns=sum(end - start for start, end in downtime_stretches(attempts)),
-        attempts=with_windows(attempts, by_attempt, superseded),
+        downtime_ns=sum(end - start for start, end in downtime_stretches(frames.attempts)),
+        attempts=frames.attempts,
         by=by,
     )
     if by == "process":

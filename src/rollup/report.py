@@ -27,6 +27,7 @@ from .breakdown import BREAKDOWN_KEYS, NameShare, charged_shares, name_shares
 from .errors import GoodputError
 from .lineage import ensure_lineage
 from .outliers import outliers_of_columns
+from .overlaps import Stretches
 from .rows import Figures, IterationRow, IterationRows, seconds, share, zero_buckets
 from .schema import BUCKETS
 from .windows import Window, Windows, attempt_windows, latest_windows, outside_attempts, stretches_of
@@ -132,6 +133,33 @@ def select_windows(windows: Windows, iterations: tuple[int, int] | None) -> Wind
     return windows.take(i for i, iteration in enumerate(windows.iterations) if low <= iteration <= high)
 
 
+@dataclass(frozen=True)
+class ReportFrames:
+    """What a report charges: its rows' windows (the latest attempt's, in the iterations selected), the superseded
+    windows among those iterations (rework) and the stretches outside every window; and the attempts, with their
+    windows' iterations filled in (`with_windows`)."""
+
+    windows: Windows
+    lost: Windows
+    outside: Stretches
+    attempts: list[Attempt]
+
+
+def report_frames(connection: duckdb.DuckDBPyConnection, iterations: tuple[int, int] | None) -> ReportFrames:
+    """The frames of the report over `spans_ex` (`iterations`: as `build_report` takes it). Every attempt's windows
+    are only held while they are sorted out here."""
+    attempts = find_attempts(connection)
+    every = attempt_windows(connection, [a.run_id for a in attempts])
+    latest, superseded = latest_windows(every)
+    by_attempt = every.by_attempt()
+    return ReportFrames(
+        select_windows(latest, iterations),
+        select_windows(superseded, iterations),
+        outside_attempts(attempts, by_attempt),
+        with_windows(attempts, by_attempt, superseded),
+    )
+
+
 @_many_small_objects
 def build_report(
     store: SpanStore,
@@ -155,16 +183,13 @@ def build_report(
     ensure_lineage(store)
     if attempt is not None:
         keep_attempt(store, attempt)
-    attempts = find_attempts(connection)
-    every = attempt_windows(connection, [a.run_id for a in attempts])
-    latest, superseded = latest_windows(every)
-    windows = select_windows(latest, iterations)
-    lost = select_windows(superseded, iterations)
-    by_attempt = every.by_attempt()
-    outside = outside_attempts(attempts, by_attempt)
+    frames = report_frames(connection, iterations)
+    windows, lost = frames.windows, frames.lost
     # The rows' windows charged (with their names' shares when broken down by name), then the superseded windows
     # and the stretches outside.
-    window_charges, other_charges, names_wall = charge_frames(connection, windows, lost.stretches + outside, order, by)
+    window_charges, other_charges, names_wall = charge_frames(
+        connection, windows, lost.stretches + frames.outside, order, by
+    )
     span_ns = window_span_ns(connection, windows)
 
     rows = IterationRows()
@@ -177,8 +202,8 @@ def build_report(
         Figures.from_ns(sum_charges(other_charges[len(lost) :])),
         order,
         rework=Figures.from_ns(sum_charges(other_charges[: len(lost)])),
-        downtime_ns=sum(end - start for start, end in downtime_stretches(attempts)),
-        attempts=with_windows(attempts, by_attempt, superseded),
+        downtime_ns=sum(end - start for start, end in downtime_stretches(frames.attempts)),
+        attempts=frames.attempts,
         by=by,
     )
     if by == "process":
