@@ -129,22 +129,20 @@ def _tree_pids(root: int) -> list[int]:
 
 def _high_water_bytes(pid: int) -> int:
     """A process's own peak resident set size since its exec (`VmHWM`), 0 once it is gone."""
-    try:
-        with open(f"/proc/{pid}/status") as status:
-            for line in status:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError):
-        pass
-    return 0
+    return _proc_kilobytes(f"/proc/{pid}/status", "VmHWM:")
 
 
 def _pss_bytes(pid: int) -> int:
     """Proportional set size: shared pages split between their sharers, so the sum over a tree counts each once."""
+    return _proc_kilobytes(f"/proc/{pid}/smaps_rollup", "Pss:")
+
+
+def _proc_kilobytes(path: str, field: str) -> int:
+    """The bytes of the `field` line (in kilobytes) of a /proc file, 0 when the process is gone."""
     try:
-        with open(f"/proc/{pid}/smaps_rollup") as rollup:
-            for line in rollup:
-                if line.startswith("Pss:"):
+        with open(path) as lines:
+            for line in lines:
+                if line.startswith(field):
                     return int(line.split()[1]) * 1024
     except (OSError, ValueError):
         pass
