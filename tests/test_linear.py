@@ -276,13 +276,16 @@ def _charge_spans(spans, buckets):
 
     connection = duckdb.connect()
     connection.execute(
-        "CREATE TABLE spans_ex (start_ns BIGINT, end_ns BIGINT, bucket VARCHAR, bucketed BOOLEAN, process VARCHAR)"
+        "CREATE TABLE spans_ex "
+        "(start_ns BIGINT, end_ns BIGINT, bucket VARCHAR, bucketed BOOLEAN, process VARCHAR, name VARCHAR,"
+        " span_group VARCHAR)"
     )
     for number, ((start, length), bucket) in enumerate(zip(spans, buckets, strict=True)):
         connection.execute(
-            "INSERT INTO spans_ex VALUES (?, ?, ?, ?, ?)",
-            [start, start + length, bucket, bucket is not None, "pq"[number % 2]],
-        )
+            "INSERT INTO spans_ex VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [start, start + length, bucket, bucket is not None, "pq"[number % 2], "abc"[number % 3],
+             [None, "generation", "Reward"][number % 3]],
+        )  # fmt: skip
     return connection
 
 
@@ -295,9 +298,11 @@ def _charge_spans(spans, buckets):
 )
 def test_stretches_charged_in_batches_are_charged_as_in_one_sweep(stretches, spans, most, data):
     """However few spans a sweep may take, the batches hold every stretch once, in time order, and charge each
-    stretch exactly as one sweep over every span does; so does the per-process charge (`--by process`)."""
-    from rollup import attribution, overlaps
+    stretch exactly as one sweep over every span does; so do the per-process charge (`--by process`), the
+    breakdown by name and the span groups present in each window."""
+    from rollup import attribution, breakdown, coverage, overlaps
     from rollup.schema import BUCKETS
+    from rollup.windows import Window
 
     buckets = [data.draw(st.sampled_from([None, *BUCKETS])) for _ in spans]
     bounds = [(start, start + length) for start, length in stretches]
@@ -315,6 +320,12 @@ def test_stretches_charged_in_batches_are_charged_as_in_one_sweep(stretches, spa
     by_process = attribution._charged_table(connection, bounds, order, by_process=True, batch_spans=10**9)
     batched = attribution._charged_table(connection, bounds, order, by_process=True, batch_spans=most)
     assert sorted(batched.to_pylist(), key=str) == sorted(by_process.to_pylist(), key=str)
+    windows = [Window(1, start, end) for start, end in bounds]  # the breakdown by name sweeps in batches too
+    by_name = breakdown._sweep(connection, windows, order, breakdown.BREAKDOWN_KEYS["name"], batch_spans=10**9)
+    assert breakdown._sweep(connection, windows, order, breakdown.BREAKDOWN_KEYS["name"], batch_spans=most) == by_name
+    expect = ["generation", "reward"]  # and so does `check --expect`, which looks for groups in each window
+    present = coverage.groups_present(connection, windows, expect, batch_spans=10**9)
+    assert coverage.groups_present(connection, windows, expect, batch_spans=most) == present
 
 
 # --- self-overlap's one sweep over every group ---------------------------------------------------------------------

@@ -21,10 +21,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .attempts import ATTEMPT_SQL
-from .attribution import SPAN_SECONDS_SPANS, Charge, Frame, frame_charge
+from .attribution import SPAN_SECONDS_SPANS, Charge, Frame, frame_charge, swept_spans_sql
 from .errors import GoodputError
-from .overlaps import clip_to_stretches
+from .memory import sweep_batch_spans
+from .overlaps import clip_to_stretches, hull_condition, time_batches
 from .schema import BUCKETS
+from .windows import stretches_of
 
 if TYPE_CHECKING:
     import duckdb
@@ -152,10 +154,43 @@ def apportion(exact: dict[str, float], total: int) -> dict[str, int]:
 
 
 def _sweep(
-    connection: duckdb.DuckDBPyConnection, windows: Sequence[Window], precedence: Sequence[str], key_sql: str
+    connection: duckdb.DuckDBPyConnection,
+    windows: Sequence[Window],
+    precedence: Sequence[str],
+    key_sql: str,
+    batch_spans: int | None = None,
 ) -> tuple[dict[int, dict[tuple[str, str], float]], dict[int, list[int]]]:
     """Per window, per (bucket, name): the float nanoseconds of its share (see the module's docstring); and per
-    window, the integer nanoseconds charged to each bucket in `precedence` order."""
+    window, the integer nanoseconds charged to each bucket in `precedence` order.
+
+    The windows are swept in batches consecutive in time, as the charge sweeps them (`overlaps.time_batches`, each
+    of at most `batch_spans` spans, default what the memory limit has room for): each window's figures come from
+    the spans overlapping it alone, whichever batch reads them."""
+    stretches = stretches_of(windows)
+    spans_sql = swept_spans_sql(connection)
+    batches = time_batches(connection, stretches, spans_sql, batch_spans or sweep_batch_spans(connection))
+    if len(batches) <= 1:
+        return _swept_shares(connection, stretches, precedence, key_sql, spans_sql)
+    shares: dict[int, dict[tuple[str, str], float]] = {}
+    by_rank: dict[int, list[int]] = {}
+    for positions in batches:  # each batch's windows numbered from 0: put back at their positions
+        batch = stretches.take(positions)
+        part, ranks = _swept_shares(
+            connection, batch, precedence, key_sql, f"{spans_sql} AND {hull_condition(batch)}"
+        )
+        shares.update((positions[i], value) for i, value in part.items())
+        by_rank.update((positions[i], value) for i, value in ranks.items())
+    return shares, by_rank
+
+
+def _swept_shares(
+    connection: duckdb.DuckDBPyConnection,
+    stretches: Sequence[tuple[int, int]],
+    precedence: Sequence[str],
+    key_sql: str,
+    spans_sql: str,
+) -> tuple[dict[int, dict[tuple[str, str], float]], dict[int, list[int]]]:
+    """`_sweep` of `stretches` in one sweep, over the spans of `spans_sql` (bucketed, of positive length)."""
     rank_sql = "CASE bucket " + " ".join(f"WHEN '{b}' THEN {i}" for i, b in enumerate(precedence)) + " END"
     shift, mask = 32, 0xFFFFFFFF
 
@@ -172,9 +207,8 @@ def _sweep(
     try:
         clip_to_stretches(
             connection,
-            [(w.start_ns, w.end_ns) for w in windows],
-            f"SELECT start_ns, end_ns, {rank_sql} AS rank, {key_sql} AS key FROM spans_ex "
-            "WHERE bucketed AND end_ns > start_ns",
+            stretches,
+            f"SELECT start_ns, end_ns, {rank_sql} AS rank, {key_sql} AS key FROM ({spans_sql})",
             ["rank", "key"],
             "breakdown_clipped",
         )

@@ -16,9 +16,11 @@ from typing import TYPE_CHECKING
 from .attempts import ATTEMPT_SQL
 from .attribution import Charge, charge_stretches
 from .findings import RULES, Finding
-from .overlaps import clip_to_stretches
+from .lineage import own_spans
+from .memory import sweep_batch_spans
+from .overlaps import clip_to_stretches, hull_condition, time_batches
 from .schema import BUCKETS, sql_text
-from .windows import Window, iteration_windows
+from .windows import Window, iteration_windows, stretches_of
 
 if TYPE_CHECKING:
     import duckdb
@@ -135,26 +137,35 @@ def step_spans(
 
 
 def groups_present(
-    connection: duckdb.DuckDBPyConnection, windows: Sequence[Window], groups: Sequence[str]
+    connection: duckdb.DuckDBPyConnection,
+    windows: Sequence[Window],
+    groups: Sequence[str],
+    *,
+    batch_spans: int | None = None,
 ) -> dict[int, set[str]]:
     """Per window (by position), which of `groups` have a span overlapping it with positive length, bucketed or
-    not, whatever its process, iteration or attempt (as the wall clock is charged)."""
+    not, whatever its process, iteration or attempt (as the wall clock is charged). The windows are taken in
+    batches consecutive in time as the charge takes them (`overlaps.time_batches`; `batch_spans`: the most spans a
+    batch reads, default what the memory limit has room for)."""
     if not windows or not groups:
         return {}
     in_list = ", ".join(sql_text(group) for group in groups)
-    try:
-        clip_to_stretches(
-            connection,
-            [(w.start_ns, w.end_ns) for w in windows],
-            f"SELECT start_ns, end_ns, lower(span_group) AS grp FROM spans_ex "
-            f"WHERE end_ns > start_ns AND lower(span_group) IN ({in_list})",
-            ["grp"],
-            "coverage_clipped",
-        )
-        rows = connection.execute("SELECT DISTINCT stretch, grp FROM coverage_clipped").fetchall()
-    finally:
-        connection.execute("DROP TABLE IF EXISTS coverage_clipped")
+    spans_sql = (
+        f"SELECT start_ns, end_ns, lower(span_group) AS grp FROM {own_spans(connection)} "
+        f"WHERE end_ns > start_ns AND lower(span_group) IN ({in_list})"
+    )
+    stretches = stretches_of(windows)
     present: dict[int, set[str]] = {}
-    for frame_id, group in rows:
-        present.setdefault(frame_id, set()).add(group)
+    for positions in time_batches(connection, stretches, spans_sql, batch_spans or sweep_batch_spans(connection)):
+        batch = stretches.take(positions)  # numbered from 0: put back at their positions
+        try:
+            clip_to_stretches(
+                connection, batch, f"SELECT * FROM ({spans_sql}) WHERE {hull_condition(batch)}", ["grp"],
+                "coverage_clipped",
+            )  # fmt: skip
+            rows = connection.execute("SELECT DISTINCT stretch, grp FROM coverage_clipped").fetchall()
+        finally:
+            connection.execute("DROP TABLE IF EXISTS coverage_clipped")
+        for frame_id, group in rows:
+            present.setdefault(positions[frame_id], set()).add(group)
     return present
