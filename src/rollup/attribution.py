@@ -18,7 +18,7 @@ from .attempts import ATTEMPT_SQL
 from .errors import GoodputError
 from .lineage import own_spans
 from .memory import sweep_batch_spans
-from .overlaps import clip_to_stretches, hull_condition, int64_array, int64_column, time_batches
+from .overlaps import clip_to_stretches, in_time_batches, int64_array, int64_column
 from .schema import BUCKETS
 
 if TYPE_CHECKING:
@@ -34,7 +34,6 @@ class Frame:
     frame_id: int
     start_ns: int
     end_ns: int
-    process: str | None = None  # with a process, only that process's spans are charged
 
 
 @dataclass(slots=True)
@@ -97,28 +96,6 @@ def parse_precedence(text: str | None) -> list[str]:
     return order
 
 
-def charge_wall_clock(
-    connection: duckdb.DuckDBPyConnection, frames: Sequence[Frame], precedence: Sequence[str]
-) -> dict[int, Charge]:
-    """Charge every frame's wall clock to the highest-precedence active bucket, else unaccounted.
-
-    Needs the `spans_ex` table of `lineage.build_lineage`. Frames may overlap each other; each is charged on its
-    own. Frames either all name a process (then only that process's spans count in each) or none does.
-    """
-    if not frames:
-        return {}
-    if not any(f.process is not None for f in frames):
-        charges = charge_stretches(connection, [(f.start_ns, f.end_ns) for f in frames], precedence)
-        return {f.frame_id: charges[i] for i, f in enumerate(frames)}
-    stretches = sorted({(f.start_ns, f.end_ns) for f in frames})
-    stretch_of = {stretch: index for index, stretch in enumerate(stretches)}
-    charged = _charged_ns(connection, stretches, precedence, by_process=True)
-    return {
-        f.frame_id: frame_charge(f, charged.get((stretch_of[(f.start_ns, f.end_ns)], f.process)), precedence)
-        for f in frames
-    }
-
-
 def charge_stretches(
     connection: duckdb.DuckDBPyConnection,
     stretches: Sequence[tuple[int, int]],
@@ -126,9 +103,11 @@ def charge_stretches(
     *,
     batch_spans: int | None = None,
 ) -> FrameCharges:
-    """Each stretch's wall clock charged as `charge_wall_clock` charges a frame, every span counting, by position;
-    held as columns (`FrameCharges`), not as an object per stretch. `batch_spans`: the most spans one sweep takes
-    (default: what the connection's memory limit has room for, `memory.sweep_batch_spans`)."""
+    """Each stretch's wall clock charged to the highest-precedence bucket active at each instant, else unaccounted,
+    every span counting, by position; held as columns (`FrameCharges`), not as an object per stretch. Stretches
+    may overlap each other; each is charged on its own. Needs `spans_ex` (`lineage.build_lineage`). `batch_spans`:
+    the most spans one sweep takes (default: what the connection's memory limit has room for,
+    `memory.sweep_batch_spans`)."""
     walls = array("q", (end - start for start, end in stretches))
     by_rank = [array("q", bytes(8 * len(stretches))) for _ in precedence]
     if stretches:
@@ -208,20 +187,16 @@ def _charged_table(
     128-bit integer, 32 bits a bucket, so one running sum carries the whole state; events at the same instant give
     zero-length segments, which charge nothing.
 
-    The stretches are swept in batches consecutive in time (`overlaps.time_batches`), each of as many spans as the
+    The stretches are swept in batches consecutive in time (`overlaps.in_time_batches`), each of as many spans as the
     connection's memory limit has room for (`memory.sweep_batch_spans`): a long trace is many sweeps that fit,
     not one that spills.
     """
     import pyarrow as pa
 
-    spans_sql = swept_spans_sql(connection)
-    batches = time_batches(connection, stretches, spans_sql, batch_spans or sweep_batch_spans(connection))
-    if len(batches) <= 1:
-        return _swept(connection, stretches, precedence, spans_sql, by_process=by_process)
     parts = []
-    for positions in batches:  # each batch's stretches numbered from 0: put back at their positions
-        batch = [stretches[i] for i in positions]
-        table = _swept(connection, batch, precedence, f"{spans_sql} AND {hull_condition(batch)}", by_process=by_process)
+    most = batch_spans or sweep_batch_spans(connection)
+    for positions, batch, spans_sql in in_time_batches(connection, stretches, swept_spans_sql(connection), most):
+        table = _swept(connection, batch, precedence, spans_sql, by_process=by_process)
         parts.append(table.set_column(0, "stretch", pa.array(positions, pa.int64()).take(table.column("stretch"))))
     return pa.concat_tables(parts)
 

@@ -24,7 +24,7 @@ from .attempts import ATTEMPT_SQL
 from .attribution import SPAN_SECONDS_SPANS, Charge, Frame, frame_charge, swept_spans_sql
 from .errors import GoodputError
 from .memory import sweep_batch_spans
-from .overlaps import clip_to_stretches, hull_condition, time_batches
+from .overlaps import clip_to_stretches, in_time_batches
 from .schema import BUCKETS
 from .windows import stretches_of
 
@@ -58,7 +58,7 @@ def shares_by_name(
     """Per window (in the order given), the names' shares of its buckets, sorted by bucket order, then wall
     nanoseconds descending, then name.
 
-    `bucket_ns[i]` is window i's charge per bucket (from `attribution.charge_wall_clock`); the shares are rounded
+    `bucket_ns[i]` is window i's charge per bucket (from `attribution.charge_stretches`); the shares are rounded
     to add up to it. Span-seconds count the spans whose effective iteration is the window's and whose attempt is
     the window's own. Needs the `spans_ex` table of `lineage.build_lineage`.
     """
@@ -97,7 +97,7 @@ def wall_by_name(
     by: str = "name",
 ) -> list[dict[tuple[str, str], int]]:
     """Per window (in the order given), each (name, bucket)'s wall-clock nanoseconds, rounded to add up to
-    `bucket_ns[i]` (window i's charge per bucket, from `attribution.charge_wall_clock`): the shares of
+    `bucket_ns[i]` (window i's charge per bucket, from `attribution.charge_stretches`): the shares of
     `shares_by_name` without the span-seconds beside them. Names with no wall clock in a bucket are left out."""
     if not windows:
         return []
@@ -108,7 +108,7 @@ def wall_by_name(
 def charged_shares(
     connection: duckdb.DuckDBPyConnection, windows: Sequence[Window], precedence: Sequence[str], *, by: str = "name"
 ) -> tuple[list[Charge], list[dict[tuple[str, str], int]]]:
-    """Per window (in the order given): its charge, as `attribution.charge_wall_clock` gives it, and each (name,
+    """Per window (in the order given): its charge, as `attribution.charge_stretches` gives it, and each (name,
     bucket)'s wall nanoseconds of it, as `wall_by_name` gives them, from one sweep. The sweep's segments run between
     the moments a name turns on or off, and the active buckets change only at such a moment, so each segment's
     whole integer length goes to the charged bucket exactly as in a sweep over every span edge."""
@@ -163,21 +163,15 @@ def _sweep(
     """Per window, per (bucket, name): the float nanoseconds of its share (see the module's docstring); and per
     window, the integer nanoseconds charged to each bucket in `precedence` order.
 
-    The windows are swept in batches consecutive in time, as the charge sweeps them (`overlaps.time_batches`, each
+    The windows are swept in batches consecutive in time, as the charge sweeps them (`overlaps.in_time_batches`, each
     of at most `batch_spans` spans, default what the memory limit has room for): each window's figures come from
     the spans overlapping it alone, whichever batch reads them."""
-    stretches = stretches_of(windows)
-    spans_sql = swept_spans_sql(connection)
-    batches = time_batches(connection, stretches, spans_sql, batch_spans or sweep_batch_spans(connection))
-    if len(batches) <= 1:
-        return _swept_shares(connection, stretches, precedence, key_sql, spans_sql)
     shares: dict[int, dict[tuple[str, str], float]] = {}
     by_rank: dict[int, list[int]] = {}
-    for positions in batches:  # each batch's windows numbered from 0: put back at their positions
-        batch = stretches.take(positions)
-        part, ranks = _swept_shares(
-            connection, batch, precedence, key_sql, f"{spans_sql} AND {hull_condition(batch)}"
-        )
+    most = batch_spans or sweep_batch_spans(connection)
+    stretches = stretches_of(windows)
+    for positions, batch, spans_sql in in_time_batches(connection, stretches, swept_spans_sql(connection), most):
+        part, ranks = _swept_shares(connection, batch, precedence, key_sql, spans_sql)
         shares.update((positions[i], value) for i, value in part.items())
         by_rank.update((positions[i], value) for i, value in ranks.items())
     return shares, by_rank

@@ -18,7 +18,7 @@ from .attribution import Charge, charge_stretches
 from .findings import RULES, Finding
 from .lineage import own_spans
 from .memory import sweep_batch_spans
-from .overlaps import clip_to_stretches, hull_condition, time_batches
+from .overlaps import clip_to_stretches, in_time_batches
 from .schema import BUCKETS, sql_text
 from .windows import Window, iteration_windows, stretches_of
 
@@ -61,7 +61,7 @@ def window_findings(connection: duckdb.DuckDBPyConnection, expect: Sequence[str]
     windows = iteration_windows(connection)
     if not windows:
         return []
-    charges = charge_stretches(connection, [(w.start_ns, w.end_ns) for w in windows], list(BUCKETS))
+    charges = charge_stretches(connection, stretches_of(windows), list(BUCKETS))
     present = groups_present(connection, windows, expect) if expect else {}
     return window_findings_from(windows, lambda keys: step_spans(connection, keys), charges, present, expect)
 
@@ -145,7 +145,7 @@ def groups_present(
 ) -> dict[int, set[str]]:
     """Per window (by position), which of `groups` have a span overlapping it with positive length, bucketed or
     not, whatever its process, iteration or attempt (as the wall clock is charged). The windows are taken in
-    batches consecutive in time as the charge takes them (`overlaps.time_batches`; `batch_spans`: the most spans a
+    batches consecutive in time as the charge takes them (`overlaps.in_time_batches`; `batch_spans`: the most spans a
     batch reads, default what the memory limit has room for)."""
     if not windows or not groups:
         return {}
@@ -154,15 +154,11 @@ def groups_present(
         f"SELECT start_ns, end_ns, lower(span_group) AS grp FROM {own_spans(connection)} "
         f"WHERE end_ns > start_ns AND lower(span_group) IN ({in_list})"
     )
-    stretches = stretches_of(windows)
+    most = batch_spans or sweep_batch_spans(connection)
     present: dict[int, set[str]] = {}
-    for positions in time_batches(connection, stretches, spans_sql, batch_spans or sweep_batch_spans(connection)):
-        batch = stretches.take(positions)  # numbered from 0: put back at their positions
+    for positions, batch, batch_sql in in_time_batches(connection, stretches_of(windows), spans_sql, most):
         try:
-            clip_to_stretches(
-                connection, batch, f"SELECT * FROM ({spans_sql}) WHERE {hull_condition(batch)}", ["grp"],
-                "coverage_clipped",
-            )  # fmt: skip
+            clip_to_stretches(connection, batch, batch_sql, ["grp"], "coverage_clipped")
             rows = connection.execute("SELECT DISTINCT stretch, grp FROM coverage_clipped").fetchall()
         finally:
             connection.execute("DROP TABLE IF EXISTS coverage_clipped")

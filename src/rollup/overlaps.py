@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import bisect
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, overload
 
@@ -197,6 +197,22 @@ def time_batches(
     for position, start in enumerate(Stretches.of(stretches).starts):
         batches[bisect.bisect_right(cuts, start)].append(position)
     return [batch for batch in batches if batch]
+
+
+def in_time_batches(
+    connection: duckdb.DuckDBPyConnection, stretches: Sequence[tuple[int, int]], spans_sql: str, most_spans: int
+) -> Iterator[tuple[list[int], Stretches, str]]:
+    """`time_batches` as work to do: per batch, the positions of its stretches, the stretches (numbered from 0 in
+    the batch: its stretch i is `positions[i]`), and the query of the spans it reads: those of `spans_sql`
+    overlapping its hull, or all of them when there is one batch."""
+    held = Stretches.of(stretches)
+    batches = time_batches(connection, held, spans_sql, most_spans)
+    for positions in batches:
+        if len(batches) == 1:
+            yield positions, held, spans_sql
+        else:
+            batch = held.take(positions)
+            yield positions, batch, f"SELECT * FROM ({spans_sql}) WHERE {hull_condition(batch)}"
 
 
 def start_cuts(connection: duckdb.DuckDBPyConnection, spans_sql: str, most_spans: int) -> list[int]:
