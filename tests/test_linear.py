@@ -317,6 +317,19 @@ def test_stretches_charged_in_batches_are_charged_as_in_one_sweep(stretches, spa
     order = list(BUCKETS)
     whole = attribution.charge_stretches(connection, bounds, order, batch_spans=10**9)
     assert list(attribution.charge_stretches(connection, bounds, order, batch_spans=most)) == list(whole)
+    # A report holds its windows' charges one by one and sums the stretches outside them: the same figures.
+    held = data.draw(st.integers(0, len(bounds)))
+    summed = attribution.charge_stretches(connection, bounds, order, summed_from=held, batch_spans=most)
+    assert list(summed) == list(whole)[:held]
+    tail = list(whole)[held:]
+    assert summed.rest == attribution.Charge(
+        sum(c.wall_ns for c in tail), {b: sum(c.bucket_ns[b] for c in tail) for b in order},
+        sum(c.unaccounted_ns for c in tail),
+    )  # fmt: skip
+    columns = attribution.charge_columns(whole[:held])  # and as columns, what the rows are built of
+    assert list(columns.walls) == [c.wall_ns for c in whole[:held]]
+    assert list(columns.unaccounted) == [c.unaccounted_ns for c in whole[:held]]
+    assert {b: list(columns.by_bucket[b]) for b in order} == {b: [c.bucket_ns[b] for c in whole[:held]] for b in order}
     by_process = attribution._charged_table(connection, bounds, order, by_process=True, batch_spans=10**9)
     batched = attribution._charged_table(connection, bounds, order, by_process=True, batch_spans=most)
     assert sorted(batched.to_pylist(), key=str) == sorted(by_process.to_pylist(), key=str)

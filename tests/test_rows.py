@@ -102,3 +102,39 @@ def test_frame_charges_read_as_the_list_of_charges_they_hold():
         charges[4]
     with pytest.raises(IndexError):
         charges[1:][3]
+
+
+@settings(PROPERTY_TESTS, max_examples=40)
+@given(rows_strategy, st.data())
+def test_rows_built_column_by_column_are_the_rows_appended_one_by_one(rows, data):
+    """A report builds its rows from the windows', the charges' and the span-seconds' columns at once
+    (`IterationRows.of_windows`): the same rows as appending each window's row, every figure in its place."""
+    from array import array
+
+    from rollup.attribution import Charge, FrameCharges, charge_columns
+    from rollup.overlaps import Stretches
+    from rollup.windows import Windows
+
+    rows = [IterationRow(r.iteration, r.start_ns, r.end_ns, r.figures, run_id=r.run_id) for r in rows]
+    run_ids = ("", "job-a", "job-b")
+    windows = Windows(
+        array("q", (r.iteration for r in rows)),
+        Stretches(array("q", (r.start_ns for r in rows)), array("q", (r.end_ns for r in rows))),
+        array("q", (run_ids.index(r.run_id) for r in rows)),
+        run_ids,
+    )
+    precedence = data.draw(st.permutations(BUCKETS))
+    charges = [Charge(r.figures.wall_ns, r.figures.bucket_ns, r.figures.unaccounted_ns) for r in rows]
+    walls = array("q", (c.wall_ns for c in charges))
+    held = FrameCharges(walls, [array("q", (c.bucket_ns[b] for c in charges)) for b in precedence], precedence)
+    lead = data.draw(st.integers(0, 2))  # charges held beside others (the superseded windows after them) or alone
+    for column in (walls, *held._by_rank):
+        column.extend([7] * lead)
+    span_ns = [array("q", (r.figures.span_ns[b] for r in rows)) for b in BUCKETS]
+    built = IterationRows.of_windows(windows, charge_columns(held[: len(rows)]), span_ns)
+    expected = [
+        IterationRow(r.iteration, r.start_ns, r.end_ns, Figures(r.figures.wall_ns, r.figures.bucket_ns,
+                     r.figures.wall_ns - sum(r.figures.bucket_ns.values()), r.figures.span_ns), run_id=r.run_id)
+        for r in rows
+    ]  # fmt: skip
+    assert list(built) == expected and built.total() == IterationRows(expected).total()

@@ -12,6 +12,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from typing import TYPE_CHECKING, Any, overload
 
 from .attempts import ATTEMPT_SQL
@@ -52,13 +53,21 @@ class FrameCharges(Sequence[Charge]):
     A long run has hundreds of thousands of windows; a Charge object with its dict of buckets costs ~0.6 KB of
     Python memory each, these columns 48 bytes."""
 
-    __slots__ = ("_walls", "_by_rank", "_precedence", "_start", "_stop")
+    __slots__ = ("_walls", "_by_rank", "_precedence", "_start", "_stop", "rest")
 
     def __init__(
-        self, walls: array, by_rank: Sequence[array], precedence: Sequence[str], start: int = 0, stop: int | None = None
+        self,
+        walls: array,
+        by_rank: Sequence[array],
+        precedence: Sequence[str],
+        start: int = 0,
+        stop: int | None = None,
+        *,
+        rest: Charge | None = None,
     ) -> None:
         self._walls, self._by_rank, self._precedence = walls, by_rank, tuple(precedence)
         self._start, self._stop = start, len(walls) if stop is None else stop
+        self.rest = rest  # the stretches charged as one after these (`charge_stretches`' `summed_from`), if any
 
     def __len__(self) -> int:
         return self._stop - self._start
@@ -85,6 +94,54 @@ class FrameCharges(Sequence[Charge]):
     def __iter__(self) -> Iterator[Charge]:
         return (self[i] for i in range(len(self)))
 
+    def columns(self) -> ChargeColumns:
+        """The charges as columns (the ones these charges hold when they are the whole of them, else copies)."""
+        whole = self._start == 0 and self._stop == len(self._walls)
+
+        def held(column: array) -> array:
+            return column if whole else column[self._start : self._stop]
+
+        walls = held(self._walls)
+        by_bucket = {b: held(column) for b, column in zip(self._precedence, self._by_rank, strict=True)}
+        charged = zip(walls, *by_bucket.values(), strict=True)
+        return ChargeColumns(walls, by_bucket, array("q", (wall - sum(ns) for wall, *ns in charged)))
+
+    def total(self) -> Charge:
+        """The stretches as one: their figures summed (exact integers)."""
+        held = self.columns()
+        return Charge(sum(held.walls), {b: sum(held.by_bucket[b]) for b in BUCKETS}, sum(held.unaccounted))
+
+
+@dataclass(frozen=True, slots=True)
+class ChargeColumns:
+    """Charges as columns of 64-bit integers: wall clocks, nanoseconds per bucket (by name), unaccounted."""
+
+    walls: array
+    by_bucket: dict[str, array]
+    unaccounted: array
+
+
+def charge_columns(charges: Sequence[Charge]) -> ChargeColumns:
+    """`charges` as columns (`FrameCharges` gives its own)."""
+    if isinstance(charges, FrameCharges):
+        return charges.columns()
+    return ChargeColumns(
+        array("q", (c.wall_ns for c in charges)),
+        {b: array("q", (c.bucket_ns[b] for c in charges)) for b in BUCKETS},
+        array("q", (c.unaccounted_ns for c in charges)),
+    )
+
+
+def total_charge(charges: Sequence[Charge]) -> Charge:
+    """`charges` as one, summed exactly (from the columns where they are held as such)."""
+    if isinstance(charges, FrameCharges):
+        return charges.total()
+    return Charge(
+        sum(c.wall_ns for c in charges),
+        {b: sum(c.bucket_ns[b] for c in charges) for b in BUCKETS},
+        sum(c.unaccounted_ns for c in charges),
+    )
+
 
 def parse_precedence(text: str | None) -> list[str]:
     """`idle,productive,overhead,wasted` -> that list; None -> the declared order. Each bucket exactly once."""
@@ -101,22 +158,33 @@ def charge_stretches(
     stretches: Sequence[tuple[int, int]],
     precedence: Sequence[str],
     *,
+    summed_from: int | None = None,
     batch_spans: int | None = None,
 ) -> FrameCharges:
     """Each stretch's wall clock charged to the highest-precedence bucket active at each instant, else unaccounted,
     every span counting, by position; held as columns (`FrameCharges`), not as an object per stretch. Stretches
-    may overlap each other; each is charged on its own. Needs `spans_ex` (`lineage.build_lineage`). `batch_spans`:
-    the most spans one sweep takes (default: what the connection's memory limit has room for,
-    `memory.sweep_batch_spans`)."""
-    walls = array("q", (end - start for start, end in stretches))
-    by_rank = [array("q", bytes(8 * len(stretches))) for _ in precedence]
-    if stretches:
-        charged = _charged_table(connection, stretches, precedence, by_process=False, batch_spans=batch_spans)
-        positions = charged.column(0).to_pylist()
-        for rank, column in enumerate(by_rank):
-            for position, value in zip(positions, charged.column(rank + 1).to_pylist(), strict=True):
-                column[position] = value or 0
-    return FrameCharges(walls, by_rank, precedence)
+    may overlap each other; each is charged on its own. Needs `spans_ex` (`lineage.build_lineage`).
+
+    `summed_from`: the stretches from that position on are wanted as one, their charges summed (`FrameCharges.rest`)
+    and not held one by one (a report's hundreds of thousands of gaps between steps). `batch_spans`: the most spans
+    one sweep takes (default: what the connection's memory limit has room for, `memory.sweep_batch_spans`)."""
+    held = len(stretches) if summed_from is None else min(summed_from, len(stretches))
+    walls = array("q", (end - start for start, end in islice(stretches, held)))
+    by_rank = [array("q", bytes(8 * held)) for _ in precedence]
+    rest_by_rank = [0 for _ in precedence]
+    if stretches:  # each batch's sums put in place as it comes: no Python int per stretch held for the whole run
+        for positions, table in _charged_batches(connection, stretches, precedence, False, batch_spans):
+            at = [positions[i] for i in table.column("stretch").to_pylist()]
+            for rank, column in enumerate(by_rank):
+                for position, value in zip(at, table.column(f"r{rank}").to_pylist(), strict=True):
+                    if position < held:
+                        column[position] = value or 0
+                    else:
+                        rest_by_rank[rank] += value or 0
+    rest = None
+    if summed_from is not None:
+        rest = _charge(sum(end - start for start, end in islice(stretches, held, None)), rest_by_rank, precedence)
+    return FrameCharges(walls, by_rank, precedence, rest=rest)
 
 
 def charge_each_process(
@@ -194,11 +262,23 @@ def _charged_table(
     import pyarrow as pa
 
     parts = []
+    for positions, table in _charged_batches(connection, stretches, precedence, by_process, batch_spans):
+        parts.append(table.set_column(0, "stretch", int64_array(positions).take(table.column("stretch"))))
+    return pa.concat_tables(parts)
+
+
+def _charged_batches(
+    connection: duckdb.DuckDBPyConnection,
+    stretches: Sequence[tuple[int, int]],
+    precedence: Sequence[str],
+    by_process: bool,
+    batch_spans: int | None,
+) -> Iterator[tuple[array, pa.Table]]:
+    """`_charged_table` a batch at a time: each batch's positions among `stretches` and its table, whose `stretch`
+    is the position in the batch (its stretch i is `positions[i]`)."""
     most = batch_spans or sweep_batch_spans(connection)
     for positions, batch, spans_sql in in_time_batches(connection, stretches, swept_spans_sql(connection), most):
-        table = _swept(connection, batch, precedence, spans_sql, by_process=by_process)
-        parts.append(table.set_column(0, "stretch", pa.array(positions, pa.int64()).take(table.column("stretch"))))
-    return pa.concat_tables(parts)
+        yield positions, _swept(connection, batch, precedence, spans_sql, by_process=by_process)
 
 
 def _swept(

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .attempts import downtime_stretches, keep_attempt
-from .attribution import Frame, parse_precedence
+from .attribution import Frame, parse_precedence, total_charge
 from .breakdown import BREAKDOWN_KEYS, NameShare
 from .cache import spill_root
 from .checks import overlapping_attempts_findings
@@ -43,7 +43,6 @@ from .report import (
     mark_outliers,
     over_every_window,
     report_frames,
-    sum_charges,
 )
 from .rows import IterationRows, sum_figures
 from .schema import BUCKETS, sql_text
@@ -95,9 +94,9 @@ def build_report_on_ray(
     report = Report(
         IterationRows(rows),
         sum_figures([row.figures for row in rows]),
-        Figures.from_ns(sum_charges([charges[f.frame_id] for f in outside_frames])),
+        Figures.from_ns(total_charge([charges[f.frame_id] for f in outside_frames])),
         order,
-        rework=Figures.from_ns(sum_charges([charges[f.frame_id] for f in lost_frames])),
+        rework=Figures.from_ns(total_charge([charges[f.frame_id] for f in lost_frames])),
         downtime_ns=sum(end - start for start, end in downtime_stretches(frames.attempts)),
         attempts=frames.attempts,
         by=by,

@@ -50,9 +50,12 @@ NODE_TABLE_BYTES_PER_SPAN = 150
 # Charging stretches of time cuts each bucketed span to the stretches it overlaps and sorts the cuts' starts and ends
 # (`attribution`): DuckDB holds ~190 bytes a span while it does (1M bucketed spans in one sweep, measured), so a
 # sweep of 10M spans spills far past a 500MB limit. The stretches are charged in batches of at most the limit over
-# this many bytes a span (`sweep_batch_spans`): a fifth of the limit, the rest for what the command holds beside
-# it (at 2,000 bytes, 1M and 16M runs shrank alike and `check` took 2 s longer at 16M).
-SWEEP_BYTES_PER_SPAN = 1000
+# this many bytes a span (`sweep_batch_spans`): under 500MB, 333k spans a sweep, a seventh of the limit for the
+# sweep, the rest for what the command holds beside it. A batch's size sets the command's peak, whatever the trace's
+# length (a cached report of 16M spans: 0.24 GB at 1,500 bytes, 0.25-0.26 GB at 1,000, where a 1M-span trace is two
+# sweeps of 318k spans either way and peaks at 0.19 GB); smaller batches cost time (the same report: 7.0-7.4 s at
+# 1,500 bytes, 6.9-7.1 s at 1,000; `check`: 8.7-9.3 s against 8.0-8.6 s).
+SWEEP_BYTES_PER_SPAN = 1500
 
 _UNITS = {
     "": 1, "b": 1,

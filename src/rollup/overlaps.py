@@ -180,7 +180,7 @@ def clip_to_stretches(
 
 def time_batches(
     connection: duckdb.DuckDBPyConnection, stretches: Sequence[tuple[int, int]], spans_sql: str, most_spans: int
-) -> list[list[int]]:
+) -> list[array]:
     """The positions of `stretches` in batches of stretches consecutive in time, each overlapped by about
     `most_spans` of the spans of `spans_sql` (a query giving `start_ns`, `end_ns`) at most; a single batch of every
     stretch when the spans are that few.
@@ -193,7 +193,7 @@ def time_batches(
     if not stretches:
         return []
     cuts = start_cuts(connection, f"SELECT * FROM ({spans_sql}) WHERE {hull_condition(stretches)}", most_spans)
-    batches: list[list[int]] = [[] for _ in range(len(cuts) + 1)]
+    batches = [array("q") for _ in range(len(cuts) + 1)]  # positions as 64-bit integers: no Python int each
     for position, start in enumerate(Stretches.of(stretches).starts):
         batches[bisect.bisect_right(cuts, start)].append(position)
     return [batch for batch in batches if batch]
@@ -201,7 +201,7 @@ def time_batches(
 
 def in_time_batches(
     connection: duckdb.DuckDBPyConnection, stretches: Sequence[tuple[int, int]], spans_sql: str, most_spans: int
-) -> Iterator[tuple[list[int], Stretches, str]]:
+) -> Iterator[tuple[array, Stretches, str]]:
     """`time_batches` as work to do: per batch, the positions of its stretches, the stretches (numbered from 0 in
     the batch: its stretch i is `positions[i]`), and the query of the spans it reads: those of `spans_sql`
     overlapping its hull, or all of them when there is one batch."""

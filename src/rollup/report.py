@@ -17,10 +17,13 @@ from .attempts import Attempt, downtime_stretches, find_attempts, keep_attempt
 from .attribution import (
     Charge,
     Frame,
+    FrameCharges,
+    charge_columns,
     charge_each_process,
     charge_stretches,
     parse_precedence,
     span_seconds_ns,
+    total_charge,
     window_span_ns,
 )
 from .breakdown import BREAKDOWN_KEYS, NameShare, charged_shares, name_shares
@@ -57,16 +60,6 @@ def _many_small_objects(build: Callable[_Params, _Result]) -> Callable[_Params, 
                 gc.enable()
 
     return paused
-
-
-def sum_charges(charges: Sequence[Charge]) -> Charge:
-    """The stretches outside every window as one: integer nanoseconds, added exactly."""
-    return Charge(
-        sum(c.wall_ns for c in charges),
-        {b: sum(c.bucket_ns[b] for c in charges) for b in BUCKETS},
-        sum(c.unaccounted_ns for c in charges),
-    )
-
 
 
 @dataclass(frozen=True)
@@ -184,32 +177,33 @@ def build_report(
     if attempt is not None:
         keep_attempt(store, attempt)
     frames = report_frames(connection, iterations)
-    windows, lost = frames.windows, frames.lost
+    windows, lost, attempts = frames.windows, len(frames.lost), frames.attempts
     # The rows' windows charged (with their names' shares when broken down by name), then the superseded windows
-    # and the stretches outside.
-    window_charges, other_charges, names_wall = charge_frames(
-        connection, windows, lost.stretches + frames.outside, order, by
+    # and the stretches outside. What a long run holds per window is let go as soon as it is summed or copied.
+    window_charges, lost_charges, names_wall = charge_frames(
+        connection, windows, frames.lost.stretches + frames.outside, order, by, summed_from=lost
     )
-    span_ns = window_span_ns(connection, windows)
-
-    rows = IterationRows()
-    for i, w in enumerate(windows):
-        spans = {b: column[i] for b, column in zip(BUCKETS, span_ns, strict=True)}
-        rows.append(w.iteration, w.start_ns, w.end_ns, window_charges[i], spans, run_id=w.run_id)
+    del frames
+    outside, rework = lost_charges.rest, total_charge(lost_charges)
+    assert outside is not None  # summed_from given: the outside stretches are charged as one
+    del lost_charges
+    rows = IterationRows.of_windows(windows, charge_columns(window_charges), window_span_ns(connection, windows))
+    del window_charges
     report = Report(
         rows,
         rows.total(),
-        Figures.from_ns(sum_charges(other_charges[len(lost) :])),
+        Figures.from_ns(outside),
         order,
-        rework=Figures.from_ns(sum_charges(other_charges[: len(lost)])),
-        downtime_ns=sum(end - start for start, end in downtime_stretches(frames.attempts)),
-        attempts=frames.attempts,
+        rework=Figures.from_ns(rework),
+        downtime_ns=sum(end - start for start, end in downtime_stretches(attempts)),
+        attempts=attempts,
         by=by,
     )
     if by == "process":
         add_process_rows(connection, report, windows, order)
     elif by is not None and names_wall is not None:
         add_names(connection, report, windows, by, names_wall)
+    del windows, names_wall
     mark_outliers(report.iterations)
     return report
 
@@ -220,15 +214,21 @@ def charge_frames(
     others: Sequence[tuple[int, int]],
     order: list[str],
     by: str | None,
-) -> tuple[Sequence[Charge], Sequence[Charge], list[dict[tuple[str, str], int]] | None]:
+    *,
+    summed_from: int | None = None,
+) -> tuple[Sequence[Charge], FrameCharges, list[dict[tuple[str, str], int]] | None]:
     """The charges of `windows` and of the `others` stretches (each list in the order given), and with `by` "name"
     or "group" each window's wall nanoseconds per (name, bucket): those windows are charged by the sweep that shares
-    them among the names (`breakdown.charged_shares`), never swept twice."""
+    them among the names (`breakdown.charged_shares`), never swept twice. `summed_from`: the others from that
+    position on are charged as one (the others' `rest`, `attribution.charge_stretches`)."""
     if by in BREAKDOWN_KEYS:
         window_charges, wall = charged_shares(connection, windows, order, by=by)
-        return window_charges, charge_stretches(connection, others, order), wall
-    charged = charge_stretches(connection, stretches_of(windows) + others, order)
-    return charged[: len(windows)], charged[len(windows) :], None
+        return window_charges, charge_stretches(connection, others, order, summed_from=summed_from), wall
+    held = None if summed_from is None else len(windows) + summed_from
+    charged = charge_stretches(connection, stretches_of(windows) + others, order, summed_from=held)
+    other_charges = charged[len(windows) :]
+    other_charges.rest = charged.rest
+    return charged[: len(windows)], other_charges, None
 
 
 def add_names(
@@ -257,9 +257,9 @@ def add_names(
 def mark_outliers(rows: IterationRows) -> None:
     """Each row's outlying figures among the rows of its process (all rows when not by process): a process's
     steps are compared with its own other steps, never with another process's."""
-    groups: dict[str | None, list[int]] = {}
+    groups: dict[str | None, array] = {}  # each process's rows, by position
     for index, process in enumerate(rows.processes()):
-        groups.setdefault(process, []).append(index)
+        groups.setdefault(process, array("q")).append(index)
     columns = {"wall_s": rows.column("wall_ns"), **{f"{b}_s": rows.column(f"{b}_ns") for b in BUCKETS}}
     whole = len(groups) == 1
     for indices in groups.values():

@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any, overload
 from .schema import BUCKETS
 
 if TYPE_CHECKING:
-    from .attribution import Charge
+    from .attribution import Charge, ChargeColumns
     from .breakdown import NameShare
+    from .windows import Windows
 
 NS_PER_S = 1_000_000_000
 
@@ -137,6 +138,23 @@ class IterationRows(Sequence[IterationRow]):
         self._outliers: dict[int, list[str]] = {}
         for row in rows:
             self.append_row(row)
+
+    @classmethod
+    def of_windows(cls, windows: Windows, charged: ChargeColumns, span_ns: Sequence[array]) -> IterationRows:
+        """The rows of `windows` (one each, no process) from their charges as columns (`attribution.charge_columns`)
+        and span-seconds (a column per bucket, BUCKETS order), built column by column, no row made on the way. The
+        rows hold the very columns given (the windows', the charges', the span-seconds'), not copies: a long run's
+        windows are a few MB a column."""
+        rows = cls()
+        stretches = windows.stretches
+        rows._columns = [windows.iterations, stretches.starts, stretches.ends, charged.walls,
+                         *(charged.by_bucket[b] for b in BUCKETS), charged.unaccounted, *span_ns]  # fmt: skip
+        if any(len(column) != len(windows) for column in rows._columns):
+            raise ValueError("a column's length differs from the windows'")
+        label_of = [rows._label(run_id) for run_id in windows.run_ids]
+        rows._run_ids = array("q", (label_of[attempt] for attempt in windows.attempts))
+        rows._processes = array("q", [_NO_LABEL]) * len(windows)
+        return rows
 
     def append(
         self,
