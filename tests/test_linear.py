@@ -227,6 +227,40 @@ def test_spans_in_a_parent_cycle_keep_their_own_iteration_and_the_rest_line_up(t
     assert found == {span_id_of(label): iteration for label, iteration in expected.items()}
 
 
+
+def test_a_parent_key_two_spans_share_hands_down_the_nearest_ones_lineage(tmp_path):
+    """Span ids are unique once loaded (SPEC section 3), and the walk then takes its short road: no guard against a
+    second visit, no choice among visits. Two distinct ids may still share a key the walk joins on (a hash, or
+    `ab` and `00ab` as numbers): then a child of that key takes the lineage of the span nearest a root. Here "a2",
+    a root with iteration 9, shares the key of "a" (under step r: iteration 5, bucketed r), so c, whose parent is
+    "a", takes a2's; without the shared key it takes a's."""
+    spans = [
+        S("r", "rl.grpo.step", 0, 10, iteration=5, bucket="productive"),
+        S("a", "rl.grpo.work", 1, 2, parent="r", bucket="overhead"),
+        S("a2", "rl.grpo.other", 3, 4, iteration=9),
+        S("c", "rl.grpo.leaf", 5, 6, parent="a"),
+        S("d", "rl.grpo.leaf", 6, 7, parent="r"),
+    ]
+    a, a2, r = span_id_of("a"), span_id_of("a2"), span_id_of("r")
+    path = write_trace(tmp_path / "run.otlp", spans)
+    for shared in (False, True):
+        with open_store([path], use_cache=False) as store:
+            connection = store.connection
+            connection.execute(
+                f"CREATE TABLE handed AS SELECT {', '.join(ACCOUNTING_SCHEMA.names)}, {NODE_COLUMNS_SQL} FROM spans"
+            )
+            if shared:
+                connection.execute(f"UPDATE handed SET skey = (SELECT skey FROM handed WHERE span_id = '{a}') "
+                                   f"WHERE span_id = '{a2}'")  # fmt: skip
+            build_lineage(connection, "handed")
+            rows = connection.execute(
+                "SELECT span_id, eff_iteration, ancestor_iteration_span, bucketed_chain FROM spans_ex"
+            ).fetchall()
+        found = {span_id: rest for span_id, *rest in rows}
+        assert len(found) == len(rows) == len(spans)  # each span once, with one lineage
+        assert found[span_id_of("c")] == ([9, a2, []] if shared else [5, r, [r, a]])
+        assert found[span_id_of("d")] == [5, r, [r]] and found[a] == [5, r, [r]] and found[a2] == [9, None, []]
+
 # --- spans cut to stretches of time, by bins or by the range join ---------------------------------------------------
 
 instants = st.integers(0, 60)
