@@ -184,8 +184,8 @@ def _walk(connection: duckdb.DuckDBPyConnection, table: str) -> None:
         "SELECT count(*) FROM (SELECT 1 FROM lineage_parents GROUP BY tkey, pkey HAVING count(*) > 1)"
     ).fetchall()
     nearest = "DISTINCT ON (q.node)" if shared_ids else ""
+    once = "AND NOT EXISTS (SELECT 1 FROM lineage_reached r WHERE r.node = q.node) ORDER BY q.node, f.node"
     for depth in range(1, MAX_DEPTH + 1):
-        once = "AND NOT EXISTS (SELECT 1 FROM lineage_reached r WHERE r.node = q.node) ORDER BY q.node, f.node"
         (added,) = connection.execute(
             f"""
             INSERT INTO lineage_reached

@@ -52,9 +52,9 @@ NODE_TABLE_BYTES_PER_SPAN = 150
 # sweep of 10M spans spills far past a 500MB limit. The stretches are charged in batches of at most the limit over
 # this many bytes a span (`sweep_batch_spans`): under 500MB, 333k spans a sweep, a seventh of the limit for the
 # sweep, the rest for what the command holds beside it. A batch's size sets the command's peak, whatever the trace's
-# length (a cached report of 16M spans: 0.24 GB at 1,500 bytes, 0.25-0.26 GB at 1,000, where a 1M-span trace is two
-# sweeps of 318k spans either way and peaks at 0.19 GB); smaller batches cost time (the same report: 7.0-7.4 s at
-# 1,500 bytes, 6.9-7.1 s at 1,000; `check`: 8.7-9.3 s against 8.0-8.6 s).
+# length (a cached report of 16M spans: 0.24-0.26 GB at 1,500 bytes, 0.25-0.29 GB at 1,000, where a 1M-span trace
+# is two sweeps of 318k spans either way and peaks at 0.19-0.20 GB); smaller batches cost time (the same report:
+# 7.0-7.4 s at 1,500 bytes, 6.9-7.1 s at 1,000; `check`: 8.7-9.3 s against 8.0-8.6 s).
 SWEEP_BYTES_PER_SPAN = 1500
 
 _UNITS = {
