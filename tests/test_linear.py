@@ -370,6 +370,15 @@ def test_stretches_charged_in_batches_are_charged_as_in_one_sweep(stretches, spa
     windows = [Window(1, start, end) for start, end in bounds]  # the breakdown by name sweeps in batches too
     by_name = breakdown._sweep(connection, windows, order, breakdown.BREAKDOWN_KEYS["name"], batch_spans=10**9)
     assert breakdown._sweep(connection, windows, order, breakdown.BREAKDOWN_KEYS["name"], batch_spans=most) == by_name
+    # and as the report takes it, as columns rounded batch by batch: the charges and shares of one pass
+    charges, walls = breakdown.charged_shares(connection, windows, order)
+    held, columns = breakdown.charged_name_walls(connection, windows, order, batch_spans=most)
+    assert list(held) == charges
+    as_dicts: list[dict[tuple[str, str], int]] = [{} for _ in windows]
+    for position, key, bucket, ns in zip(columns.positions, columns.key_ids, columns.buckets, columns.wall_ns,
+                                         strict=True):  # fmt: skip
+        as_dicts[position][(columns.keys[key], BUCKETS[bucket])] = ns
+    assert as_dicts == walls
     expect = ["generation", "reward"]  # and so does `check --expect`, which looks for groups in each window
     present = coverage.groups_present(connection, windows, expect, batch_spans=10**9)
     assert coverage.groups_present(connection, windows, expect, batch_spans=most) == present

@@ -138,3 +138,29 @@ def test_rows_built_column_by_column_are_the_rows_appended_one_by_one(rows, data
     span_ns = [array("q", (r.figures.span_ns[b] for r in rows)) for b in BUCKETS]
     built = IterationRows.of_windows(windows, charge_columns(held[: len(rows)]), span_ns)
     assert list(built) == rows and built.total() == IterationRows(rows).total()
+
+
+@settings(PROPERTY_TESTS, max_examples=40)
+@given(rows_strategy)
+def test_names_held_as_columns_are_the_names_set_row_by_row(rows):
+    """The report sets every row's breakdown by name at once, as columns sorted by row
+    (`IterationRows.set_name_columns`): each row reads back its own shares, in order, and a row with none an
+    empty list, as when each row's list is set alone."""
+    from array import array
+
+    from rollup.breakdown import NameColumns
+
+    rows = [IterationRow(r.iteration, r.start_ns, r.end_ns, r.figures, r.process, r.run_id, r.names or [])
+            for r in rows]  # fmt: skip
+    keys = sorted({share.name for row in rows for share in row.names or ()})
+    shares = [(position, share) for position, row in enumerate(rows) for share in row.names or ()]
+    columns = NameColumns(
+        array("q", (position for position, _ in shares)), keys,
+        array("q", (keys.index(share.name) for _, share in shares)),
+        array("q", (BUCKETS.index(share.bucket) for _, share in shares)),
+        array("q", (share.wall_ns for _, share in shares)), array("q", (share.span_ns for _, share in shares)),
+    )  # fmt: skip
+    held = IterationRows(IterationRow(r.iteration, r.start_ns, r.end_ns, r.figures, r.process, r.run_id) for r in rows)
+    held.set_name_columns(columns)
+    assert list(held) == rows
+    assert pickle.loads(pickle.dumps(held)) == rows

@@ -16,17 +16,18 @@ largest remainder.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .attempts import ATTEMPT_SQL
-from .attribution import SPAN_SECONDS_SPANS, Charge, Frame, frame_charge, swept_spans_sql
+from .attribution import SPAN_SECONDS_SPANS, Charge, Frame, FrameCharges, frame_charge, swept_spans_sql
 from .errors import GoodputError
 from .memory import sweep_batch_spans
 from .overlaps import clip_to_stretches, in_time_batches
 from .schema import BUCKETS
-from .windows import stretches_of
+from .windows import Windows, stretches_of
 
 if TYPE_CHECKING:
     import duckdb
@@ -117,6 +118,154 @@ def charged_shares(
     exact, by_rank = _sweep(connection, windows, precedence, BREAKDOWN_KEYS[by])
     charges = [frame_charge(Frame(i, w.start_ns, w.end_ns), by_rank.get(i), precedence) for i, w in enumerate(windows)]
     return charges, [_rounded(exact.get(i, {}), charge.bucket_ns) for i, charge in enumerate(charges)]
+
+
+@dataclass(frozen=True)
+class NameWalls:
+    """Every window's wall nanoseconds per (name, bucket), rounded as `wall_by_name` rounds them, held as columns of
+    64-bit integers: per share its window's position, its name (a position in `keys`), its bucket (a position in
+    BUCKETS) and its nanoseconds. What `charged_name_walls` gives and `name_share_columns` reads: a long run has a
+    million shares, which as a dict per window took ~0.5 KB each."""
+
+    positions: array
+    keys: list[str]
+    key_ids: array
+    buckets: array
+    wall_ns: array
+
+
+def charged_name_walls(
+    connection: duckdb.DuckDBPyConnection,
+    windows: Sequence[Window],
+    precedence: Sequence[str],
+    *,
+    by: str = "name",
+    batch_spans: int | None = None,
+) -> tuple[FrameCharges, NameWalls]:
+    """`charged_shares` as columns: the windows' charges (`attribution.FrameCharges`) and their names' wall
+    nanoseconds (`NameWalls`), each batch of the sweep rounded and let go as it comes."""
+    stretches = stretches_of(windows)
+    walls = array("q", (end - start for start, end in stretches))
+    by_rank = [array("q", bytes(8 * len(stretches))) for _ in precedence]
+    found = NameWalls(array("q"), [], array("q"), array("q"), array("q"))
+    key_ids: dict[str, int] = {}
+    if not stretches:
+        return FrameCharges(walls, by_rank, precedence), found
+    most = batch_spans or sweep_batch_spans(connection)
+    for positions, batch, spans_sql in in_time_batches(connection, stretches, swept_spans_sql(connection), most):
+        part, ranks = _swept_shares(connection, batch, precedence, BREAKDOWN_KEYS[by], spans_sql)
+        for local, charged in ranks.items():
+            for rank, ns in enumerate(charged):
+                by_rank[rank][positions[local]] = ns
+        for local, exact in part.items():
+            position = positions[local]
+            bucket_ns = {bucket: by_rank[rank][position] for rank, bucket in enumerate(precedence)}
+            for (name, bucket), ns in _rounded(exact, bucket_ns).items():
+                found.positions.append(position)
+                found.key_ids.append(key_ids.setdefault(name, len(key_ids)))
+                found.buckets.append(BUCKETS.index(bucket))
+                found.wall_ns.append(ns)
+    found.keys.extend(key_ids)
+    return FrameCharges(walls, by_rank, precedence), found
+
+
+@dataclass(frozen=True)
+class NameColumns:
+    """Every window's shares by name (`name_shares`, sorted as it sorts them within a window), as columns sorted by
+    window: per share its window's position, its name (a position in `keys`), its bucket (a position in BUCKETS),
+    its wall and span-seconds nanoseconds (`rows.IterationRows.set_name_columns` holds them so)."""
+
+    positions: array
+    keys: list[str]
+    key_ids: array
+    buckets: array
+    wall_ns: array
+    span_ns: array
+
+
+def name_share_columns(
+    connection: duckdb.DuckDBPyConnection, windows: Sequence[Window], walls: NameWalls, *, by: str = "name"
+) -> tuple[NameColumns, list[NameShare]]:
+    """`name_shares` from `charged_name_walls`' columns, and the shares of all the windows summed per (name,
+    bucket) (the total's), sorted alike: the wall nanoseconds and the span-seconds joined and sorted in DuckDB, so
+    no Python object is made per share."""
+    import pyarrow as pa
+
+    from .overlaps import int64_array, int64_column
+
+    bucket_of = "CASE bucket " + " ".join(f"WHEN '{b}' THEN {i}" for i, b in enumerate(BUCKETS)) + " END"
+    if isinstance(windows, Windows):
+        attempts = pa.array([windows.run_ids[attempt] for attempt in windows.attempts], pa.string())
+        iterations = int64_array(windows.iterations)
+    else:
+        attempts = pa.array([w.run_id for w in windows], pa.string())
+        iterations = pa.array([w.iteration for w in windows], pa.int64())
+    window_table = pa.table(
+        {"position": pa.array(range(len(windows)), pa.int64()), "attempt": attempts, "iteration": iterations}
+    )
+    wall_table = pa.table(
+        {"position": int64_array(walls.positions), "key_id": int64_array(walls.key_ids),
+         "bucket": int64_array(walls.buckets), "ns": int64_array(walls.wall_ns)}
+    )  # fmt: skip
+    keys_table = pa.table(
+        {"key_id": pa.array(range(len(walls.keys)), pa.int64()), "key": pa.array(walls.keys, pa.string())}
+    )
+    registered = {"names_windows": window_table, "names_wall": wall_table, "names_wall_keys": keys_table}
+    for name, table in registered.items():
+        connection.register(name, table)
+    try:
+        connection.execute(
+            f"""
+            CREATE OR REPLACE TEMP TABLE names_merged AS
+            WITH wall AS (
+                SELECT w.position, k.key, w.bucket, w.ns FROM names_wall w JOIN names_wall_keys k USING (key_id)
+            ),
+            spans AS (
+                SELECT w.position, s.key, s.bucket, s.ns
+                FROM (
+                    SELECT {ATTEMPT_SQL} AS attempt, eff_iteration, {BREAKDOWN_KEYS[by]} AS key, {bucket_of} AS bucket,
+                           sum(end_ns - start_ns)::BIGINT AS ns
+                    FROM spans_ex WHERE {SPAN_SECONDS_SPANS} GROUP BY ALL
+                ) s JOIN names_windows w ON w.attempt = s.attempt AND w.iteration = s.eff_iteration
+            )
+            SELECT coalesce(a.position, b.position) AS position, coalesce(a.key, b.key) AS key,
+                   coalesce(a.bucket, b.bucket)::BIGINT AS bucket, coalesce(a.ns, 0)::BIGINT AS wall_ns,
+                   coalesce(b.ns, 0)::BIGINT AS span_ns
+            FROM wall a FULL OUTER JOIN spans b ON a.position = b.position AND a.key = b.key AND a.bucket = b.bucket
+            WHERE coalesce(a.ns, 0) <> 0 OR coalesce(b.ns, 0) <> 0
+            """
+        )
+        keys = [key for (key,) in connection.execute("SELECT DISTINCT key FROM names_merged ORDER BY key").fetchall()]
+        connection.register("names_keys", pa.table({"key_id": pa.array(range(len(keys)), pa.int64()),
+                                                    "key": pa.array(keys, pa.string())}))  # fmt: skip
+        try:
+            table = connection.sql(
+                """
+                SELECT m.position, k.key_id, m.bucket, m.wall_ns, m.span_ns
+                FROM names_merged m JOIN names_keys k USING (key)
+                ORDER BY m.position, m.bucket, m.wall_ns DESC, m.key
+                """
+            ).to_arrow_table()
+        finally:
+            connection.unregister("names_keys")
+        total = [
+            NameShare(key, BUCKETS[bucket], int(wall_ns), int(span_ns))
+            for key, bucket, wall_ns, span_ns in connection.execute(
+                """
+                SELECT key, bucket, sum(wall_ns)::BIGINT AS wall_ns, sum(span_ns)::BIGINT FROM names_merged
+                GROUP BY ALL ORDER BY bucket, wall_ns DESC, key
+                """
+            ).fetchall()
+        ]
+    finally:
+        connection.execute("DROP TABLE IF EXISTS names_merged")
+        for name in registered:
+            connection.unregister(name)
+    columns = NameColumns(
+        int64_column(table, "position"), keys, int64_column(table, "key_id"), int64_column(table, "bucket"),
+        int64_column(table, "wall_ns"), int64_column(table, "span_ns"),
+    )  # fmt: skip
+    return columns, total
 
 
 def _rounded(exact: dict[tuple[str, str], float], bucket_ns: dict[str, int]) -> dict[tuple[str, str], int]:

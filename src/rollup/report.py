@@ -26,7 +26,7 @@ from .attribution import (
     total_charge,
     window_span_ns,
 )
-from .breakdown import BREAKDOWN_KEYS, NameShare, charged_shares, name_shares
+from .breakdown import BREAKDOWN_KEYS, NameShare, NameWalls, charged_name_walls, name_share_columns
 from .errors import GoodputError
 from .lineage import ensure_lineage
 from .outliers import outliers_of_columns
@@ -216,13 +216,13 @@ def charge_frames(
     by: str | None,
     *,
     summed_from: int | None = None,
-) -> tuple[Sequence[Charge], FrameCharges, list[dict[tuple[str, str], int]] | None]:
+) -> tuple[Sequence[Charge], FrameCharges, NameWalls | None]:
     """The charges of `windows` and of the `others` stretches (each list in the order given), and with `by` "name"
     or "group" each window's wall nanoseconds per (name, bucket): those windows are charged by the sweep that shares
-    them among the names (`breakdown.charged_shares`), never swept twice. `summed_from`: the others from that
+    them among the names (`breakdown.charged_name_walls`), never swept twice. `summed_from`: the others from that
     position on are charged as one (the others' `rest`, `attribution.charge_stretches`)."""
     if by in BREAKDOWN_KEYS:
-        window_charges, wall = charged_shares(connection, windows, order, by=by)
+        window_charges, wall = charged_name_walls(connection, windows, order, by=by)
         return window_charges, charge_stretches(connection, others, order, summed_from=summed_from), wall
     held = None if summed_from is None else len(windows) + summed_from
     charged = charge_stretches(connection, stretches_of(windows) + others, order, summed_from=held)
@@ -236,21 +236,12 @@ def add_names(
     report: Report,
     windows: Sequence[Window],
     by: str,
-    wall: list[dict[tuple[str, str], int]],
+    wall: NameWalls,
 ) -> None:
     """Each row's share of its buckets by span name (or group), from the rows' wall nanoseconds per (name, bucket)
     (`charge_frames`), with their span-seconds; and the total's: the rows' shares summed."""
-    rows = report.iterations
-    per_row = name_shares(connection, windows, wall, by=by)
-    summed: dict[tuple[str, str], list[int]] = {}
-    for index, names in enumerate(per_row):
-        rows.set_names(index, names)
-        for part in names:
-            entry = summed.setdefault((part.name, part.bucket), [0, 0])
-            entry[0] += part.wall_ns
-            entry[1] += part.span_ns
-    total = [NameShare(name, bucket, wall_ns, span_ns) for (name, bucket), (wall_ns, span_ns) in summed.items()]
-    total.sort(key=lambda n: (BUCKETS.index(n.bucket), -n.wall_ns, n.name))
+    shares, total = name_share_columns(connection, windows, wall, by=by)
+    report.iterations.set_name_columns(shares)
     report.total_names = total
 
 

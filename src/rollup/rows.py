@@ -19,7 +19,7 @@ from .schema import BUCKETS
 
 if TYPE_CHECKING:
     from .attribution import Charge, ChargeColumns
-    from .breakdown import NameShare
+    from .breakdown import NameColumns, NameShare
     from .windows import Windows
 
 NS_PER_S = 1_000_000_000
@@ -135,6 +135,7 @@ class IterationRows(Sequence[IterationRow]):
         self._processes = array("q")
         self._names: dict[int, list[NameShare]] = {}
         self._has_names = False
+        self._name_columns: tuple[array, ...] | None = None  # row starts, names, buckets, wall, span
         self._outliers: dict[int, list[str]] = {}
         for row in rows:
             self.append_row(row)
@@ -234,8 +235,35 @@ class IterationRows(Sequence[IterationRow]):
         return IterationRow(
             c[0][i], c[1][i], c[2][i], figures,
             None if process == _NO_LABEL else self._labels[process], self._labels[self._run_ids[i]],
-            self._names.get(i) if self._has_names else None, list(self._outliers.get(i, ())),
+            self._names_of(i) if self._has_names else None, list(self._outliers.get(i, ())),
         )  # fmt: skip
+
+    def set_name_columns(self, shares: NameColumns) -> None:
+        """Every row's breakdown by name at once, from columns sorted by row (`breakdown.name_share_columns`; a row
+        with no share gets an empty one): held as columns, 40 bytes a share where a NameShare with its ints takes
+        ~150; a row's NameShares are made when it is asked for."""
+        starts = array("q", bytes(8 * (len(self) + 1)))
+        for position in shares.positions:
+            starts[position + 1] += 1
+        for index in range(len(self)):
+            starts[index + 1] += starts[index]
+        label_of = [self._label(key) for key in shares.keys]
+        names = array("q", (label_of[key] for key in shares.key_ids))
+        self._name_columns = (starts, names, shares.buckets, shares.wall_ns, shares.span_ns)
+        self._has_names = True
+
+    def _names_of(self, index: int) -> list[NameShare] | None:
+        held = self._names.get(index)
+        if held is not None or self._name_columns is None:
+            return held
+        from .breakdown import NameShare
+
+        starts, names, buckets, wall, span = self._name_columns
+        labels = self._labels
+        return [
+            NameShare(labels[names[at]], BUCKETS[buckets[at]], wall[at], span[at])
+            for at in range(starts[index], starts[index + 1])
+        ]
 
     def set_names(self, index: int, names: list[NameShare]) -> None:
         """Row `index`'s breakdown by name (`--by name` / `--by group` give every row one, maybe empty)."""
