@@ -367,18 +367,23 @@ def test_stretches_charged_in_batches_are_charged_as_in_one_sweep(stretches, spa
     by_process = attribution._charged_table(connection, bounds, order, by_process=True, batch_spans=10**9)
     batched = attribution._charged_table(connection, bounds, order, by_process=True, batch_spans=most)
     assert sorted(batched.to_pylist(), key=str) == sorted(by_process.to_pylist(), key=str)
-    windows = [Window(1, start, end) for start, end in bounds]  # the breakdown by name sweeps in batches too
-    by_name = breakdown._sweep(connection, windows, order, breakdown.BREAKDOWN_KEYS["name"], batch_spans=10**9)
-    assert breakdown._sweep(connection, windows, order, breakdown.BREAKDOWN_KEYS["name"], batch_spans=most) == by_name
-    # and as the report takes it, as columns rounded batch by batch: the charges and shares of one pass
-    charges, walls = breakdown.charged_shares(connection, windows, order)
+    windows = [Window(1, start, end) for start, end in bounds]  # the breakdown by name sweeps in batches too,
+    # each batch's shares rounded as it comes: the charges and the shares of one pass
+
+    def by_window(columns: breakdown.NameWalls) -> list[dict[tuple[str, str], int]]:
+        found: list[dict[tuple[str, str], int]] = [{} for _ in windows]
+        for position, key, bucket, ns in zip(columns.positions, columns.key_ids, columns.buckets, columns.wall_ns,
+                                             strict=True):  # fmt: skip
+            found[position][(columns.keys[key], BUCKETS[bucket])] = ns
+        return found
+
+    charges, walls = breakdown.charged_name_walls(connection, windows, order, batch_spans=10**9)
+    assert list(charges) == list(whole)
     held, columns = breakdown.charged_name_walls(connection, windows, order, batch_spans=most)
-    assert list(held) == charges
-    as_dicts: list[dict[tuple[str, str], int]] = [{} for _ in windows]
-    for position, key, bucket, ns in zip(columns.positions, columns.key_ids, columns.buckets, columns.wall_ns,
-                                         strict=True):  # fmt: skip
-        as_dicts[position][(columns.keys[key], BUCKETS[bucket])] = ns
-    assert as_dicts == walls
+    assert list(held) == list(whole) and by_window(columns) == by_window(walls)
+    for position, shares in enumerate(by_window(walls)):  # shared out, each bucket adds up to its charge exactly
+        for bucket in order:
+            assert sum(ns for (_, b), ns in shares.items() if b == bucket) == whole[position].bucket_ns[bucket]
     expect = ["generation", "reward"]  # and so does `check --expect`, which looks for groups in each window
     present = coverage.groups_present(connection, windows, expect, batch_spans=10**9)
     assert coverage.groups_present(connection, windows, expect, batch_spans=most) == present

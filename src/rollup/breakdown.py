@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .attempts import ATTEMPT_SQL
-from .attribution import SPAN_SECONDS_SPANS, Charge, Frame, FrameCharges, frame_charge, swept_spans_sql
+from .attribution import SPAN_SECONDS_SPANS, FrameCharges, swept_spans_sql
 from .errors import GoodputError
 from .memory import sweep_batch_spans
 from .overlaps import clip_to_stretches, in_time_batches
@@ -49,80 +49,25 @@ class NameShare:
 
 
 def shares_by_name(
-    connection: duckdb.DuckDBPyConnection,
-    windows: Sequence[Window],
-    precedence: Sequence[str],
-    bucket_ns: Sequence[dict[str, int]],
-    *,
-    by: str = "name",
+    connection: duckdb.DuckDBPyConnection, windows: Sequence[Window], precedence: Sequence[str], *, by: str = "name"
 ) -> list[list[NameShare]]:
     """Per window (in the order given), the names' shares of its buckets, sorted by bucket order, then wall
-    nanoseconds descending, then name.
-
-    `bucket_ns[i]` is window i's charge per bucket (from `attribution.charge_stretches`); the shares are rounded
-    to add up to it. Span-seconds count the spans whose effective iteration is the window's and whose attempt is
-    the window's own. Needs the `spans_ex` table of `lineage.build_lineage`.
-    """
-    if not windows:
-        return []
-    return name_shares(connection, windows, wall_by_name(connection, windows, precedence, bucket_ns, by=by), by=by)
-
-
-def name_shares(
-    connection: duckdb.DuckDBPyConnection,
-    windows: Sequence[Window],
-    wall: Sequence[dict[tuple[str, str], int]],
-    *,
-    by: str = "name",
-) -> list[list[NameShare]]:
-    """`shares_by_name` from each window's wall nanoseconds per (name, bucket) (`wall_by_name`, `charged_shares`):
-    the span-seconds added beside them, and sorted."""
-    spans = span_seconds_by_name(connection, windows, by=by)
-    out = []
-    for frame_id, of_window in enumerate(wall):
-        names = {key: [ns, 0] for key, ns in of_window.items()}
-        for (name, bucket), ns in spans.get(frame_id, {}).items():
-            names.setdefault((name, bucket), [0, 0])[1] = ns
-        shares = [NameShare(name, bucket, w, s) for (name, bucket), (w, s) in names.items() if w or s]
-        shares.sort(key=lambda n: (BUCKETS.index(n.bucket), -n.wall_ns, n.name))
-        out.append(shares)
+    nanoseconds descending, then name: each bucket's charge (as `attribution.charge_stretches` gives it) shared
+    among the names, rounded to add up to it, with the span-seconds of the spans whose effective iteration is the
+    window's and whose attempt is the window's own. Needs the `spans_ex` table of `lineage.build_lineage`."""
+    _, walls = charged_name_walls(connection, windows, precedence, by=by)
+    shares, _ = name_share_columns(connection, windows, walls, by=by)
+    out: list[list[NameShare]] = [[] for _ in windows]
+    for position, key, bucket, wall_ns, span_ns in zip(
+        shares.positions, shares.key_ids, shares.buckets, shares.wall_ns, shares.span_ns, strict=True
+    ):
+        out[position].append(NameShare(shares.keys[key], BUCKETS[bucket], wall_ns, span_ns))
     return out
-
-
-def wall_by_name(
-    connection: duckdb.DuckDBPyConnection,
-    windows: Sequence[Window],
-    precedence: Sequence[str],
-    bucket_ns: Sequence[dict[str, int]],
-    *,
-    by: str = "name",
-) -> list[dict[tuple[str, str], int]]:
-    """Per window (in the order given), each (name, bucket)'s wall-clock nanoseconds, rounded to add up to
-    `bucket_ns[i]` (window i's charge per bucket, from `attribution.charge_stretches`): the shares of
-    `shares_by_name` without the span-seconds beside them. Names with no wall clock in a bucket are left out."""
-    if not windows:
-        return []
-    exact, _ = _sweep(connection, windows, precedence, BREAKDOWN_KEYS[by])
-    return [_rounded(exact.get(i, {}), charge) for i, charge in enumerate(bucket_ns)]
-
-
-def charged_shares(
-    connection: duckdb.DuckDBPyConnection, windows: Sequence[Window], precedence: Sequence[str], *, by: str = "name"
-) -> tuple[list[Charge], list[dict[tuple[str, str], int]]]:
-    """Per window (in the order given): its charge, as `attribution.charge_stretches` gives it, and each (name,
-    bucket)'s wall nanoseconds of it, as `wall_by_name` gives them, from one sweep. The sweep's segments run between
-    the moments a name turns on or off, and the active buckets change only at such a moment, so each segment's
-    whole integer length goes to the charged bucket exactly as in a sweep over every span edge."""
-    if not windows:
-        return [], []
-    exact, by_rank = _sweep(connection, windows, precedence, BREAKDOWN_KEYS[by])
-    charges = [frame_charge(Frame(i, w.start_ns, w.end_ns), by_rank.get(i), precedence) for i, w in enumerate(windows)]
-    return charges, [_rounded(exact.get(i, {}), charge.bucket_ns) for i, charge in enumerate(charges)]
 
 
 @dataclass(frozen=True)
 class NameWalls:
-    """Every window's wall nanoseconds per (name, bucket), rounded as `wall_by_name` rounds them, held as columns of
+    """Every window's wall nanoseconds per (name, bucket), rounded to add up to its buckets' charge, held as columns of
     64-bit integers: per share its window's position, its name (a position in `keys`), its bucket (a position in
     BUCKETS) and its nanoseconds. What `charged_name_walls` gives and `name_share_columns` reads: a long run has a
     million shares, which as a dict per window took ~0.5 KB each."""
@@ -142,8 +87,12 @@ def charged_name_walls(
     by: str = "name",
     batch_spans: int | None = None,
 ) -> tuple[FrameCharges, NameWalls]:
-    """`charged_shares` as columns: the windows' charges (`attribution.FrameCharges`) and their names' wall
-    nanoseconds (`NameWalls`), each batch of the sweep rounded and let go as it comes."""
+    """Per window (in the order given): its charge, as `attribution.charge_stretches` gives it (`FrameCharges`), and
+    each (name, bucket)'s wall nanoseconds of it (`NameWalls`), from one sweep whose segments run between the moments
+    a name turns on or off: the active buckets change only at such a moment, so each segment's whole integer length
+    goes to the charged bucket exactly as in a sweep over every span edge. The windows are swept in batches
+    consecutive in time, as the charge sweeps them (`overlaps.in_time_batches`, each of at most `batch_spans` spans,
+    default what the memory limit has room for), each batch's shares rounded and let go as it comes."""
     stretches = stretches_of(windows)
     walls = array("q", (end - start for start, end in stretches))
     by_rank = [array("q", bytes(8 * len(stretches))) for _ in precedence]
@@ -171,9 +120,9 @@ def charged_name_walls(
 
 @dataclass(frozen=True)
 class NameColumns:
-    """Every window's shares by name (`name_shares`, sorted as it sorts them within a window), as columns sorted by
-    window: per share its window's position, its name (a position in `keys`), its bucket (a position in BUCKETS),
-    its wall and span-seconds nanoseconds (`rows.IterationRows.set_name_columns` holds them so)."""
+    """Every window's shares by name (`shares_by_name`, sorted alike within a window), as columns sorted by window:
+    per share its window's position, its name (a position in `keys`), its bucket (a position in BUCKETS), its wall
+    and span-seconds nanoseconds (`rows.IterationRows.set_name_columns` holds them so)."""
 
     positions: array
     keys: list[str]
@@ -186,7 +135,7 @@ class NameColumns:
 def name_share_columns(
     connection: duckdb.DuckDBPyConnection, windows: Sequence[Window], walls: NameWalls, *, by: str = "name"
 ) -> tuple[NameColumns, list[NameShare]]:
-    """`name_shares` from `charged_name_walls`' columns, and the shares of all the windows summed per (name,
+    """`shares_by_name` from `charged_name_walls`' columns, and the shares of all the windows summed per (name,
     bucket) (the total's), sorted alike: the wall nanoseconds and the span-seconds joined and sorted in DuckDB, so
     no Python object is made per share."""
     import pyarrow as pa
@@ -302,30 +251,6 @@ def apportion(exact: dict[str, float], total: int) -> dict[str, int]:
     return floors
 
 
-def _sweep(
-    connection: duckdb.DuckDBPyConnection,
-    windows: Sequence[Window],
-    precedence: Sequence[str],
-    key_sql: str,
-    batch_spans: int | None = None,
-) -> tuple[dict[int, dict[tuple[str, str], float]], dict[int, list[int]]]:
-    """Per window, per (bucket, name): the float nanoseconds of its share (see the module's docstring); and per
-    window, the integer nanoseconds charged to each bucket in `precedence` order.
-
-    The windows are swept in batches consecutive in time, as the charge sweeps them (`overlaps.in_time_batches`, each
-    of at most `batch_spans` spans, default what the memory limit has room for): each window's figures come from
-    the spans overlapping it alone, whichever batch reads them."""
-    shares: dict[int, dict[tuple[str, str], float]] = {}
-    by_rank: dict[int, list[int]] = {}
-    most = batch_spans or sweep_batch_spans(connection)
-    stretches = stretches_of(windows)
-    for positions, batch, spans_sql in in_time_batches(connection, stretches, swept_spans_sql(connection), most):
-        part, ranks = _swept_shares(connection, batch, precedence, key_sql, spans_sql)
-        shares.update((positions[i], value) for i, value in part.items())
-        by_rank.update((positions[i], value) for i, value in ranks.items())
-    return shares, by_rank
-
-
 def _swept_shares(
     connection: duckdb.DuckDBPyConnection,
     stretches: Sequence[tuple[int, int]],
@@ -333,7 +258,9 @@ def _swept_shares(
     key_sql: str,
     spans_sql: str,
 ) -> tuple[dict[int, dict[tuple[str, str], float]], dict[int, list[int]]]:
-    """`_sweep` of `stretches` in one sweep, over the spans of `spans_sql` (bucketed, of positive length)."""
+    """Per stretch of `stretches` (by position), per (bucket, name): the float nanoseconds of its share (see the
+    module's docstring); and per stretch, the integer nanoseconds charged to each bucket in `precedence` order. One
+    sweep over the spans of `spans_sql` (bucketed, of positive length): `charged_name_walls` gives it a batch."""
     rank_sql = "CASE bucket " + " ".join(f"WHEN '{b}' THEN {i}" for i, b in enumerate(precedence)) + " END"
     shift, mask = 32, 0xFFFFFFFF
 
@@ -422,23 +349,3 @@ def _swept_shares(
         elif value and value > 0:
             out.setdefault(frame_id, {})[(precedence[rank], key)] = float(value)
     return out, by_rank
-
-
-def span_seconds_by_name(
-    connection: duckdb.DuckDBPyConnection, windows: Sequence[Window], *, by: str = "name"
-) -> dict[int, dict[tuple[str, str], int]]:
-    """Per window, per (name, bucket): the summed full durations of the bucketed spans of the window's attempt
-    whose effective iteration is the window's (the span-seconds view, split by name)."""
-    frame_of = {(w.run_id, w.iteration): i for i, w in enumerate(windows)}
-    rows = connection.execute(
-        f"""
-        SELECT {ATTEMPT_SQL}, eff_iteration, {BREAKDOWN_KEYS[by]}, bucket, sum(end_ns - start_ns)::BIGINT FROM spans_ex
-        WHERE {SPAN_SECONDS_SPANS} GROUP BY ALL
-        """
-    ).fetchall()
-    out: dict[int, dict[tuple[str, str], int]] = {}
-    for run_id, iteration, key, bucket, ns in rows:
-        frame_id = frame_of.get((run_id, int(iteration)))
-        if frame_id is not None:
-            out.setdefault(frame_id, {})[(key, bucket)] = int(ns)
-    return out

@@ -14,7 +14,7 @@ from statistics import median
 from typing import TYPE_CHECKING, Any
 
 from .attribution import Charge, parse_precedence
-from .breakdown import charged_shares, span_seconds_by_name
+from .breakdown import charged_name_walls, name_share_columns
 from .lineage import ensure_lineage
 from .report import Report, select_windows
 from .rows import NS_PER_S
@@ -65,11 +65,12 @@ def measure(
     connection = store.connection
     ensure_lineage(store)
     windows = select_windows(iteration_windows(connection), iterations)
-    charges, names = charged_shares(connection, windows, order)
-    for frame_id, of_window in span_seconds_by_name(connection, windows).items():  # listed in section 8 at 0 wall
-        for key, span_ns in of_window.items():
-            if span_ns:
-                names[frame_id].setdefault(key, 0)
+    charges, walls = charged_name_walls(connection, windows, order)
+    shares, _ = name_share_columns(connection, windows, walls)  # names with span-seconds alone are listed at 0 wall
+    names: list[dict[tuple[str, str], int]] = [{} for _ in windows]
+    for position, key, bucket, wall_ns in zip(shares.positions, shares.key_ids, shares.buckets, shares.wall_ns,
+                                              strict=True):  # fmt: skip
+        names[position][(shares.keys[key], BUCKETS[bucket])] = wall_ns
     return _side(paths, charges, names)
 
 
