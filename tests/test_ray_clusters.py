@@ -141,8 +141,12 @@ def _free_ports(count: int) -> list[int]:
 def started_cluster():
     """A cluster started before the job, as `ray start --head` starts one: its own temp dir and ports, in a session
     of its own, ended by its process group (never `ray stop`, which would stop every Ray process on the machine)."""
-    gcs, node_manager, object_manager, client = _free_ports(4)
-    low = _free_ports(1)[0] % 20_000 + 30_000
+    ports = gcs, node_manager, object_manager, client = _free_ports(4)
+    # The workers' ports: a range below the kernel's ephemeral ones (where the four above come from) and clear of
+    # them, or Ray refuses to start ("a port number ... that is used by other components").
+    low = _free_ports(1)[0] % 15_000 + 10_000
+    while any(low <= port <= low + 200 for port in ports):
+        low = (low + 250) % 15_000 + 10_000
     temp_dir = tempfile.mkdtemp(prefix="rs", dir="/tmp")  # short: Ray's socket paths must fit in 107 bytes
     command = [
         str(Path(sys.executable).with_name("ray")), "start", "--head", "--block", "--num-cpus=2",
