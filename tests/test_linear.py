@@ -360,7 +360,7 @@ def test_stretches_charged_in_batches_are_charged_as_in_one_sweep(stretches, spa
         sum(c.wall_ns for c in tail), {b: sum(c.bucket_ns[b] for c in tail) for b in order},
         sum(c.unaccounted_ns for c in tail),
     )  # fmt: skip
-    columns = attribution.charge_columns(whole[:held])  # and as columns, what the rows are built of
+    columns = whole[:held].columns()  # and as columns, what the rows are built of
     assert list(columns.walls) == [c.wall_ns for c in whole[:held]]
     assert list(columns.unaccounted) == [c.unaccounted_ns for c in whole[:held]]
     assert {b: list(columns.by_bucket[b]) for b in order} == {b: [c.bucket_ns[b] for c in whole[:held]] for b in order}

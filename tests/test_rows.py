@@ -111,7 +111,7 @@ def test_rows_built_column_by_column_are_the_rows_appended_one_by_one(rows, data
     (`IterationRows.of_windows`): the same rows as appending each window's row, every figure in its place."""
     from array import array
 
-    from rollup.attribution import Charge, FrameCharges, charge_columns
+    from rollup.attribution import Charge, FrameCharges
     from rollup.overlaps import Stretches
     from rollup.windows import Windows
 
@@ -136,7 +136,7 @@ def test_rows_built_column_by_column_are_the_rows_appended_one_by_one(rows, data
     for column in (walls, *held._by_rank):
         column.extend([7] * lead)
     span_ns = [array("q", (r.figures.span_ns[b] for r in rows)) for b in BUCKETS]
-    built = IterationRows.of_windows(windows, charge_columns(held[: len(rows)]), span_ns)
+    built = IterationRows.of_windows(windows, held[: len(rows)].columns(), span_ns)
     assert list(built) == rows and built.total() == IterationRows(rows).total()
 
 

@@ -121,17 +121,6 @@ class ChargeColumns:
     unaccounted: array
 
 
-def charge_columns(charges: Sequence[Charge]) -> ChargeColumns:
-    """`charges` as columns (`FrameCharges` gives its own)."""
-    if isinstance(charges, FrameCharges):
-        return charges.columns()
-    return ChargeColumns(
-        array("q", (c.wall_ns for c in charges)),
-        {b: array("q", (c.bucket_ns[b] for c in charges)) for b in BUCKETS},
-        array("q", (c.unaccounted_ns for c in charges)),
-    )
-
-
 def total_charge(charges: Sequence[Charge]) -> Charge:
     """`charges` as one, summed exactly (from the columns where they are held as such)."""
     if isinstance(charges, FrameCharges):

@@ -18,7 +18,6 @@ from .attribution import (
     Charge,
     Frame,
     FrameCharges,
-    charge_columns,
     charge_each_process,
     charge_stretches,
     parse_precedence,
@@ -187,7 +186,7 @@ def build_report(
     outside, rework = lost_charges.rest, total_charge(lost_charges)
     assert outside is not None  # summed_from given: the outside stretches are charged as one
     del lost_charges
-    rows = IterationRows.of_windows(windows, charge_columns(window_charges), window_span_ns(connection, windows))
+    rows = IterationRows.of_windows(windows, window_charges.columns(), window_span_ns(connection, windows))
     del window_charges
     report = Report(
         rows,
@@ -216,7 +215,7 @@ def charge_frames(
     by: str | None,
     *,
     summed_from: int | None = None,
-) -> tuple[Sequence[Charge], FrameCharges, NameWalls | None]:
+) -> tuple[FrameCharges, FrameCharges, NameWalls | None]:
     """The charges of `windows` and of the `others` stretches (each list in the order given), and with `by` "name"
     or "group" each window's wall nanoseconds per (name, bucket): those windows are charged by the sweep that shares
     them among the names (`breakdown.charged_name_walls`), never swept twice. `summed_from`: the others from that

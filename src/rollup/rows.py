@@ -142,7 +142,7 @@ class IterationRows(Sequence[IterationRow]):
 
     @classmethod
     def of_windows(cls, windows: Windows, charged: ChargeColumns, span_ns: Sequence[array]) -> IterationRows:
-        """The rows of `windows` (one each, no process) from their charges as columns (`attribution.charge_columns`)
+        """The rows of `windows` (one each, no process) from their charges as columns (`FrameCharges.columns`)
         and span-seconds (a column per bucket, BUCKETS order), built column by column, no row made on the way. The
         rows hold the very columns given (the windows', the charges', the span-seconds'), not copies: a long run's
         windows are a few MB a column."""
