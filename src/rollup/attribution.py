@@ -21,6 +21,7 @@ from .lineage import own_spans
 from .memory import sweep_batch_spans
 from .overlaps import clip_to_stretches, in_time_batches, int64_array, int64_column
 from .schema import BUCKETS
+from .windows import window_keys
 
 if TYPE_CHECKING:
     import duckdb
@@ -107,9 +108,11 @@ class FrameCharges(Sequence[Charge]):
         return ChargeColumns(walls, by_bucket, array("q", (wall - sum(ns) for wall, *ns in charged)))
 
     def total(self) -> Charge:
-        """The stretches as one: their figures summed (exact integers)."""
-        held = self.columns()
-        return Charge(sum(held.walls), {b: sum(held.by_bucket[b]) for b in BUCKETS}, sum(held.unaccounted))
+        """The stretches as one: their figures summed (exact integers; unaccounted is what the buckets leave)."""
+        wall = sum(islice(self._walls, self._start, self._stop))
+        by_bucket = {b: sum(islice(column, self._start, self._stop))
+                     for b, column in zip(self._precedence, self._by_rank, strict=True)}  # fmt: skip
+        return Charge(wall, {b: by_bucket[b] for b in BUCKETS}, wall - sum(by_bucket.values()))
 
 
 @dataclass(frozen=True, slots=True)
@@ -327,15 +330,10 @@ def window_span_ns(connection: duckdb.DuckDBPyConnection, windows: Windows) -> l
 
     What the report's rows take: 32 bytes a window, where the dict of `span_seconds_ns` holds ~0.4 KB each (and
     its rows on the way, more), at hundreds of thousands of windows."""
-    import pyarrow as pa
 
     if not windows:
         return [array("q") for _ in BUCKETS]
-    keys = pa.table(
-        {"position": pa.array(range(len(windows)), pa.int64()),
-         "attempt": pa.array([windows.run_ids[attempt] for attempt in windows.attempts], pa.string()),
-         "iteration": int64_array(windows.iterations)}
-    )  # fmt: skip
+    keys = window_keys(windows)
     sums = ", ".join(f"sum(end_ns - start_ns) FILTER (WHERE bucket = '{b}') AS {b}" for b in BUCKETS)
     picked = ", ".join(f"coalesce(s.{b}, 0)::BIGINT AS {b}" for b in BUCKETS)
     connection.register("span_seconds_windows", keys)

@@ -27,7 +27,7 @@ from .errors import GoodputError
 from .memory import sweep_batch_spans
 from .overlaps import clip_to_stretches, in_time_batches
 from .schema import BUCKETS
-from .windows import Windows, stretches_of
+from .windows import stretches_of, window_keys
 
 if TYPE_CHECKING:
     import duckdb
@@ -143,15 +143,7 @@ def name_share_columns(
     from .overlaps import int64_array, int64_column
 
     bucket_of = "CASE bucket " + " ".join(f"WHEN '{b}' THEN {i}" for i, b in enumerate(BUCKETS)) + " END"
-    if isinstance(windows, Windows):
-        attempts = pa.array([windows.run_ids[attempt] for attempt in windows.attempts], pa.string())
-        iterations = int64_array(windows.iterations)
-    else:
-        attempts = pa.array([w.run_id for w in windows], pa.string())
-        iterations = pa.array([w.iteration for w in windows], pa.int64())
-    window_table = pa.table(
-        {"position": pa.array(range(len(windows)), pa.int64()), "attempt": attempts, "iteration": iterations}
-    )
+    window_table = window_keys(windows)
     wall_table = pa.table(
         {"position": int64_array(walls.positions), "key_id": int64_array(walls.key_ids),
          "bucket": int64_array(walls.buckets), "ns": int64_array(walls.wall_ns)}

@@ -92,6 +92,23 @@ def stretches_of(windows: Sequence[Window]) -> Stretches:
     return Stretches.of((w.start_ns, w.end_ns) for w in windows)
 
 
+def window_keys(windows: Sequence[Window]) -> pa.Table:
+    """The windows as a table to join spans to by attempt and iteration: `position`, `attempt` (its run id),
+    `iteration`; 64-bit columns shared with `Windows`, not a Python int each."""
+    import pyarrow as pa
+
+    from .overlaps import int64_array
+
+    if isinstance(windows, Windows):
+        attempts = pa.array([windows.run_ids[attempt] for attempt in windows.attempts], pa.string())
+        iterations = int64_array(windows.iterations)
+    else:
+        attempts = pa.array([w.run_id for w in windows], pa.string())
+        iterations = pa.array([w.iteration for w in windows], pa.int64())
+    return pa.table({"position": pa.array(range(len(windows)), pa.int64()), "attempt": attempts,
+                     "iteration": iterations})  # fmt: skip
+
+
 def attempt_windows(connection: duckdb.DuckDBPyConnection, order: Sequence[str]) -> Windows:
     """Every attempt's windows, superseded or not: by attempt in `order` (run ids), then by iteration.
 
