@@ -378,8 +378,8 @@ def test_json_of_odd_types_is_read_as_the_careful_reader_reads_it_or_handed_over
 
 
 def test_several_files_share_one_table_that_the_lineage_walks_as_it_is(tmp_path):
+    from rollup.nodes import NODE_TABLE_COLUMNS
     from rollup.report import build_report, report_json
-    from rollup.schema import NODE_TABLE_COLUMNS
 
     folder = REPO / "sample_traces" / "grpo_async"
     assert len(list(folder.glob("*.jsonl"))) > 1

@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 from conftest import PROPERTY_TESTS, invoke
 from rollup.checks import self_overlap_findings
 from rollup.lineage import OWN_SPANS, build_lineage, ensure_lineage, lineage_is_view, own_spans
-from rollup.schema import ACCOUNTING_SCHEMA, NODE_COLUMNS_SQL, NODE_TABLE_COLUMNS
+from rollup.nodes import NODE_COLUMNS_SQL, NODE_TABLE_COLUMNS
+from rollup.schema import ACCOUNTING_SCHEMA
 from rollup.store import open_store
 from tracebuild import S, span_id_of, step, write_trace
 
@@ -278,7 +279,7 @@ def test_spans_cut_to_stretches_by_bins_are_the_pairs_of_the_range_join(stretche
     the stretch; by bins, and by the range join when no bins will do."""
     import duckdb
 
-    from rollup import overlaps
+    from rollup import intervals as overlaps
 
     bounds = [(start, start + length) for start, length in stretches]
     if crowded:  # many stretches in a moment of a long run: no width keeps the bins sparse
@@ -334,7 +335,9 @@ def test_stretches_charged_in_batches_are_charged_as_in_one_sweep(stretches, spa
     """However few spans a sweep may take, the batches hold every stretch once, in time order, and charge each
     stretch exactly as one sweep over every span does; so do the per-process charge (`--by process`), the
     breakdown by name and the span groups present in each window."""
-    from rollup import attribution, breakdown, coverage, overlaps
+    from rollup import attribution, breakdown
+    from rollup import intervals as overlaps
+    from rollup import window_rules as coverage
     from rollup.schema import BUCKETS
     from rollup.windows import Window
 

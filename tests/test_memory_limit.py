@@ -17,19 +17,16 @@ from conftest import invoke
 from rollup import build_report, open_store, report_json
 from rollup.attribution import swept_spans_sql
 from rollup.cache import SPILL_DIR, SUMMARY_SUFFIX
-from rollup.memory import (
+from rollup.connection import (
     DEFAULT_SHARE,
     ENV_MEMORY_LIMIT,
     MIN_LIMIT_BYTES,
-    WORKER_BUDGET_BYTES,
-    WORKER_LIMIT_BYTES,
-    conversion_workers,
     machine_memory_bytes,
     parse_memory_limit,
     spill_directory,
-    sweep_batch_spans,
 )
-from rollup.overlaps import time_batches
+from rollup.intervals import time_batches
+from rollup.memory import WORKER_BUDGET_BYTES, WORKER_LIMIT_BYTES, conversion_workers, sweep_batch_spans
 from rollup.read.otlp_json import _thread_connection
 from rollup.windows import iteration_windows
 from tracebuild import S, write_trace
@@ -268,7 +265,7 @@ def test_a_cached_rerun_reads_no_trace_so_imports_no_decoder_nor_worker_pool(tmp
 def test_the_command_runs_without_numpy_and_prints_what_it_prints_with_it(tmp_path):
     env = dict(os.environ, GOODPUT_CACHE_DIR=str(tmp_path / "cache"))
     code = (
-        "from rollup.lean_imports import skip_numpy_for_pyarrow\nskip_numpy_for_pyarrow()\n"
+        "from cli.lean_imports import skip_numpy_for_pyarrow\nskip_numpy_for_pyarrow()\n"
         f"from cli import main\ntry:\n    main(['report', '--format', 'json', {str(SAMPLE)!r}])\n"
         "except SystemExit:\n    pass"
     )

@@ -112,7 +112,7 @@ def test_rows_built_column_by_column_are_the_rows_appended_one_by_one(rows, data
     from array import array
 
     from rollup.attribution import Charge, FrameCharges
-    from rollup.overlaps import Stretches
+    from rollup.intervals import Stretches
     from rollup.windows import Windows
 
     def charged(figures: Figures) -> Figures:  # as a charge is: the buckets and unaccounted make up the wall clock

@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point of the `goodput` script and of `python -m cli`."""
     args = rewrite_ray_address(list(sys.argv[1:] if argv is None else argv))
     if not any(arg.startswith("--ray") for arg in args):  # Ray's own pyarrow use wants numpy interop
-        from rollup import skip_numpy_for_pyarrow
+        from .lean_imports import skip_numpy_for_pyarrow
 
         skip_numpy_for_pyarrow()
     app(args=args, prog_name="goodput")

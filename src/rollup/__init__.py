@@ -27,9 +27,8 @@ _HOMES: dict[str, str] = {
     **dict.fromkeys(["Side", "summarise", "measure", "compare", "slower_than"], "diff"),
     "outliers": "outliers",
     **dict.fromkeys(["Finding", "RULES", "check_findings", "check_summary"], "checks"),
-    "parse_groups": "coverage",
-    "out_of_memory": "memory",
-    "skip_numpy_for_pyarrow": "lean_imports",
+    "parse_groups": "window_rules",
+    "out_of_memory": "connection",
     **dict.fromkeys(["build_report_on_ray", "check_findings_on_ray", "ray_connection"], "distributed"),
     **dict.fromkeys(["Timeline", "build_timeline", "timeline_trace"], "timeline"),
     **dict.fromkeys(["Window", "iteration_windows", "spans_in_window"], "windows"),
@@ -47,16 +46,15 @@ if TYPE_CHECKING:
     from .breakdown import NameShare, shares_by_name
     from .cache import default_cache_dir
     from .checks import RULES, Finding, check_findings, check_summary
-    from .coverage import parse_groups
+    from .connection import out_of_memory
     from .diff import Side, compare, measure, slower_than, summarise
     from .distributed import build_report_on_ray, check_findings_on_ray, ray_connection
     from .errors import GoodputError, InputError, TraceFormatError
-    from .lean_imports import skip_numpy_for_pyarrow
-    from .memory import out_of_memory
     from .outliers import outliers
     from .read.ray_tasks import RAY_CHUNK_BYTES, ray_runner
     from .report import Figures, IterationRow, JobFigures, Report, build_report, report_json
     from .schema import ACCOUNTING_SCHEMA, BUCKETS, SPAN_SCHEMA
     from .store import SpanStore, ingest, open_store
     from .timeline import Timeline, build_timeline, timeline_trace
+    from .window_rules import parse_groups
     from .windows import Window, iteration_windows, spans_in_window

@@ -15,11 +15,12 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import TYPE_CHECKING, Any, overload
 
+from .arrays import int64_array, int64_column
 from .attempts import ATTEMPT_SQL
 from .errors import GoodputError
+from .intervals import clip_to_stretches, in_time_batches
 from .lineage import own_spans
 from .memory import sweep_batch_spans
-from .overlaps import clip_to_stretches, in_time_batches, int64_array, int64_column
 from .schema import BUCKETS
 from .windows import window_keys
 
@@ -242,12 +243,12 @@ def _charged_table(
     `stretch`[, `process`], `r0`..`r3` (per bucket in `precedence` order; null where nothing was charged). A stretch
     (or stretch and process) without bucketed spans has no row.
 
-    The spans cut to each stretch (`overlaps`) are swept in time order within it: between two events the active
+    The spans cut to each stretch (`intervals`) are swept in time order within it: between two events the active
     buckets are constant and the segment goes to the first of them. The four active counts travel packed in one
     128-bit integer, 32 bits a bucket, so one running sum carries the whole state; events at the same instant give
     zero-length segments, which charge nothing.
 
-    The stretches are swept in batches consecutive in time (`overlaps.in_time_batches`), each of as many spans as the
+    The stretches are swept in batches consecutive in time (`intervals.in_time_batches`), each of as many spans as the
     connection's memory limit has room for (`memory.sweep_batch_spans`): a long trace is many sweeps that fit,
     not one that spills.
     """

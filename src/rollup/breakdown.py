@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING
 from .attempts import ATTEMPT_SQL
 from .attribution import SPAN_SECONDS_SPANS, FrameCharges, swept_spans_sql
 from .errors import GoodputError
+from .intervals import clip_to_stretches, in_time_batches
 from .memory import sweep_batch_spans
-from .overlaps import clip_to_stretches, in_time_batches
 from .schema import BUCKETS
 from .windows import stretches_of, window_keys
 
@@ -91,7 +91,7 @@ def charged_name_walls(
     each (name, bucket)'s wall nanoseconds of it (`NameWalls`), from one sweep whose segments run between the moments
     a name turns on or off: the active buckets change only at such a moment, so each segment's whole integer length
     goes to the charged bucket exactly as in a sweep over every span edge. The windows are swept in batches
-    consecutive in time, as the charge sweeps them (`overlaps.in_time_batches`, each of at most `batch_spans` spans,
+    consecutive in time, as the charge sweeps them (`intervals.in_time_batches`, each of at most `batch_spans` spans,
     default what the memory limit has room for), each batch's shares rounded and let go as it comes."""
     stretches = stretches_of(windows)
     walls = array("q", (end - start for start, end in stretches))
@@ -140,7 +140,7 @@ def name_share_columns(
     no Python object is made per share."""
     import pyarrow as pa
 
-    from .overlaps import int64_array, int64_column
+    from .arrays import int64_array, int64_column
 
     bucket_of = "CASE bucket " + " ".join(f"WHEN '{b}' THEN {i}" for i, b in enumerate(BUCKETS)) + " END"
     window_table = window_keys(windows)

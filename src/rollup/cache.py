@@ -22,15 +22,12 @@ import shutil
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from instrument.wire import ENV_CACHE_DIR
 
 from .errors import GoodputError
 from .schema import SCHEMA_VERSION
-
-if TYPE_CHECKING:
-    from .read.plan import FileEntry
 
 MANIFEST = "manifest.json"
 RETIRE_AFTER_S = 600.0
@@ -121,18 +118,13 @@ def read_manifest(directory: Path) -> dict[str, Any] | None:
     return manifest
 
 
-def publish_entry(entry: FileEntry, staging: Path, final: Path) -> None:
-    """Write the manifest last and rename the staging folder into place, so a half-written entry is never read."""
-    manifest = {
-        "path": str(entry.path),
-        "size": entry.size,
-        "mtime_ns": entry.mtime_ns,
-        "schema_version": SCHEMA_VERSION,
-        "spans": entry.spans,
-        "notices": entry.notices,
-        "parts": [os.path.basename(p) for p in entry.parts],
-    }
-    (staging / MANIFEST).write_text(json.dumps(manifest), encoding="utf-8")
+def publish_entry(manifest: dict[str, Any], staging: Path, final: Path) -> list[str]:
+    """Write `manifest` (the converted file's `path`, `size`, `mtime_ns`, `spans`, `notices`, and its `parts` as paths
+    in `staging`) last and rename the staging folder into place, so a half-written entry is never read. Returns the
+    published entry's parts as full paths: another command's entry, when it published the same file first, may be
+    cut into other chunks than ours."""
+    written = {**manifest, "schema_version": SCHEMA_VERSION, "parts": [os.path.basename(p) for p in manifest["parts"]]}
+    (staging / MANIFEST).write_text(json.dumps(written), encoding="utf-8")
     try:
         os.replace(staging, final)
     except OSError:
@@ -144,16 +136,17 @@ def publish_entry(entry: FileEntry, staging: Path, final: Path) -> None:
         published = read_manifest(final)
         if published is None:
             raise GoodputError(f"{final}: cannot write the cache entry (GOODPUT_CACHE_DIR, or --no-cache)") from None
-        entry.parts = published["parts"]  # theirs may be cut into other chunks than ours
+        parts = published["parts"]
     else:
-        entry.parts = [str(final / os.path.basename(p)) for p in entry.parts]
+        parts = [str(final / os.path.basename(p)) for p in manifest["parts"]]
     work_dir = final.parent
 
     def remove(key: str) -> None:
         if _CACHE_KEY.fullmatch(key):  # never anything but an entry folder, whatever the index says
             shutil.rmtree(work_dir / key, ignore_errors=True)
 
-    publish_version(index_path(work_dir, str(entry.path)), entry.cache_key, remove)
+    publish_version(index_path(work_dir, str(manifest["path"])), final.name, remove)
+    return parts
 
 
 def retire_older_lineage(cached: Path, paths: Iterable[Path]) -> None:

@@ -3,7 +3,7 @@
 Every rule exists because it makes a goodput figure wrong or unexplainable: a bucketed span inside a bucketed span
 counts the same wall clock twice in any naive sum; concurrent instances of one bucketed span multiply it; an orphan
 is a lost span or a broken trace-context hand-off, which silently moves work out of its iteration. The rules that
-look at iteration windows rather than spans are in `coverage`; the rules' table and `Finding` in `findings`.
+look at iteration windows rather than spans are in `window_rules`; the rules' table and `Finding` in `findings`.
 """
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from .attempts import ATTEMPT_SQL, attempt_label, find_attempts, keep_attempt, overlapping_attempts
-from .coverage import no_iterations_findings, window_findings
 from .findings import ERROR, RULES, WARNING, Finding
+from .intervals import start_cuts
 from .lineage import ensure_lineage
 from .memory import sweep_batch_spans
-from .overlaps import start_cuts
 from .schema import BUCKET_LIST_SQL
+from .window_rules import no_iterations_findings, window_findings
 
 if TYPE_CHECKING:
     import duckdb
@@ -122,7 +122,7 @@ def _sweep_candidates(connection: duckdb.DuckDBPyConnection, batch_spans: int) -
     no span's text, only the few candidates fetch their columns after. (Measured at 16M spans under 500MB: 2.6 s,
     where one sort of every group packed above the times in 128-bit keys took 5.2 s; with all the spans in one
     group, 3.9 s.) A long trace is swept in runs of at most about `batch_spans` instances by start
-    (`overlaps.start_cuts`), each run starting from the latest end per group of the runs before it
+    (`intervals.start_cuts`), each run starting from the latest end per group of the runs before it
     (`self_overlap_reach`), so that the result is one sweep's."""
     connection.execute(
         f"""
@@ -358,7 +358,7 @@ def check_findings(store: SpanStore, *, attempt: str | None = None, expect: Sequ
     by trace and span, a window rule's by iteration.
 
     `attempt` (a run id or `latest`) checks that attempt alone. `expect` (lowercase span group names, see
-    `coverage.parse_groups`) asks for `missing-group`: each window lacking a span of one of them.
+    `window_rules.parse_groups`) asks for `missing-group`: each window lacking a span of one of them.
     """
     connection = store.connection
     ensure_lineage(store)

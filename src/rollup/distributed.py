@@ -30,11 +30,10 @@ from .attribution import Frame, parse_precedence, total_charge
 from .breakdown import BREAKDOWN_KEYS, NameShare
 from .cache import spill_root
 from .checks import overlapping_attempts_findings
-from .coverage import no_iterations_findings, step_spans, window_findings_from
+from .connection import ENV_MEMORY_LIMIT, connect, spill_directory
 from .errors import GoodputError
 from .findings import ERROR, RULES, Finding
 from .lineage import ensure_lineage
-from .memory import ENV_MEMORY_LIMIT, connect, spill_directory
 from .range_tasks import Dataset, RangeChecks, RangeReport, RangeWork, check_range, cover, report_range
 from .report import (
     Figures,
@@ -46,6 +45,7 @@ from .report import (
 )
 from .rows import IterationRows, sum_figures
 from .schema import BUCKETS, sql_text
+from .window_rules import no_iterations_findings, step_spans, window_findings_from
 from .windows import Window, iteration_windows
 
 if TYPE_CHECKING:

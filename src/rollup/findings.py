@@ -1,6 +1,6 @@
 """What `goodput check` reports: the rules of SPEC section 5 with their severities, and a finding of one.
 
-Kept apart from the rules' queries (`checks`, `coverage`) so both can build findings without importing each other.
+Kept apart from the rules' queries (`checks`, `window_rules`) so both can build findings without importing each other.
 """
 
 from __future__ import annotations

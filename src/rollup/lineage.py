@@ -8,11 +8,11 @@ records the chain of bucketed ancestors, which is what the nesting checks need.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from .memory import out_of_memory
-from .schema import ACCOUNTING_SCHEMA, NODE_COLUMNS_SQL, NODE_TABLE_COLUMNS, sql_text
+from .connection import out_of_memory
+from .nodes import NODE_COLUMNS_SQL, NODE_TABLE_COLUMNS, NODES_PARQUET, nodes_view
+from .schema import ACCOUNTING_SCHEMA, sql_text
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -118,28 +118,6 @@ def _nodes_file(connection: duckdb.DuckDBPyConnection, derived: str, folder: Pat
     connection.execute(f"COPY ({derived}) TO {sql_text(str(path))} {NODES_PARQUET}")
     nodes_view(connection, "lineage_nodes", [path])
     return path
-
-
-# How a command writes the spans' node columns for itself: fast to write and to read back, for one command's life.
-NODES_PARQUET = "(FORMAT parquet, COMPRESSION snappy)"
-
-
-def nodes_view(connection: duckdb.DuckDBPyConnection, name: str, files: Sequence[Path]) -> None:
-    """(Re)make `name` a view of the Parquet `files` of NODE_TABLE_COLUMNS, with a `rowid`: each span's place in the
-    files, as a table's rowid is (the walk names spans by it).
-
-    Why Parquet rather than a DuckDB table: tens of millions of spans exceed the memory limit as a table (150 bytes a
-    span), and each scan of the walk and of the accounting then reads DuckDB's uncompressed spill file back; the
-    Parquet file takes under a third of that (45 bytes a span), stays in the page cache, and each scan reads only
-    the columns it needs (`report --no-cache` of 16M JSON Lines spans under 500MB: 61.3 -> 48.5 s)."""
-    listed = "[" + ", ".join(sql_text(str(f)) for f in files) + "]"
-    connection.execute(
-        f"""
-        CREATE OR REPLACE VIEW {name} AS
-        SELECT {", ".join(NODE_TABLE_COLUMNS)}, (file_index::BIGINT << 40) + file_row_number AS rowid
-        FROM read_parquet({listed})
-        """
-    )
 
 
 def _walk(connection: duckdb.DuckDBPyConnection, table: str) -> None:

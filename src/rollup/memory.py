@@ -1,122 +1,45 @@
-"""How much memory goodput's DuckDB may hold, and where it puts the rest: the one place a connection is opened.
+"""How much memory each part of the work may take, within the store's limit (`connection.memory_limit_bytes`).
 
-A trace of tens of millions of spans does not fit in memory on every machine, and need not: DuckDB's joins, sorts,
-aggregates and even its in-memory tables spill to a temporary directory once they reach `memory_limit`. So every
-connection goodput opens comes from `connect`, with that limit and a spill directory of its own. The store's
-connection (the accounting) gets `GOODPUT_MEMORY_LIMIT` (default DEFAULT_SHARE of the machine's memory, or of the
-container's limit when it has a lower one). Conversion workers run before it holds anything; each decodes one batch
-at a time in a fixed amount of memory (WORKER_LIMIT_BYTES for its own DuckDB), and there are only as many of them as
-the limit has room for (`conversion_workers`). So a command's peak is the limit plus a fixed margin, whatever the
-trace's size.
-
-The limit is a size as DuckDB writes it (`4GB`, `800MB`: powers of 1000; `2GiB`: powers of 1024; `4G` as `4GiB`),
-plain bytes, or a share of the machine (`25%`).
+Conversion workers run before the store's DuckDB holds anything; each decodes one batch at a time in a fixed amount
+of memory (WORKER_LIMIT_BYTES for its own DuckDB), and there are only as many of them as the limit has room for
+(`conversion_workers`). The accounting then sweeps a batch of spans at a time (`sweep_batch_spans`). So a command's
+peak is the limit plus a fixed margin, whatever the trace's size. Each constant's figures, and the bench that
+measures them, are in docs/performance.md.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-import re
-import shutil
-from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import GoodputError
+from .connection import connection_limit_bytes, memory_limit_bytes
 
 if TYPE_CHECKING:
     import duckdb
 
-ENV_MEMORY_LIMIT = "GOODPUT_MEMORY_LIMIT"
-DEFAULT_SHARE = 0.4  # of the machine's memory: leaves room for goodput's own Python, its workers and the machine's job
-MIN_LIMIT_BYTES = 64 * 10**6  # twice what the accounting needs at the least (16 MB runs out, 32 MB works: measured)
-# A conversion worker's connection decodes one JSON batch (`json_lines.BATCH_BYTES`) at a time: 256 MB is room to
-# spare for it (16 MB of text needs 160-200 MB, measured), whatever the store's limit. A worker process, Python and
-# its batches included, peaks at 220-340 MB (measured on protobuf and JSON, with and without attributes). Conversion
-# ends before the accounting starts, whose peak is the limit and a third more (DuckDB's own overshoot, Python's): so
-# one worker per WORKER_BUDGET_BYTES of the limit keeps conversion's peak under the accounting's.
+# A conversion worker's own DuckDB decodes one JSON batch (`read.json_lines.BATCH_BYTES`) at a time: this is room to
+# spare for it, whatever the store's limit. Conversion ends before the accounting starts, whose peak is the limit and
+# a third more: one worker per WORKER_BUDGET_BYTES of the limit keeps conversion's peak under the accounting's.
 WORKER_LIMIT_BYTES = 256 * 10**6
 WORKER_BUDGET_BYTES = 250 * 10**6
-# DuckDB's own read of JSON Lines (`read.duckdb_json`) fails below ~300 MB (its read buffers; measured at 200k-4M
-# spans alike); under a lower limit the careful reader, batch by batch, reads those files instead.
+# DuckDB's own read of JSON Lines (`read.duckdb_json`) fails under too low a limit (its read buffers); below this the
+# careful reader, batch by batch, reads those files instead.
 DIRECT_JSON_MIN_BYTES = 500 * 10**6
-_CGROUP_LIMIT = Path("/sys/fs/cgroup/memory.max")
 # The spans as a DuckDB table of their node columns take about this many bytes each. Past twice the limit they go to
-# Parquet files of the command's own instead (`lineage.nodes_view`): a table that fits, or nearly, is scanned faster
-# (400k-4M spans under 500MB: 5-7% quicker), one that spills has every scan read DuckDB's uncompressed spill file
-# back (16M spans: 61 s against 48 s for a JSON Lines report).
+# Parquet files of the command's own instead (`nodes.nodes_view`): a table that fits is scanned faster, one that
+# spills has every scan read DuckDB's uncompressed spill file back.
 NODE_TABLE_BYTES_PER_SPAN = 150
-# Charging stretches of time cuts each bucketed span to the stretches it overlaps and sorts the cuts' starts and ends
-# (`attribution`): DuckDB holds ~190 bytes a span while it does (1M bucketed spans in one sweep, measured), so a
-# sweep of 10M spans spills far past a 500MB limit. The stretches are charged in batches of at most the limit over
-# this many bytes a span (`sweep_batch_spans`): under 500MB, 333k spans a sweep, a seventh of the limit for the
-# sweep, the rest for what the command holds beside it. A batch's size sets the command's peak, whatever the trace's
-# length (a cached report of 16M spans: 0.24-0.26 GB at 1,500 bytes, 0.25-0.29 GB at 1,000, where a 1M-span trace
-# is two sweeps of 318k spans either way and peaks at 0.19-0.20 GB); smaller batches cost time (the same report:
-# 7.0-7.4 s at 1,500 bytes, 6.9-7.1 s at 1,000; `check`: 8.7-9.3 s against 8.0-8.6 s).
+# Charging stretches of time cuts each bucketed span to the stretches it overlaps and sorts the cuts (`attribution`),
+# which DuckDB holds at well over a hundred bytes a span: the stretches are charged in batches of at most the limit
+# over this many bytes a span (`sweep_batch_spans`), a small share of the limit for the sweep and the rest for what
+# the command holds beside it. A batch's size sets the command's peak whatever the trace's length; smaller batches
+# cost time (bench/scale.py).
 SWEEP_BYTES_PER_SPAN = 1500
-
-_UNITS = {
-    "": 1, "b": 1,
-    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
-    "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40,
-}  # fmt: skip
-_SIZE = re.compile(r"(?P<number>\d+(?:\.\d*)?|\.\d+)\s*(?P<unit>[a-z]*|%)")
-
-
-def machine_memory_bytes() -> int:
-    """This machine's physical memory, or the container's memory limit (cgroup v2) when that is lower."""
-    physical = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    try:
-        cgroup = _CGROUP_LIMIT.read_text().strip()
-    except OSError:
-        return physical
-    return min(physical, int(cgroup)) if cgroup.isdigit() else physical
-
-
-def parse_memory_limit(text: str, machine_bytes: int | None = None) -> int:
-    """Bytes from a size such as `4GB`, `800MB`, `2GiB`, `4G`, `1000000` or `40%` (of `machine_bytes`).
-
-    Raises GoodputError naming the setting and what it accepts, for text that is no size or a size too small to
-    work with (MIN_LIMIT_BYTES)."""
-    shown = f"{ENV_MEMORY_LIMIT}={text!r}"
-    match = _SIZE.fullmatch(text.strip().lower())
-    if match is None or match["unit"] not in (*_UNITS, "%"):
-        raise GoodputError(f"{shown}: expected a size such as 4GB, 800MB, 2GiB or 40% (of this machine's memory)")
-    number = float(match["number"])
-    if match["unit"] == "%":
-        if not 0 < number <= 100:
-            raise GoodputError(f"{shown}: a share of this machine's memory is between 0% and 100%")
-        limit = int(number / 100 * (machine_bytes or machine_memory_bytes()))
-    else:
-        limit = int(number * _UNITS[match["unit"]])
-    if limit < MIN_LIMIT_BYTES:
-        raise GoodputError(f"{shown}: goodput needs at least {MIN_LIMIT_BYTES // 10**6}MB")
-    return limit
-
-
-def memory_limit_bytes() -> int:
-    """The store's limit: `GOODPUT_MEMORY_LIMIT`, else DEFAULT_SHARE of this machine's memory."""
-    text = os.environ.get(ENV_MEMORY_LIMIT, "").strip()
-    if text:
-        return parse_memory_limit(text)
-    return max(MIN_LIMIT_BYTES, int(DEFAULT_SHARE * machine_memory_bytes()))
 
 
 def nodes_as_parquet(spans: int, limit_bytes: int) -> bool:
     """Whether `spans` spans are better held as Parquet than as a DuckDB table under `limit_bytes`."""
     return spans * NODE_TABLE_BYTES_PER_SPAN > 2 * limit_bytes
-
-
-def connection_limit_bytes(connection: duckdb.DuckDBPyConnection) -> int:
-    """The memory limit `connection` was opened with (DuckDB shows it as `476.8 MiB`)."""
-    ((shown,),) = connection.execute("SELECT current_setting('memory_limit')").fetchall()
-    match = _SIZE.fullmatch(str(shown).strip().lower())
-    if match is None or match["unit"] not in _UNITS:  # never seen: DuckDB writes a number and a unit
-        return memory_limit_bytes()
-    return int(float(match["number"]) * _UNITS[match["unit"]])
 
 
 def sweep_batch_spans(connection: duckdb.DuckDBPyConnection) -> int:
@@ -129,72 +52,3 @@ def conversion_workers(cores: int | None = None) -> int:
     memory limit allow (at least one)."""
     cores = cores or os.cpu_count() or 1
     return max(1, min(cores, memory_limit_bytes() // WORKER_BUDGET_BYTES))
-
-
-def out_of_memory(error: BaseException) -> GoodputError | None:
-    """The error to show for DuckDB running out of memory under the limit (None for any other error)."""
-    if type(error).__name__ != "OutOfMemoryException":  # duckdb's; DuckDB itself may not be imported here
-        return None
-    limit = shown_size(memory_limit_bytes())
-    return GoodputError(
-        f"out of memory: DuckDB needed more than the {limit} it may use (set {ENV_MEMORY_LIMIT} higher, e.g. 4GB)"
-    )
-
-
-def shown_size(size: int) -> str:
-    """A byte count as the limit is usually written: `4.0GB`, `800MB`."""
-    return f"{size / 1e9:.1f}GB" if size >= 10**9 else f"{size / 1e6:.0f}MB"
-
-
-@dataclass
-class SpillDirectory:
-    """A folder of one process's own for DuckDB to spill into, removed by `remove()` (DuckDB itself creates it on
-    its first spill and deletes it when the connection closes; a process that died leaves it for the next one to
-    clear, see `spill_directory`)."""
-
-    path: Path
-
-    def remove(self) -> None:
-        shutil.rmtree(self.path, ignore_errors=True)
-
-
-def spill_directory(root: Path) -> SpillDirectory:
-    """A new spill folder under `root` (created; the folder itself is left to DuckDB), named for this process.
-
-    Folders left under `root` by processes that no longer run (killed before they could clean up) are removed here,
-    so a crash costs disk until the next command, not for ever."""
-    with contextlib.suppress(OSError):
-        root.mkdir(parents=True, exist_ok=True)
-        for stale in root.iterdir():
-            pid = stale.name.split("-", 1)[0]
-            if pid.isdigit() and int(pid) != os.getpid() and not _running(int(pid)):
-                shutil.rmtree(stale, ignore_errors=True)
-    return SpillDirectory(root / f"{os.getpid()}-{os.urandom(4).hex()}")
-
-
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True  # someone else's process: alive
-    return True
-
-
-def connect(
-    spill: SpillDirectory, *, limit_bytes: int | None = None, threads: int | None = None
-) -> duckdb.DuckDBPyConnection:
-    """A fresh in-memory DuckDB connection held to `limit_bytes` (default `memory_limit_bytes()`), spilling into
-    `spill`, without the insertion order it would otherwise keep (no query of goodput relies on it: those that
-    need an order say ORDER BY, and keeping it costs memory in every operator)."""
-    import duckdb
-
-    config: dict[str, str | bool | int | float | list[str]] = {
-        "memory_limit": f"{limit_bytes or memory_limit_bytes()}B",
-        "temp_directory": str(spill.path),
-        "preserve_insertion_order": False,
-    }
-    if threads is not None:
-        config["threads"] = threads
-    return duckdb.connect(":memory:", config=config)

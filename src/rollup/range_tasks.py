@@ -22,9 +22,7 @@ import pyarrow as pa
 
 from .attribution import Charge, Frame, charge_stretches, span_seconds_ns
 from .checks import SPAN_RULES
-from .coverage import groups_present
-from .errors import GoodputError
-from .memory import (
+from .connection import (
     MIN_LIMIT_BYTES,
     SpillDirectory,
     connect,
@@ -32,9 +30,11 @@ from .memory import (
     parse_memory_limit,
     spill_directory,
 )
+from .errors import GoodputError
 from .report import Figures, IterationRow, Report, add_names, add_process_rows, charge_frames
 from .rows import IterationRows
 from .schema import BUCKETS, sql_text
+from .window_rules import groups_present
 
 if TYPE_CHECKING:
     import duckdb
@@ -225,7 +225,7 @@ def report_range(dataset: Dataset, work: RangeWork, precedence: list[str], by: s
 
 def check_range(dataset: Dataset, work: RangeWork, expect: Sequence[str]) -> RangeChecks:
     """The span rules' findings of the spans starting in the range's part of the time axis, and what the window
-    rules need of its windows (`coverage.window_findings`): their charge and the `expect` groups active in them."""
+    rules need of its windows (`window_rules.window_findings`): their charge and the `expect` groups active in them."""
     spill = task_spill()
     connection = load_slice(dataset, work, spill, for_check=True)
     try:

@@ -27,9 +27,9 @@ from .attribution import (
 )
 from .breakdown import BREAKDOWN_KEYS, NameShare, NameWalls, charged_name_walls, name_share_columns
 from .errors import GoodputError
+from .intervals import Stretches
 from .lineage import ensure_lineage
 from .outliers import outliers_of_columns
-from .overlaps import Stretches
 from .rows import Figures, IterationRow, IterationRows, seconds, share, zero_buckets
 from .schema import BUCKETS
 from .windows import Window, Windows, attempt_windows, latest_windows, outside_attempts, stretches_of

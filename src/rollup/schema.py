@@ -118,16 +118,3 @@ def _group_or_name(group_test: str, name_regex: str) -> str:
 IS_STEP_SQL = _group_or_name("span_group = 'step'", STEP_NAME_REGEX)
 IS_JOB_SQL = _group_or_name("span_group = 'job'", JOB_NAME_REGEX)
 IS_UMBRELLA_SQL = _group_or_name(f"span_group IN ({UMBRELLA_LIST_SQL})", UMBRELLA_NAME_REGEX)
-
-# The integer keys and flags of a span row, from its accounting columns: what the lineage walk and the checks join
-# and filter on. A table that already holds them after the accounting columns can stand in for the walk's nodes.
-NODE_COLUMNS_SQL = f"""
-    hash(trace_id) AS tkey,
-    coalesce(try_cast('0x' || span_id AS UBIGINT), hash(span_id)) AS skey,
-    CASE WHEN parent_span_id IS NOT NULL
-         THEN coalesce(try_cast('0x' || parent_span_id AS UBIGINT), hash(parent_span_id)) END AS pkey,
-    coalesce(bucket IN ({BUCKET_LIST_SQL}), false) AS bucketed,
-    coalesce({IS_STEP_SQL}, false) AS is_step,
-    coalesce({IS_UMBRELLA_SQL}, false) AS is_umbrella
-"""
-NODE_TABLE_COLUMNS = (*ACCOUNTING_SCHEMA.names, "tkey", "skey", "pkey", "bucketed", "is_step", "is_umbrella")

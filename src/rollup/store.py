@@ -33,19 +33,10 @@ from .cache import (
     spill_root,
     write_set_summary,
 )
+from .connection import MIN_LIMIT_BYTES, SpillDirectory, connect, memory_limit_bytes, out_of_memory, spill_directory
 from .errors import GoodputError
 from .lineage import LINEAGE_VERSION, ensure_lineage
-from .memory import (
-    DIRECT_JSON_MIN_BYTES,
-    MIN_LIMIT_BYTES,
-    SpillDirectory,
-    connect,
-    conversion_workers,
-    memory_limit_bytes,
-    nodes_as_parquet,
-    out_of_memory,
-    spill_directory,
-)
+from .memory import DIRECT_JSON_MIN_BYTES, conversion_workers, nodes_as_parquet
 from .read.plan import (
     FileEntry,
     ProcessRunner,

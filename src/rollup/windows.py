@@ -15,10 +15,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, overload
 
+from .arrays import int64_column
 from .attempts import ATTEMPT_SQL, Attempt, find_attempts, keep_attempt
 from .errors import GoodputError
+from .intervals import Stretches
 from .lineage import ensure_lineage, own_spans
-from .overlaps import Stretches, int64_column
 from .schema import BUCKETS, sql_text
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ class Window:
 
 
 class Windows(Sequence[Window]):
-    """Windows held as columns: iterations and each window's stretch (`overlaps.Stretches`) as 64-bit integers, and
+    """Windows held as columns: iterations and each window's stretch (`intervals.Stretches`) as 64-bit integers, and
     each window's attempt as a position in `run_ids`. A long run has hundreds of thousands of windows: a Window
     object with its Python ints takes ~180 bytes, these columns 28. A Window is made when one is asked for."""
 
@@ -97,7 +98,7 @@ def window_keys(windows: Sequence[Window]) -> pa.Table:
     `iteration`; 64-bit columns shared with `Windows`, not a Python int each."""
     import pyarrow as pa
 
-    from .overlaps import int64_array
+    from .arrays import int64_array
 
     if isinstance(windows, Windows):
         attempts = pa.array([windows.run_ids[attempt] for attempt in windows.attempts], pa.string())

@@ -5,7 +5,7 @@ This path knows the common shape: camelCase OTLP JSON Lines whose goodput attrib
 strings or integers. For that it is much faster, because nothing leaves DuckDB: `read_json` splits the file across
 threads and types the few fields the accounting reads as it parses, `unnest` flattens them, and the rows land in a
 DuckDB table, or, for more spans than the memory limit holds, in a Parquet file of the command's own
-(`memory.nodes_as_parquet`, `lineage.nodes_view`), with no Arrow round trip and no worker process.
+(`memory.nodes_as_parquet`, `nodes.nodes_view`), with no Arrow round trip and no worker process.
 
 It claims a file only when it is sure to give the careful reader's rows exactly. Any doubt (DuckDB refuses the file,
 a record without `resourceSpans` such as `{}`, Tempo's `batches` or another signal's record, an id that is not
@@ -22,12 +22,10 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from ..lineage import NODES_PARQUET, nodes_view
+from ..nodes import NODE_COLUMNS_SQL, NODE_TABLE_COLUMNS, NODES_PARQUET, nodes_view
 from ..schema import (
     ACCOUNTING_SCHEMA,
     NO_PARENT_ID,
-    NODE_COLUMNS_SQL,
-    NODE_TABLE_COLUMNS,
     RL_BUCKET,
     RL_ITERATION,
     RL_SPAN_GROUP,
@@ -174,10 +172,10 @@ def load_json_lines(
     on_progress: Callable[[float], None] | None = None,
 ) -> dict[str, int]:
     """Read the JSON Lines files `paths` (all of one `compression`, `sniff.compression_of`'s answer) into `table`:
-    ACCOUNTING_SCHEMA's columns and the lineage's node keys after them (`schema.NODE_TABLE_COLUMNS`), so the walk
+    ACCOUNTING_SCHEMA's columns and the lineage's node keys after them (`nodes.NODE_TABLE_COLUMNS`), so the walk
     can start from it. Without `folder`, `table` is a DuckDB table, created or appended to. With it, `table` is a
     view of the Parquet files these loads write there, one a query (`{table}-N.parquet`), with a `rowid`
-    (`lineage.nodes_view`), made again over one file more when it exists.
+    (`nodes.nodes_view`), made again over one file more when it exists.
 
     Returns the spans read from each file it claims; every other file is left out, for the careful reader. All files
     go through one query; when DuckDB refuses one, which spoils that query, each half is tried again, so a few bad

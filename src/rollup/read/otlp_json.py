@@ -24,8 +24,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..cache import spill_root
+from ..connection import connect, spill_directory
 from ..errors import TraceFormatError
-from ..memory import WORKER_LIMIT_BYTES, connect, spill_directory
+from ..memory import WORKER_LIMIT_BYTES
 from ..schema import EVENT, LINK, PROMOTED_KEYS, SPAN_SCHEMA, accounting_only
 from .batch import ResourceInfo, first_invalid_span, span_record_batch
 from .events import EVENTS, LINKS

@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -71,6 +71,11 @@ class FileEntry:
     @property
     def cache_key(self) -> str:
         return file_cache_key(self.path, self.size, self.mtime_ns)
+
+    def manifest(self) -> dict[str, Any]:
+        """What its cache entry records of it (`cache.publish_entry`)."""
+        return {"path": str(self.path), "size": self.size, "mtime_ns": self.mtime_ns, "spans": self.spans,
+                "notices": self.notices, "parts": self.parts}  # fmt: skip
 
 
 def _stat_entry(path: Path, named: bool = True) -> FileEntry:
@@ -365,7 +370,8 @@ def execute_plan(
         raise
     if use_cache:
         for path, folder in plan.staging.items():
-            publish_entry(by_path[path], folder, work_dir / by_path[path].cache_key)
+            entry = by_path[path]
+            entry.parts = publish_entry(entry.manifest(), folder, work_dir / entry.cache_key)
     skipped = [entry for entry in plan.entries if entry.skipped]
     if skipped and len(skipped) == len(plan.entries):
         more = f" (and {len(skipped) - 1} more)" if len(skipped) > 1 else ""

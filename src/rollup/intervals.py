@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, overload
 
 import pyarrow as pa
 
+from .arrays import int64_array
+
 if TYPE_CHECKING:
     import duckdb
 
@@ -260,19 +262,3 @@ def _stretch_table(stretches: Sequence[tuple[int, int]]) -> pa.Table:
          "start_ns": int64_array(held.starts),
          "end_ns": int64_array(held.ends)}
     )  # fmt: skip
-
-
-def int64_column(table: pa.Table, name: str) -> array:
-    """A BIGINT column without nulls as an `array('q')`, copied from Arrow's buffer (no Python int per value)."""
-    column = table.column(name).combine_chunks()
-    out = array("q")
-    if len(column):
-        if column.null_count:
-            raise ValueError(f"column {name} has nulls")
-        out.frombytes(memoryview(column.buffers()[1])[8 * column.offset : 8 * (column.offset + len(column))])
-    return out
-
-
-def int64_array(column: array) -> pa.Array:
-    """A column of 64-bit integers as an Arrow array sharing its buffer (no Python int per value)."""
-    return pa.Array.from_buffers(pa.int64(), len(column), [None, pa.py_buffer(column)])

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING
 from .attempts import ATTEMPT_SQL
 from .attribution import Charge, charge_stretches
 from .findings import RULES, Finding
+from .intervals import clip_to_stretches, in_time_batches
 from .lineage import own_spans
 from .memory import sweep_batch_spans
-from .overlaps import clip_to_stretches, in_time_batches
 from .schema import BUCKETS, sql_text
 from .windows import Window, iteration_windows, stretches_of
 
@@ -145,7 +145,7 @@ def groups_present(
 ) -> dict[int, set[str]]:
     """Per window (by position), which of `groups` have a span overlapping it with positive length, bucketed or
     not, whatever its process, iteration or attempt (as the wall clock is charged). The windows are taken in
-    batches consecutive in time as the charge takes them (`overlaps.in_time_batches`; `batch_spans`: the most spans a
+    batches consecutive in time as the charge takes them (`intervals.in_time_batches`; `batch_spans`: the most spans a
     batch reads, default what the memory limit has room for)."""
     if not windows or not groups:
         return {}
