@@ -126,17 +126,15 @@ def main() -> int:
     args = parser.parse_args()
     phases = [p for p in args.phases.split(",") if p]
 
-    from rollup.checks import check_findings
-    from rollup.lineage import build_lineage, ensure_lineage
-    from rollup.report import build_report
-    from rollup.schema import ACCOUNTING_SCHEMA
-    from rollup.store import open_store
-    from rollup.timeline import build_timeline
-    from rollup.windows import iteration_windows, spans_in_window
+    from rollup import ReportOptions, build_report, build_timeline, check_findings, open_store, spans_in_window
+    from rollup.lineage import build_lineage
+    from rollup.spanset import SpanSet
+    from rollup.tables import LINEAGE, OWN_SPANS
+    from rollup.windows import iteration_windows
 
     started = time.perf_counter()
     if args.no_cache:
-        store = open_store([args.trace], use_cache=False, schema=ACCOUNTING_SCHEMA)
+        store = open_store([args.trace], use_cache=False, accounting=True)
     else:
         store = open_store([args.trace], cache_dir=args.cache_dir)
     (spans,) = store.connection.execute("SELECT count(*) FROM spans").fetchall()[0]
@@ -159,16 +157,17 @@ def main() -> int:
         for key, (wall, cpu_s) in sorted(timings.items(), key=lambda item: -item[1][0])[: args.top]:
             print(f"  {wall:7.3f} s wall {cpu_s:7.3f} s cpu  {key}")
 
-    if "lineage" in phases:  # always walks, cache or not
+    if "lineage" in phases:  # always walks, cache or not; the store then reads the walk's tables
         phase("lineage", lambda: build_lineage(store.connection, store.nodes_table, scratch=store.scratch()))
+        store._whole = SpanSet(store.connection, LINEAGE, OWN_SPANS)
     else:  # the cached lineage, as a re-run reads it
-        phase("cached lineage", lambda: ensure_lineage(store))
-    windows = iteration_windows(store.connection)
+        phase("cached lineage", store.spans)
+    windows = iteration_windows(store.spans())
     middle = windows[len(windows) // 2].iteration if windows else 0
     work = {
         "report": lambda: build_report(store),
-        "name": lambda: build_report(store, by="name"),
-        "process": lambda: build_report(store, by="process"),
+        "name": lambda: build_report(store, ReportOptions(by="name")),
+        "process": lambda: build_report(store, ReportOptions(by="process")),
         "check": lambda: check_findings(store),
         "spans": lambda: spans_in_window(store, middle),
         "timeline": lambda: build_timeline(store, iterations=(middle, middle + 2)),

@@ -4,9 +4,9 @@
 Whole `goodput` processes on one warm cache (the ingest bench's synthetic trace: 1,000,000 spans, 10,823 iterations),
 each run `--repeats` times, interleaved, best kept. `report --format html` does more than draw: the page shows the
 total's breakdown by span name and the `check` summary, so it computes both; those two are timed alone beside it
-(`report --by name --format json`, `check --format json`), and the page itself is drawn from the by-name JSON
-object, so the drawing's own share shows. The page's size is split into plotly's inlined JavaScript
-and the rest (the report's data and tables).
+(`report --by name --format json`, `check --format json`), and the page itself is drawn from the by-name report
+alone (`report_html`, in a process of its own on the same cache), so the drawing's own share shows. The page's size
+is split into plotly's inlined JavaScript and the rest (the report's data and tables).
 Usage: python bench/html.py [--spans N] [--repeats R]
 """
 
@@ -59,8 +59,8 @@ def main() -> None:
         for label, times in walls.items():
             best = min(times)
             print(f"{label:<34} best {best:6.2f} s ({best / baseline:.2f}x the JSON), first {times[0]:6.2f} s")
-        drawn_s, plotly_js = draw_in_process(by_name)
-        print(f"  the page drawn from the by-name JSON object (report_html alone): {drawn_s:.2f} s")
+        drawn_s, plotly_js = draw_in_process(path, env)
+        print(f"  the page drawn from the by-name report (report_html alone): {drawn_s:.2f} s")
         size = page.stat().st_size
         verdict = "within" if size < SIZE_BAR_BYTES else "OVER"
         print(
@@ -75,23 +75,25 @@ def main() -> None:
 # In a child process without this folder on its path: here `rollup.py` (the rollup bench) would shadow the package,
 # and this file the standard library's `html`.
 _DRAW = """
-import json, sys, time
-from rollup.views.html import report_html
-payload = json.loads(open(sys.argv[1], encoding="utf-8").read())
+import sys, time
+from cli.views.html import report_html
+from rollup import ReportOptions, build_report, open_store
+with open_store([sys.argv[1]]) as store:
+    report = build_report(store, ReportOptions(by="name"))
 best = float("inf")
 for _ in range(3):
     started = time.perf_counter()
-    report_html(payload, None)
+    report_html(report, None)
     best = min(best, time.perf_counter() - started)
 from plotly.offline import get_plotlyjs
 print(best, len(get_plotlyjs().encode()))
 """
 
 
-def draw_in_process(payload_path: Path) -> tuple[float, int]:
-    """Seconds `report_html` takes on the JSON object in `payload_path` (best of three), in a fresh process, and
-    the bytes of plotly's JavaScript that every page inlines."""
-    run = run_process([sys.executable, "-c", _DRAW, str(payload_path)], env=dict(os.environ, PYTHONSAFEPATH="1"))
+def draw_in_process(trace: str, env: dict[str, str]) -> tuple[float, int]:
+    """Seconds `report_html` takes on the by-name report of `trace` (best of three; the report built first, from
+    the cache `env` names), in a fresh process, and the bytes of plotly's JavaScript that every page inlines."""
+    run = run_process([sys.executable, "-c", _DRAW, trace], env=dict(env, PYTHONSAFEPATH="1"))
     if run.returncode != 0:
         sys.exit(f"drawing the page failed:\n{run.stderr}")
     seconds, plotly_js = run.stdout.split()

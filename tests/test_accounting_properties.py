@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from cli import app
 from conftest import PROPERTY_TESTS
-from rollup.report import build_report, report_json
+from rollup.report import ReportOptions, build_report, report_json
 from rollup.store import open_store
 from tracebuild import ORIGIN_NS, S, write_trace
 
@@ -88,7 +88,7 @@ def seconds(ns: int) -> float:
 
 def report_of(paths, *, precedence=None, use_cache=False) -> dict:
     with open_store([str(p) for p in paths], use_cache=use_cache) as store:
-        return report_json(build_report(store, precedence=precedence))
+        return report_json(build_report(store, ReportOptions(precedence=precedence)))
 
 
 def assert_adds_up(item: dict) -> None:

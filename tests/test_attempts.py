@@ -20,7 +20,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import PROPERTY_TESTS, invoke
-from rollup.report import build_report, report_json
+from rollup.checks import CheckOptions, check_findings
+from rollup.report import ReportOptions, build_report, report_json
 from rollup.store import open_store
 from tracebuild import ORIGIN_NS, S, span_id_of, step, write_trace
 
@@ -230,8 +231,8 @@ def test_one_attempt_reads_as_before(tmp_path):
 
 @pytest.mark.parametrize("cache", [(), ("--no-cache",)], ids=["cached", "no-cache"])
 def test_attempt_reads_one_attempt_only(tmp_path, cache):
-    # Without the cache, `spans_ex` is a view of this command's own tables (lineage.build_lineage), and the attempt
-    # is kept in a copy of it (attempts.keep_attempt).
+    # Without the cache, the lineage is a view of this command's own tables (lineage.build_lineage), and the attempt
+    # is kept in a table of its own (SpanStore.spans).
     path = restarted_job(tmp_path)
     a = report(path, *cache, "--attempt", "run-a")
     assert [it["iteration"] for it in a["iterations"]] == [1, 2, 3]
@@ -243,6 +244,23 @@ def test_attempt_reads_one_attempt_only(tmp_path, cache):
     latest = report(path, *cache, "--attempt", "latest")
     assert [it["iteration"] for it in latest["iterations"]] == [3, 4, 5]
     assert [x["run_id"] for x in latest["attempts"]] == ["run-b"]
+
+
+@pytest.mark.parametrize("use_cache", [True, False], ids=["cached", "no-cache"])
+def test_one_attempt_asked_of_a_store_leaves_the_store_whole_for_the_next_question(tmp_path, use_cache):
+    """The store hands out an attempt's spans as a set of its own: the whole run's stay as they were."""
+    path = str(restarted_job(tmp_path))
+    with open_store([path], use_cache=False) as fresh:
+        whole = json.dumps(report_json(build_report(fresh)))
+        whole_check = check_findings(fresh).findings
+    with open_store([path], use_cache=use_cache, cache_dir=tmp_path / "cache") as store:
+        only_a = report_json(build_report(store, ReportOptions(attempt="run-a")))
+        assert [it["iteration"] for it in only_a["iterations"]] == [1, 2, 3]
+        assert json.dumps(report_json(build_report(store))) == whole
+        assert check_findings(store, CheckOptions(attempt="run-a")).findings != whole_check
+        assert check_findings(store).findings == whole_check
+        assert store.spans("run-a") is store.spans("run-a")  # made once
+        assert store.spans("latest").run_id == "run-b" and store.spans().run_id is None
 
 
 def test_an_unknown_attempt_is_exit_2_naming_the_attempts_there(tmp_path):

@@ -9,8 +9,8 @@ import sys
 import pytest
 
 from cli import rewrite_ray_address
+from cli.views.tables import rich_table_text, table_text
 from conftest import invoke
-from rollup.views import rich_table_text, table_text
 from tracebuild import S, write_trace
 
 

@@ -79,7 +79,7 @@ def careful_rows(path: Path, out_dir: Path, schema=ACCOUNTING_SCHEMA):
 
 def store_rows(path: Path):
     """What `goodput report --no-cache` loads: the uncached store of the accounting columns (fast, else careful)."""
-    with open_store([path], use_cache=False, schema=ACCOUNTING_SCHEMA) as store:
+    with open_store([path], use_cache=False, accounting=True) as store:
         table = store.sql(f"SELECT {', '.join(COLUMNS)} FROM spans ORDER BY span_id, trace_id")
         return [tuple(row.values()) for row in table.to_pylist()], [entry.tables for entry in store.entries]
 
@@ -337,7 +337,7 @@ def test_loading_reports_progress_up_to_the_whole_file(tmp_path):
     spans = [step(f"s{i}", i, i * 10, i * 10 + 9) for i in range(1, 200)]
     path = write_trace(tmp_path / "p.jsonl", spans, "jsonl", batches=20)
     calls = []
-    with open_store([path], use_cache=False, schema=ACCOUNTING_SCHEMA, progress=lambda *a: calls.append(a)) as store:
+    with open_store([path], use_cache=False, accounting=True, progress=lambda *a: calls.append(a)) as store:
         assert store.entries[0].tables == ["direct_spans"]
     size = path.stat().st_size
     assert calls and calls[-1] == (size, size)
@@ -383,7 +383,7 @@ def test_several_files_share_one_table_that_the_lineage_walks_as_it_is(tmp_path)
 
     folder = REPO / "sample_traces" / "grpo_async"
     assert len(list(folder.glob("*.jsonl"))) > 1
-    with open_store([folder], use_cache=False, schema=ACCOUNTING_SCHEMA) as store:
+    with open_store([folder], use_cache=False, accounting=True) as store:
         assert store.nodes_table == "direct_spans"
         assert all(entry.tables == ["direct_spans"] for entry in store.entries)
         columns = [row[0] for row in store.connection.execute("DESCRIBE direct_spans").fetchall()]
@@ -422,7 +422,7 @@ def test_many_files_go_in_one_query_and_only_the_doubtful_ones_go_to_the_careful
     assert loads[0] == loads[1]
     assert set(loads[0][0]) == set(plain) - {str(folder / "p05.jsonl"), str(folder / "p06.jsonl")}
 
-    with open_store([folder], use_cache=False, schema=ACCOUNTING_SCHEMA) as store:
+    with open_store([folder], use_cache=False, accounting=True) as store:
         tables = {entry.path.name: entry.tables for entry in store.entries}
         assert tables.pop("p05.jsonl") == tables.pop("p06.jsonl") == []
         assert set(map(tuple, tables.values())) == {("direct_spans",)} and gzip_path.name in tables

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 import rollup
+from cli.views.html import check_counts, number_ranges, report_html
 from conftest import invoke
-from rollup.views.html import check_counts, number_ranges, report_html
 from tracebuild import S, step, write_trace
 
 REPO = Path(__file__).resolve().parent.parent
@@ -110,10 +110,11 @@ def assert_offline(page: str) -> None:
 @pytest.fixture(scope="module")
 def restart_page(tmp_path_factory) -> tuple[dict, Path]:
     with rollup.open_store([str(RESTART)], use_cache=False) as store:
-        payload = rollup.report_json(rollup.build_report(store))
-        checks = check_counts(rollup.check_findings(store))
+        report = rollup.build_report(store)
+        payload = rollup.report_json(report)
+        checks = check_counts(rollup.check_findings(store).findings)
     path = tmp_path_factory.mktemp("restart") / "report.html"
-    path.write_text(report_html(payload, checks), encoding="utf-8")
+    path.write_text(report_html(report, checks), encoding="utf-8")
     return payload, path
 
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from cli.views.formats import OutputFormat, format_for_output, tabular_format
+from cli.views.jsonl import report_jsonl
 from conftest import invoke
-from rollup.views.formats import OutputFormat, format_for_output, tabular_format
-from rollup.views.jsonl import report_jsonl
 from tracebuild import S, step, write_trace
 
 REPO = Path(__file__).resolve().parent.parent

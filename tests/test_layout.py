@@ -1,7 +1,9 @@
-"""The code's seams: the front doors, and each rule that lives in Python and SQL held to one answer on one input."""
+"""The code's seams: the front doors, the import graph, and each rule that lives in Python and SQL held to one answer
+on one input."""
 
 from __future__ import annotations
 
+import ast
 import re
 import subprocess
 import sys
@@ -31,14 +33,16 @@ from rollup.read.values import (
 )
 from rollup.schema import IS_JOB_SQL, IS_STEP_SQL, IS_UMBRELLA_SQL
 
+SRC = Path(rollup.__file__).resolve().parent.parent
+
+# What a library user calls (open a store; report, check, diff, timeline, spans, ingest; `SpanStore.sql` is query),
+# the results and options they give and take, the figures a view shows, the Ray runner, and the error family.
 FRONT_DOOR = {
-    "GoodputError", "InputError", "TraceFormatError", "SpanStore", "open_store", "ingest", "SPAN_SCHEMA",
-    "ACCOUNTING_SCHEMA", "BUCKETS", "Report", "IterationRow", "Figures", "build_report", "report_json", "Finding",
-    "RULES", "check_findings", "check_summary", "Window", "iteration_windows", "spans_in_window", "ray_runner",
-    "RAY_CHUNK_BYTES", "default_cache_dir", "Attempt", "JobFigures", "NameShare", "shares_by_name", "Side",
-    "summarise", "measure", "compare", "slower_than", "outliers", "parse_groups", "Timeline", "build_timeline",
-    "timeline_trace", "build_report_on_ray", "check_findings_on_ray", "ray_connection", "out_of_memory",
-    "skip_numpy_for_pyarrow",
+    "open_store", "SpanStore", "ingest", "build_report", "report_json", "check_findings", "measure", "compare",
+    "build_timeline", "spans_in_window",
+    "Report", "ReportOptions", "WholeRun", "Figures", "IterationRow", "NameShare", "Attempt", "Check", "CheckOptions",
+    "Finding", "Diff", "Timeline", "FIGURES", "Figure", "RayRunner",
+    "GoodputError", "InputError", "TraceFormatError", "OptionError",
 }  # fmt: skip
 
 
@@ -51,16 +55,78 @@ def test_the_rollup_front_door_lists_what_the_cli_and_users_call_and_each_name_r
 
 
 def test_the_cli_calls_the_library_through_the_front_door_only():
-    package = Path(rollup.__file__).parent.parent / "cli"
-    source = "\n".join(path.read_text(encoding="utf-8") for path in sorted(package.glob("*.py")))
-    imported = set(re.findall(r"from rollup(\.[\w.]+)? import", source))
-    assert imported <= {"", ".views"}, imported
+    source = "\n".join(path.read_text(encoding="utf-8") for path in sorted((SRC / "cli").rglob("*.py")))
+    imported = set(re.findall(r"(?:from|import) rollup(\.[\w.]+)?", source))
+    assert imported <= {""}, imported
+
+
+def test_typer_and_rich_live_in_the_cli_alone():
+    for package in ("rollup", "instrument"):
+        for path in sorted((SRC / package).rglob("*.py")):
+            text = path.read_text(encoding="utf-8")
+            assert not re.search(r"^\s*(from|import) (typer|rich)\b", text, re.M), path
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """Every module under src/ and the modules it imports (at the top, inside functions and under TYPE_CHECKING
+    alike: a cycle is a cycle whenever its imports run)."""
+    modules = {}
+    for path in SRC.rglob("*.py"):
+        name = ".".join(path.relative_to(SRC).with_suffix("").parts).removesuffix(".__init__")
+        modules[name] = path
+    edges: dict[str, set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            targets = []
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = package.split(".")
+                    base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
+                targets = ([base] if node.module else []) + [f"{base}.{alias.name}" for alias in node.names]
+            for target in targets:
+                while target and target not in modules:
+                    target = target.rpartition(".")[0]
+                if target and target != name:
+                    edges[name].add(target)
+    return edges
+
+
+def test_the_import_graph_has_no_cycle():
+    edges = _module_graph()
+    done: set[str] = set()
+    path: list[str] = []
+
+    def visit(module: str) -> None:
+        if module in path:
+            raise AssertionError("import cycle: " + " -> ".join([*path[path.index(module) :], module]))
+        if module in done:
+            return
+        path.append(module)
+        for target in sorted(edges[module]):
+            visit(target)
+        path.pop()
+        done.add(module)
+
+    for module in sorted(edges):
+        visit(module)
+
+
+def test_no_module_of_the_library_imports_the_cli():
+    edges = _module_graph()
+    for module, targets in edges.items():
+        if module.split(".")[0] in ("rollup", "instrument"):
+            assert not any(t.split(".")[0] == "cli" for t in targets), module
 
 
 @pytest.mark.parametrize(
     ("statement", "absent"),
     [
-        ("import rollup, rollup.views", ("duckdb", "pyarrow", "opentelemetry.sdk")),
+        ("import rollup, rollup.figures, rollup.errors", ("duckdb", "pyarrow", "opentelemetry.sdk")),
+        ("import cli", ("duckdb", "pyarrow", "opentelemetry.sdk", "plotly")),
         ("import instrument, instrument.groups, instrument.wire", ("opentelemetry.sdk", "ray")),
     ],
 )

@@ -15,11 +15,13 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from conftest import PROPERTY_TESTS, invoke
-from rollup.checks import self_overlap_findings
-from rollup.lineage import OWN_SPANS, build_lineage, ensure_lineage, lineage_is_view, own_spans
+from rollup.lineage import build_lineage
 from rollup.nodes import NODE_COLUMNS_SQL, NODE_TABLE_COLUMNS
 from rollup.schema import ACCOUNTING_SCHEMA
+from rollup.span_rules import self_overlap_findings
+from rollup.spanset import SpanSet
 from rollup.store import open_store
+from rollup.tables import OWN_SPANS
 from tracebuild import S, span_id_of, step, write_trace
 
 
@@ -64,8 +66,7 @@ def test_a_cached_lineage_is_read_in_place_and_agrees_with_a_fresh_walk(tmp_path
     assert run_json(["report", path]) == fresh  # reads it
     assert run_json(["check", path]) == run_json(["check", path, "--no-cache"])
     with open_store([path], cache_dir=tmp_path / "cache") as store:
-        ensure_lineage(store)
-        assert lineage_is_view(store.connection)
+        assert store.spans().files  # a view of the cached file
         assert store.sql("SELECT count(*) AS n FROM spans_ex")["n"][0].as_py() == 9
 
 
@@ -288,7 +289,7 @@ def test_spans_cut_to_stretches_by_bins_are_the_pairs_of_the_range_join(stretche
     connection.execute("CREATE TABLE cut_spans (id INTEGER, start_ns BIGINT, end_ns BIGINT)")
     for number, (start, length) in enumerate(spans):
         connection.execute("INSERT INTO cut_spans VALUES (?, ?, ?)", [number, start, start + length])
-    overlaps.clip_to_stretches(connection, bounds, "SELECT * FROM cut_spans", ["id"], "cut")
+    overlaps.clip_to_stretches(SpanSet(connection), bounds, "SELECT * FROM cut_spans", ["id"], "cut")
     found = sorted(connection.execute("SELECT stretch, id, s, e FROM cut").fetchall())
     expected = sorted(
         (k, number, max(start, a), min(start + length, b))
@@ -298,15 +299,16 @@ def test_spans_cut_to_stretches_by_bins_are_the_pairs_of_the_range_join(stretche
     )
     assert found == expected
     connection.register("held_bounds", overlaps._stretch_table(bounds))
-    assert (overlaps.choose_bins(connection, "held_bounds") is None) == crowded  # each way is held to the pairs
+    crowded_out = overlaps.choose_bins(SpanSet(connection), "held_bounds") is None
+    assert crowded_out == crowded  # each way is held to the pairs
 
 
 # --- the charge, swept in batches of stretches consecutive in time ------------------------------------------------
 
 
 def _charge_spans(spans, buckets):
-    """A DuckDB connection whose `spans_ex` holds `spans` ((start, length) pairs) with `buckets` (None:
-    unbucketed) in two processes, with the columns the charge reads."""
+    """A set of spans (on a DuckDB connection of its own) whose lineage table holds `spans` ((start, length) pairs)
+    with `buckets` (None: unbucketed) in two processes, with the columns the charge reads."""
     import duckdb
 
     connection = duckdb.connect()
@@ -321,7 +323,7 @@ def _charge_spans(spans, buckets):
             [start, start + length, bucket, bucket is not None, "pq"[number % 2], "abc"[number % 3],
              [None, "generation", "Reward"][number % 3]],
         )  # fmt: skip
-    return connection
+    return SpanSet(connection)
 
 
 @settings(PROPERTY_TESTS, max_examples=60)
@@ -343,8 +345,8 @@ def test_stretches_charged_in_batches_are_charged_as_in_one_sweep(stretches, spa
 
     buckets = [data.draw(st.sampled_from([None, *BUCKETS])) for _ in spans]
     bounds = [(start, start + length) for start, length in stretches]
-    connection = _charge_spans(spans, buckets)
-    batches = overlaps.time_batches(connection, bounds, attribution.swept_spans_sql(connection), most)
+    charged_spans = _charge_spans(spans, buckets)
+    batches = overlaps.time_batches(charged_spans, bounds, attribution.swept_spans_sql(charged_spans), most)
     assert sorted(p for batch in batches for p in batch) == list(range(len(bounds)))
     for earlier, later in zip(batches, batches[1:], strict=False):
         assert max(bounds[p][0] for p in earlier) <= min(bounds[p][0] for p in later)
@@ -352,11 +354,11 @@ def test_stretches_charged_in_batches_are_charged_as_in_one_sweep(stretches, spa
     if counted <= most:
         assert len(batches) == 1
     order = list(BUCKETS)
-    whole = attribution.charge_stretches(connection, bounds, order, batch_spans=10**9)
-    assert list(attribution.charge_stretches(connection, bounds, order, batch_spans=most)) == list(whole)
+    whole = attribution.charge_stretches(charged_spans, bounds, order, batch_spans=10**9)
+    assert list(attribution.charge_stretches(charged_spans, bounds, order, batch_spans=most)) == list(whole)
     # A report holds its windows' charges one by one and sums the stretches outside them: the same figures.
     held = data.draw(st.integers(0, len(bounds)))
-    summed = attribution.charge_stretches(connection, bounds, order, summed_from=held, batch_spans=most)
+    summed = attribution.charge_stretches(charged_spans, bounds, order, summed_from=held, batch_spans=most)
     assert list(summed) == list(whole)[:held]
     tail = list(whole)[held:]
     assert summed.rest == attribution.Charge(
@@ -367,8 +369,8 @@ def test_stretches_charged_in_batches_are_charged_as_in_one_sweep(stretches, spa
     assert list(columns.walls) == [c.wall_ns for c in whole[:held]]
     assert list(columns.unaccounted) == [c.unaccounted_ns for c in whole[:held]]
     assert {b: list(columns.by_bucket[b]) for b in order} == {b: [c.bucket_ns[b] for c in whole[:held]] for b in order}
-    by_process = attribution._charged_table(connection, bounds, order, by_process=True, batch_spans=10**9)
-    batched = attribution._charged_table(connection, bounds, order, by_process=True, batch_spans=most)
+    by_process = attribution._charged_table(charged_spans, bounds, order, by_process=True, batch_spans=10**9)
+    batched = attribution._charged_table(charged_spans, bounds, order, by_process=True, batch_spans=most)
     assert sorted(batched.to_pylist(), key=str) == sorted(by_process.to_pylist(), key=str)
     windows = [Window(1, start, end) for start, end in bounds]  # the breakdown by name sweeps in batches too,
     # each batch's shares rounded as it comes: the charges and the shares of one pass
@@ -380,16 +382,16 @@ def test_stretches_charged_in_batches_are_charged_as_in_one_sweep(stretches, spa
             found[position][(columns.keys[key], BUCKETS[bucket])] = ns
         return found
 
-    charges, walls = breakdown.charged_name_walls(connection, windows, order, batch_spans=10**9)
+    charges, walls = breakdown.charged_name_walls(charged_spans, windows, order, batch_spans=10**9)
     assert list(charges) == list(whole)
-    held, columns = breakdown.charged_name_walls(connection, windows, order, batch_spans=most)
+    held, columns = breakdown.charged_name_walls(charged_spans, windows, order, batch_spans=most)
     assert list(held) == list(whole) and by_window(columns) == by_window(walls)
     for position, shares in enumerate(by_window(walls)):  # shared out, each bucket adds up to its charge exactly
         for bucket in order:
             assert sum(ns for (_, b), ns in shares.items() if b == bucket) == whole[position].bucket_ns[bucket]
     expect = ["generation", "reward"]  # and so does `check --expect`, which looks for groups in each window
-    present = coverage.groups_present(connection, windows, expect, batch_spans=10**9)
-    assert coverage.groups_present(connection, windows, expect, batch_spans=most) == present
+    present = coverage.groups_present(charged_spans, windows, expect, batch_spans=10**9)
+    assert coverage.groups_present(charged_spans, windows, expect, batch_spans=most) == present
 
 
 # --- self-overlap's one sweep over every group ---------------------------------------------------------------------
@@ -443,9 +445,8 @@ def test_self_overlap_is_what_the_pairwise_definition_finds(tmp_path_factory, sp
     found = {f["span_id"]: f["related_span_id"] for f in findings if f["rule"] == "self-overlap"}
     assert found == expected_self_overlaps(spans)
     with open_store([path], use_cache=False) as store:  # swept in runs of a few instances, as a long trace is
-        ensure_lineage(store)
         for most in (1, 2, 3):
-            runs = self_overlap_findings(store.connection, batch_spans=most)
+            runs = self_overlap_findings(store.spans(), batch_spans=most)
             assert {f.span_id: f.related_span_id for f in runs} == found
 
 
@@ -518,13 +519,13 @@ def test_the_lineage_is_what_walking_up_from_each_span_finds(tmp_path_factory, s
             build_lineage(store.connection, store.nodes_table, parquet=store.lineage_cache, scratch=scratch)
             assert not list(scratch.iterdir()) if cached else [p.suffix for p in scratch.iterdir()] == [".parquet"]
         else:
-            ensure_lineage(store)
+            store.spans()
         rows = store.connection.execute(
             "SELECT span_id, eff_iteration, ancestor_iteration, ancestor_iteration_span, bucketed_chain, has_parent "
             "FROM spans_ex"
         ).fetchall()
         own = ", ".join(NODE_TABLE_COLUMNS)  # a span's own columns read alone: as spans_ex has them, row for row
-        mine = own_spans(store.connection)
+        mine = OWN_SPANS if nodes_file and not cached else store.spans().own
         assert (mine == OWN_SPANS) == (not cached)  # without the cache spans_ex is a join
         for first, second in (("spans_ex", mine), (mine, "spans_ex")):
             ((extra,),) = store.connection.execute(

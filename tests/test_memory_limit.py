@@ -185,9 +185,10 @@ def test_a_report_under_a_tiny_limit_spills_and_gives_the_same_json(generated_tr
     with open_store([generated_trace], use_cache=False) as store:
         limited = json.dumps(report_json(build_report(store)))
         spilled = Path(setting(store, "temp_directory")).is_dir()  # DuckDB makes the folder on its first spill
-        windows = [(w.start_ns, w.end_ns) for w in iteration_windows(store.connection)]
+        spans = store.spans()
+        windows = [(w.start_ns, w.end_ns) for w in iteration_windows(spans)]
         sweeps = time_batches(
-            store.connection, windows, swept_spans_sql(store.connection), sweep_batch_spans(store.connection)
+            spans, windows, swept_spans_sql(spans), sweep_batch_spans(spans.limit_bytes)
         )
     assert spilled
     assert len(sweeps) > 1  # the windows were charged in several sweeps, each within the limit

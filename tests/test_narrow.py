@@ -20,9 +20,14 @@ from pathlib import Path
 import pytest
 
 import cli
+from cli.views.narrow import Fit, elide, fit_table_text, fold
+from cli.views.report import report_table
+from cli.views.tables import cell_text, rich_table_text, table_text
 from conftest import invoke
-from rollup.views import cell_text, report_table, rich_table_text, table_text
-from rollup.views.narrow import Fit, elide, fit_table_text, fold
+from rollup import ReportOptions, build_report, open_store
+from rollup.report import Report
+from rollup.rows import Figures, IterationRows
+from rollup.rows import seconds as seconds_of
 
 REPO = Path(__file__).resolve().parents[1]
 SYNC, ASYNC, BUGGY, RESTART = (
@@ -138,34 +143,41 @@ def test_the_report_at_200_columns_and_in_a_pipe_is_the_whole_table_as_rich_draw
         piped = invoke(args, width=80).stdout  # not a terminal: 200 columns whatever CliRunner is told
         assert at_width(args, 200, monkeypatch).stdout == piped
         assert "span/wall" in piped and "left out" not in piped and "…" not in piped
-        payload = json.loads(invoke([*args, "-f", "json"]).stdout)
-        table = report_table(payload, "--by" in args, width=200)
-        assert piped == table
+        with open_store([args[1]]) as store:
+            report = build_report(store, ReportOptions(by="process" if "--by" in args else None))
+        assert piped == report_table(report, width=200)
 
 
 def test_a_long_job_at_80_columns_gives_up_whole_columns_or_splits_but_cuts_no_figure():
     """Totals of a ten-hour job are 9 characters wide: the unaccounted seconds go too, then the table splits."""
     rng = random.Random(7)
 
-    def item(i: int, scale: float) -> dict:
-        values = {f"{b}_s": rng.uniform(0, 3) * scale for b in BUCKETS}
-        wall = sum(values.values()) + 0.05 * scale
-        spans = {b: 1.0 * scale for b in BUCKETS}
-        return {"iteration": i, "wall_s": wall, **values, "unaccounted_s": 0.05 * scale,
-                "goodput": values["productive_s"] / wall, "span_seconds": spans}  # fmt: skip
+    def item(scale: int) -> Figures:
+        bucket_ns = {b: rng.randrange(0, 3 * 10**9) * scale for b in BUCKETS}
+        unaccounted = 5 * 10**7 * scale
+        spans = dict.fromkeys(BUCKETS, 10**9 * scale)
+        return Figures(sum(bucket_ns.values()) + unaccounted, bucket_ns, unaccounted, spans)
+
+    def shown(figures: Figures) -> dict:
+        return {"wall_s": figures.wall_s, **{f"{b}_s": seconds_of(figures.bucket_ns[b]) for b in BUCKETS},
+                "goodput": figures.goodput}  # fmt: skip
 
     for by_process in (False, True):
-        iterations = [item(i, 1) for i in range(3000)]
-        if by_process:
-            for it in iterations:
-                it["process"] = f"grpo-generation@gpu-node-{it['iteration'] % 4}:{4000 + it['iteration'] % 8}"
-        payload = {"iterations": iterations, "total": item(0, 3000), "outside": item(0, 20)}
-        text = report_table(payload, by_process, width=80)
+        rows = IterationRows()
+        iterations = []
+        for i in range(3000):
+            figures = item(1)
+            process = f"grpo-generation@gpu-node-{i % 4}:{4000 + i % 8}" if by_process else None
+            rows.append(i, 0, figures.wall_ns, figures, figures.span_ns, process=process)
+            iterations.append(shown(figures))
+        total = item(3000)
+        report = Report(rows, total, item(20), list(BUCKETS), by="process" if by_process else None)
+        text = report_table(report, width=80)
         assert_fits(text)
         left_out = next(line for line in text.splitlines() if line.startswith("left out"))
         assert left_out == "left out at 80 columns: unacct s, span s, span/wall; --format csv has them"
         cells = [cell for row in table_rows_of_every_part(text) for cell in row]
-        for entry in [*iterations, payload["total"]]:
+        for entry in [*iterations, shown(total)]:
             for key in ("wall_s", *(f"{b}_s" for b in BUCKETS)):
                 assert f"{entry[key]:.3f}" in cells
             assert percent(entry["goodput"]) in cells

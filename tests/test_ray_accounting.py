@@ -11,6 +11,7 @@ last iterations.
 from __future__ import annotations
 
 import json
+from array import array
 from pathlib import Path
 
 import pytest
@@ -18,15 +19,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import PROPERTY_TESTS, invoke
-from rollup.checks import check_findings
-from rollup.distributed import ENV_RANGE_WINDOWS, build_report_on_ray, check_findings_on_ray, plan_ranges, run_ranges
+from rollup.checks import CheckOptions, check_findings
 from rollup.errors import GoodputError
-from rollup.range_tasks import Dataset, RangeWork, load_slice, report_range, task_spill
-from rollup.report import build_report, report_json
-from rollup.schema import ACCOUNTING_SCHEMA
+from rollup.intervals import Stretches
+from rollup.on_ray import ENV_RANGE_WINDOWS, RayRunner, plan_ranges, run_ranges
+from rollup.ray_slices import Dataset, RangeWork, load_slice, report_task, task_spill
+from rollup.report import ReportOptions, build_report, report_json
 from rollup.store import open_store
-from rollup.windows import Window
+from rollup.windows import Windows, report_frames
 from tracebuild import S, ns, step, write_trace
+
+NO_STRETCHES = Stretches(array("q"), array("q"))
 
 SAMPLES = sorted(p for p in (Path(__file__).parent.parent / "sample_traces").iterdir() if p.is_dir())
 ITERATIONS = 3000
@@ -139,13 +142,12 @@ def test_a_restarted_job_on_ray_keeps_its_attempts_apart(ray_cluster, small_rang
 
 
 def test_the_generated_job_is_cut_into_ranges_that_spans_cross(generated_job):
-    with open_store([generated_job], schema=ACCOUNTING_SCHEMA) as store:
-        report = build_report(store)
-    windows = [(i, Window(r.iteration, r.start_ns, r.end_ns, r.run_id)) for i, r in enumerate(report.iterations)]
-    works = plan_ranges(windows, [], RANGE_WINDOWS)
+    with open_store([generated_job], accounting=True) as store:
+        windows = report_frames(store.spans(), None).windows
+    works = plan_ranges(windows, NO_STRETCHES, NO_STRETCHES, RANGE_WINDOWS)
     assert len(works) == -(-ITERATIONS // RANGE_WINDOWS)
-    assert sorted(i for w in works for i, _ in w.windows) == list(range(ITERATIONS))  # each window in one range
-    boundaries = [w.windows[0][1].start_ns for w in works[1:]]
+    assert sorted(i for w in works for i in w.positions) == list(range(ITERATIONS))  # each window in one range
+    boundaries = [w.windows[0].start_ns for w in works[1:]]
     waste = next(s for s in attempt_spans(1, ITERATIONS, 0.0, "a") if s.label == "waste")
     assert all(ns(waste.start) < b < ns(waste.end) for b in boundaries)  # the wasted span crosses every one
 
@@ -214,16 +216,18 @@ def test_any_small_job_accounts_the_same_on_ray(ray_cluster, tmp_path_factory, s
         spans.append(S(f"leaf{j}", f"rl.grpo.{name}", offset + j * 0.1, offset + j * 0.1 + length, parent=under,
                        bucket=bucket, process=process))  # fmt: skip
     path = write_trace(tmp_path_factory.mktemp("job") / "job.otlp", spans)
+    runner = RayRunner(range_windows=range_windows)
     for by in (None, "name", "process"):
-        with open_store([path], schema=ACCOUNTING_SCHEMA) as store:
-            local = report_json(build_report(store, by=by))
-        with open_store([path], schema=ACCOUNTING_SCHEMA) as store:
-            on_ray = report_json(build_report_on_ray(store, by=by, range_windows=range_windows))
+        with open_store([path], accounting=True) as store:
+            local = report_json(build_report(store, ReportOptions(by=by)))
+        with open_store([path], accounting=True) as store:
+            on_ray = report_json(build_report(store, ReportOptions(by=by), runner))
         assert json.dumps(on_ray) == json.dumps(local)
-    with open_store([path], schema=ACCOUNTING_SCHEMA) as store:
-        local_findings = check_findings(store, expect=["generation"])
-    with open_store([path], schema=ACCOUNTING_SCHEMA) as store:
-        ray_findings = check_findings_on_ray(store, expect=["generation"], range_windows=range_windows)
+    expect = CheckOptions(expect=["generation"])
+    with open_store([path], accounting=True) as store:
+        local_findings = check_findings(store, expect).findings
+    with open_store([path], accounting=True) as store:
+        ray_findings = check_findings(store, expect, runner).findings
     assert ray_findings == local_findings
 
 
@@ -233,10 +237,9 @@ def test_a_span_crossing_a_range_boundary_is_read_by_both_ranges(tmp_path):
              S("first", "rl.grpo.reward", 1, 2, bucket="overhead", parent="s1"),
              S("spill", "rl.grpo.reward", 30, 31, bucket="overhead", parent="s2")]  # fmt: skip
     path = write_trace(tmp_path / "job.otlp", spans)
-    with open_store([path], schema=ACCOUNTING_SCHEMA) as store:
-        report = build_report(store)
-        windows = [(i, Window(r.iteration, r.start_ns, r.end_ns, r.run_id)) for i, r in enumerate(report.iterations)]
-        works = plan_ranges(windows, [], 1)
+    with open_store([path], accounting=True) as store:
+        windows = report_frames(store.spans(), None).windows
+        works = plan_ranges(windows, NO_STRETCHES, NO_STRETCHES, 1)
         dataset = Dataset((str(store.lineage_cache),))
         names = []
         for work in works:
@@ -259,10 +262,11 @@ def test_a_bad_range_setting_is_exit_2_naming_it(ray_cluster, monkeypatch):
 
 
 def test_a_lineage_table_the_workers_cannot_see_names_the_shared_filesystem_assumption(ray_cluster, tmp_path):
-    work = RangeWork(0, ((0, Window(1, 0, 10)),), cover=((0, 10),), iterations=(1, 1))
+    one = Windows(array("q", [1]), Stretches(array("q", [0]), array("q", [10])), array("q", [0]), ("",))
+    work = RangeWork(0, one, array("q", [0]), NO_STRETCHES, NO_STRETCHES, cover=((0, 10),), iterations=(1, 1))
     missing = Dataset((str(tmp_path / "elsewhere" / "lineage.parquet"),))
     with pytest.raises(GoodputError, match="must be on a filesystem every Ray node shares"):
-        list(run_ranges(ray_cluster, report_range, [(missing, work, ["productive"], None)]))
+        list(run_ranges(ray_cluster, report_task, [(missing, work, ["productive"], None)]))
 
 
 def test_unreachable_cluster_is_exit_2_naming_the_address(tmp_path):

@@ -15,7 +15,7 @@ import cli
 import instrument
 from instrument import RLSpanGroup, iteration_scope, managed_span, umbrella_span
 from rollup.errors import GoodputError, TraceFormatError
-from rollup.read.ray_tasks import ray_runner
+from rollup.on_ray import RayRunner
 from rollup.schema import SCHEMA_VERSION
 from rollup.store import ingest, open_store
 
@@ -83,7 +83,7 @@ def invoke(args: list[str]):
 
 
 def test_ingest_on_ray_fills_the_cache_that_later_loads_read(ray_cluster, traces, cache_dir):
-    runner = ray_runner(None)
+    runner = RayRunner(None)
     job_counts: list[int] = []
     progress: list[tuple[int, int]] = []
 
@@ -113,7 +113,7 @@ def test_ingest_on_ray_fills_the_cache_that_later_loads_read(ray_cluster, traces
 
 def test_a_large_file_spreads_over_ray_tasks_whatever_the_driver_cores(ray_cluster, tmp_path, cache_dir):
     path = write_trace(tmp_path / "big.otlp", "otlp-file", 200)  # one framed record a step
-    runner = ray_runner(None)
+    runner = RayRunner(None)
     job_counts: list[int] = []
 
     def counted(jobs):
@@ -134,7 +134,7 @@ def test_nothing_to_convert_does_not_touch_ray(traces, cache_dir):
 
     def refuse(jobs):
         assert not jobs  # the store hands the runner no work ...
-        return ray_runner("127.0.0.1:1")(jobs)  # ... so not even an unreachable address is tried
+        return RayRunner("127.0.0.1:1")(jobs)  # ... so not even an unreachable address is tried
 
     entries = ingest(traces, runner=refuse, cache_dir=cache_dir)
     assert all(entry.cached for entry in entries)
@@ -170,7 +170,7 @@ def test_corrupt_record_on_ray_is_the_same_one_line_error_as_locally(ray_cluster
     assert str(local.value).startswith(f"{path}: byte {record_offset}: ")
 
     with pytest.raises(TraceFormatError) as on_ray:
-        ingest([*traces, path], runner=ray_runner(None), cache_dir=cache_dir)
+        ingest([*traces, path], runner=RayRunner(None), cache_dir=cache_dir)
     assert type(on_ray.value) is TraceFormatError  # the original exception, not Ray's wrapper around it
     assert str(on_ray.value) == str(local.value)
     assert not list(cache_dir.glob(f"v{SCHEMA_VERSION}/*"))  # nothing published, no staging folder left behind
@@ -203,14 +203,14 @@ def test_parts_the_driver_cannot_see_name_the_shared_filesystem_assumption(ray_c
     # What a cluster without a shared filesystem looks like from the driver: the workers' parts are not there.
     monkeypatch.setattr("rollup.read.ray_tasks._part_visible", lambda out_path: False)
     with pytest.raises(GoodputError, match="must be on a filesystem every Ray node shares"):
-        ingest(traces, runner=ray_runner(None), cache_dir=cache_dir)
+        ingest(traces, runner=RayRunner(None), cache_dir=cache_dir)
     assert not list(cache_dir.glob(f"v{SCHEMA_VERSION}/*"))
 
 
 def test_missing_ray_is_an_install_hint(monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)  # what `import ray` meets when Ray is not installed
     with pytest.raises(GoodputError, match=r"pip install 'goodput\[ray\]'"):
-        ray_runner(None)
+        RayRunner(None)
 
 
 def test_unreachable_cluster_is_an_error_naming_the_address(traces, cache_dir):

@@ -26,7 +26,6 @@ from conftest import invoke
 from rollup import ingest
 from rollup.errors import TraceFormatError
 from rollup.read.chunks import convert_chunk, plan_chunks
-from rollup.schema import ACCOUNTING_SCHEMA
 from rollup.store import open_store
 from test_decode import make_sdk_spans, read_back, write_project_framed, write_project_json_lines
 from test_fast_json import careful_rows, fast_rows
@@ -546,7 +545,7 @@ def test_events_are_decoded_only_for_loads_that_keep_them(tmp_path):
     data[at : at + 2] = b"\xff\xff"  # the event's first tag made invalid, its length kept
     path = tmp_path / "damaged.pb"
     path.write_bytes(bytes(data))
-    with open_store([path], use_cache=False, schema=ACCOUNTING_SCHEMA) as store:
+    with open_store([path], use_cache=False, accounting=True) as store:
         assert store.sql("SELECT count(*) AS n FROM spans").column("n").to_pylist() == [1]
         assert "events" not in store.sql("SELECT * FROM spans").column_names
     with pytest.raises(TraceFormatError, match="byte 0: a span event does not decode"):

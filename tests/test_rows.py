@@ -10,12 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cli.views.formats import json_chunks, json_text
 from conftest import PROPERTY_TESTS, invoke
-from rollup import build_report, open_store, report_json
-from rollup.breakdown import NameShare
-from rollup.rows import Figures, IterationRow, IterationRows
+from rollup import ReportOptions, build_report, open_store, report_json
+from rollup.rows import Figures, IterationRow, IterationRows, NameShare
 from rollup.schema import BUCKETS
-from rollup.views import json_chunks, json_text
 
 nanoseconds = st.integers(0, 2**62)
 buckets = st.fixed_dictionaries({b: nanoseconds for b in BUCKETS})
@@ -68,7 +67,7 @@ def test_the_json_written_a_row_at_a_time_is_the_json_of_the_whole_report():
     for run in ("grpo_sync", "grpo_restart", "grpo_buggy"):
         for by in (None, "process", "name"):
             with open_store([f"sample_traces/{run}/"], use_cache=False) as store:
-                report = build_report(store, by=by)
+                report = build_report(store, ReportOptions(by=by))
                 whole = json_text(report_json(report))
                 assert "".join(json_chunks(report_json(report, lazy=True))) == whole
                 assert json.loads(whole)["iterations"] == list(report_json(report, lazy=True)["iterations"])
@@ -148,7 +147,7 @@ def test_names_held_as_columns_are_the_names_set_row_by_row(rows):
     empty list, as when each row's list is set alone."""
     from array import array
 
-    from rollup.breakdown import NameColumns
+    from rollup.rows import NameColumns
 
     rows = [IterationRow(r.iteration, r.start_ns, r.end_ns, r.figures, r.process, r.run_id, r.names or [])
             for r in rows]  # fmt: skip

@@ -10,7 +10,6 @@ import pytest
 
 import rollup.cache as cache_module
 from rollup.cache import MANIFEST, default_cache_dir
-from rollup.lineage import ensure_lineage
 from rollup.schema import SCHEMA_VERSION
 from rollup.store import open_store
 from tracebuild import S, step, write_trace
@@ -90,13 +89,13 @@ def test_superseded_versions_retire_once_they_have_been_superseded_long_enough(t
     path = write_trace(tmp_path / "run.jsonl", steps(2), "jsonl")
     for count in (3, 4):
         with open_store([path], cache_dir=cache) as store:
-            ensure_lineage(store)
+            store.spans()
         write_trace(path, steps(count), "jsonl")
     assert len(entry_folders(cache)) == 2 and len(list((cache / f"v{SCHEMA_VERSION}" / "sets").glob("*.parquet"))) == 2
 
     monkeypatch.setattr(cache_module, "RETIRE_AFTER_S", 0.0)
     with open_store([path], cache_dir=cache) as store:  # the third version: both older ones go
-        ensure_lineage(store)
+        store.spans()
         current = store.entries[0]
         assert store.sql(ROWS).num_rows == 8
     (folder,) = entry_folders(cache)

@@ -1,4 +1,4 @@
-"""The `goodput` command: parse arguments, call `rollup`, render what `rollup.views` draws, set the exit code.
+"""The `goodput` command: parse arguments, call `rollup`, render its results (`views`), set the exit code.
 
 The only package that knows typer (and the terminal). `shell` is what every command runs in (the app, the exit
 codes, the shared options, the store, the output); the commands live by the question they answer: `report` (report,

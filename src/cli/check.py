@@ -3,19 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import typer
 
-from rollup.views import (
-    OutputFormat,
-    check_text,
-)
-
-if TYPE_CHECKING:
-    pass
-
 from . import shell
+from .views.check import check_text
+from .views.formats import OutputFormat
 
 
 def check(
@@ -51,28 +44,13 @@ def check(
     """
     selected = shell.selected_iterations(iteration, iterations)
     fmt = shell.output_format(fmt, output)
-    groups: list[str] = []
-    if expect is not None:
-        from rollup import parse_groups
+    from rollup import CheckOptions, check_findings
 
-        try:
-            groups = parse_groups(expect)
-        except ValueError as error:
-            raise typer.BadParameter(str(error), param_hint="--expect") from None
-    from rollup import check_findings, check_summary
-
-    with shell.opened_store(paths, no_cache) as store:
-        if ray or ray_address:
-            from rollup import check_findings_on_ray
-
-            findings = check_findings_on_ray(store, address=ray_address, attempt=attempt, expect=groups)
-        else:
-            findings = check_findings(store, attempt=attempt, expect=groups)
-        if selected is not None and (note := shell.nothing_selected(store, selected, iteration)):
-            shell.print_notices([note])
-    if selected is not None:
-        findings = [f for f in findings if f.iteration is not None and selected[0] <= f.iteration <= selected[1]]
-    summary = check_summary(findings)
-    shell.emit(check_text(findings, summary, fmt, width=shell.terminal_width(), each=each), output)
-    if summary["errors"] or (strict and summary["warnings"]):
+    options = shell.checked(lambda: CheckOptions(attempt, expect or (), selected, exact=iteration is not None))
+    with shell.runner(ray, ray_address) as runner, shell.opened_store(paths, no_cache) as store:
+        found = check_findings(store, options, runner)
+        if found.missing is not None:
+            shell.print_notices([f"note: {found.missing}"])
+    shell.emit(check_text(found, fmt, width=shell.terminal_width(), each=each), output)
+    if found.summary["errors"] or (strict and found.summary["warnings"]):
         raise typer.Exit(shell.EXIT_FINDINGS)

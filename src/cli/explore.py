@@ -4,22 +4,14 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import typer
 
-from rollup.views import (
-    OutputFormat,
-    arrow_rows,
-    no_iterations_note,
-    render_rows,
-    spans_title,
-)
-
-if TYPE_CHECKING:
-    pass
+from instrument.groups import BUCKETS
 
 from . import shell
+from .views.check import spans_title
+from .views.formats import OutputFormat, arrow_rows, render_rows
 
 
 def query(
@@ -80,7 +72,7 @@ def spans(
     process of the service NAME (`--process grpo-generation` lists both grpo-generation@vm:13372 and @vm:13373).
     """
     fmt = shell.output_format(fmt, output)
-    from rollup import BUCKETS, spans_in_window
+    from rollup import spans_in_window
 
     if bucket is not None:
         bucket = bucket.strip().lower()
@@ -116,11 +108,9 @@ def timeline(
     from rollup import build_timeline
 
     with shell.opened_store(paths, no_cache, accounting=False) as store:
-        built = build_timeline(store, iterations=selected, attempt=attempt)
-        note = shell.nothing_selected(store, selected, iteration)
-        if note is None and not built.windows and selected is None:
-            note = no_iterations_note(store.read_summary())
-        shell.print_notices([note] if note else [])
+        built = build_timeline(store, iterations=selected, attempt=attempt, exact=iteration is not None)
+        if built.missing is not None or (not built.windows and selected is None):
+            shell.print_notices([shell.nothing_note(store, built.missing)])
         if str(output) == "-":
             sys.stdout.flush()
             built.write(sys.stdout.buffer)

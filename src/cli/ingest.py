@@ -4,20 +4,12 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import typer
 
-from rollup.views import (
-    LoadProgress,
-    OutputFormat,
-    render_rows,
-)
-
-if TYPE_CHECKING:
-    pass
-
 from . import shell
+from .views.formats import OutputFormat, render_rows
+from .views.progress import LoadProgress
 
 _RAY_ADDRESS = re.compile(r"^(auto|local|ray://\S+|[\w.\-]+:\d+)$")
 
@@ -42,9 +34,10 @@ def ingest(
 
     runner, max_chunk_bytes = None, None
     if ray or ray_address:
-        from rollup import RAY_CHUNK_BYTES, ray_runner
+        from rollup import RayRunner
 
-        runner, max_chunk_bytes = ray_runner(ray_address), RAY_CHUNK_BYTES
+        runner = RayRunner(ray_address)
+        max_chunk_bytes = runner.max_chunk_bytes
     progress = LoadProgress(shell.stderr())
     try:
         entries = ingest_files(paths, to_dir=to, runner=runner, progress=progress, max_chunk_bytes=max_chunk_bytes)

@@ -2,24 +2,17 @@
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 import typer
 from rich.markup import escape
 
-from rollup.views import (
-    OutputFormat,
-    check_counts,
-    diff_text,
-    goodput_gate_verdict,
-    goodput_share,
-    no_iterations_note,
-    percent_over,
-    report_chunks,
-)
-
 from . import shell
+from .views.diff import diff_text
+from .views.formats import OutputFormat
+from .views.gates import goodput_gate_verdict, goodput_share, percent_over, slower_verdict
+from .views.html import check_counts
+from .views.report import report_chunks
 
 
 def report(
@@ -60,58 +53,32 @@ def report(
     downtime, and the job's goodput over all of it is shown below. Figures far above their median over the
     iterations (3 scaled MADs) are marked as outliers.
     """
-    if by is not None and by not in ("process", "name", "group"):
-        raise typer.BadParameter(f"expected process, name or group, got {by!r}", param_hint="--by")
     if total_only and by not in ("name", "group"):
         raise typer.BadParameter("--total goes with --by name or --by group", param_hint="--total")
     gate = _goodput_gate(fail_under)
     selected = shell.selected_iterations(iteration, iterations)
     fmt = shell.output_format(fmt, output, report=True)
-    from rollup import build_report, report_json
+    if fmt is OutputFormat.html and by is None:  # the page shows the total's breakdown by name
+        by = "name"
+    from rollup import CheckOptions, ReportOptions, build_report, check_findings
 
+    options = shell.checked(
+        lambda: ReportOptions(selected, precedence, by, attempt, exact=iteration is not None)
+    )  # every option checked before a file is read
     checks = None
-    on_ray_twice = (ray or bool(ray_address)) and fmt is OutputFormat.html  # the report, then the page's checks
-    with shell.opened_store(paths, no_cache) as store, _ray_session(on_ray_twice, ray_address):
-        if fmt is OutputFormat.html and by is None:  # the page shows the total's breakdown by name
-            by = "name"
-        if ray or ray_address:
-            from rollup import build_report_on_ray
-
-            built = build_report_on_ray(
-                store, address=ray_address, iterations=selected, precedence=precedence, by=by, attempt=attempt
-            )
-        else:
-            built = build_report(store, iterations=selected, precedence=precedence, by=by, attempt=attempt)
-        payload = report_json(built, lazy=fmt is OutputFormat.json)  # JSON is written a row at a time
-        if not payload["iterations"]:
-            note = shell.nothing_selected(store, selected, iteration) or no_iterations_note(store.read_summary())
-            shell.print_notices([note])
+    with shell.runner(ray, ray_address) as runner, shell.opened_store(paths, no_cache) as store:
+        built = build_report(store, options, runner)
+        if not built.iterations:
+            shell.print_notices([shell.nothing_note(store, built.missing)])
         if fmt is OutputFormat.html:
-            from rollup import check_findings
-
-            if ray or ray_address:
-                from rollup import check_findings_on_ray
-
-                checks = check_counts(check_findings_on_ray(store, address=ray_address, attempt=attempt))
-            else:
-                checks = check_counts(check_findings(store, attempt=attempt))
+            checks = check_counts(check_findings(store, CheckOptions(attempt=attempt), runner).findings)
     width = shell.terminal_width()
-    shell.emit(report_chunks(payload, by == "process", fmt, width=width, checks=checks, total_only=total_only), output)
+    shell.emit(report_chunks(built, fmt, width=width, checks=checks, total_only=total_only), output)
     if gate is not None:
-        verdict = goodput_gate_verdict(payload["total"]["goodput"], gate)
+        verdict = goodput_gate_verdict(built.total.goodput, gate)
         if verdict is not None:
             shell.stderr().print(escape(verdict))
             raise typer.Exit(shell.EXIT_FINDINGS)
-
-
-def _ray_session(wanted: bool, address: str | None) -> AbstractContextManager[object]:
-    """One Ray connection for the whole command when it runs on Ray twice (otherwise each call connects when it has
-    work, after checking its options)."""
-    if not wanted:
-        return nullcontext()
-    from rollup import ray_connection
-
-    return ray_connection(address)
 
 
 def _goodput_gate(text: str | None) -> float | None:
@@ -122,8 +89,6 @@ def _goodput_gate(text: str | None) -> float | None:
         return goodput_share(text)
     except ValueError as error:
         raise typer.BadParameter(str(error), param_hint="--fail-under") from None
-
-
 
 
 def diff(
@@ -161,7 +126,7 @@ def diff(
     from concurrent.futures import ThreadPoolExecutor
     from contextlib import ExitStack
 
-    from rollup import compare, measure, slower_than
+    from rollup import compare, measure
 
     # The two sides load one after the other (one progress bar at a time), then are measured at once: each has a
     # DuckDB connection of its own (half the memory limit each), which works without the GIL.
@@ -173,6 +138,6 @@ def diff(
                                                                  precedence=precedence), stores, sides))  # fmt: skip
     result = compare(*measured)
     shell.emit(diff_text(result, fmt, width=shell.terminal_width()), output)
-    if percent is not None and (verdict := slower_than(result, percent)) is not None:
+    if percent is not None and (verdict := slower_verdict(result, percent)) is not None:
         shell.stderr().print(escape(verdict))
         raise typer.Exit(shell.EXIT_FINDINGS)

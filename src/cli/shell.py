@@ -14,28 +14,24 @@ import errno
 import os
 import sys
 import traceback
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 from typer.core import TyperGroup
 
-from rollup.views import (
-    LoadProgress,
-    OutputFormat,
-    format_for_output,
-    internal_error_text,
-    iteration_range,
-    tabular_format,
-    version_text,
-)
+from .views.formats import OutputFormat, format_for_output, tabular_format
+from .views.notes import internal_error_text, iteration_range, no_iterations_note, version_text
+from .views.progress import LoadProgress
 
 if TYPE_CHECKING:
-    from rollup import SpanStore
+    from rollup import RayRunner, SpanStore
+
+_Made = TypeVar("_Made")
 
 EXIT_FINDINGS = 1
 EXIT_BAD_INPUT = 2
@@ -171,26 +167,18 @@ def opened_store(
 ) -> Iterator[SpanStore]:
     """The store for a command; `accounting`: the command reads only what the accounting reads (not `query`);
     `memory_share`: of GOODPUT_MEMORY_LIMIT, for stores that work at the same time (a diff's two sides: 0.5 each)."""
-    from rollup import ACCOUNTING_SCHEMA, SPAN_SCHEMA, open_store
+    from rollup import open_store
 
     progress = LoadProgress(stderr())
     try:
-        schema = ACCOUNTING_SCHEMA if accounting else SPAN_SCHEMA
-        store = open_store(paths, use_cache=not no_cache, progress=progress, schema=schema, memory_share=memory_share)
+        store = open_store(
+            paths, use_cache=not no_cache, progress=progress, accounting=accounting, memory_share=memory_share
+        )
     finally:
         progress.close()
     print_notices(store.notices)
-    try:
+    with store:  # DuckDB out of memory under GOODPUT_MEMORY_LIMIT is said as such (exit 2), not as a bug
         yield store
-    except Exception as exc:  # DuckDB out of memory under GOODPUT_MEMORY_LIMIT: said as such (exit 2), not a bug
-        from rollup import out_of_memory
-
-        error = out_of_memory(exc)
-        if error is None:
-            raise
-        raise error from None
-    finally:
-        store.close()
 
 
 def terminal_width() -> int:
@@ -237,13 +225,27 @@ AttemptOption = typer.Option(
 )
 
 
-def nothing_selected(store: SpanStore, selected: tuple[int, int] | None, iteration: int | None) -> str | None:
-    """When `--iteration N` / `--iterations A:B` select no iteration of the traces: `--iteration N`, one iteration
-    asked for by number, is a bad option value (exit 2, as in `spans`); a range holding none is an empty result
-    with a note. Both name the iterations the traces hold."""
-    missing = store.missing_iterations(selected) if selected is not None else None
-    if missing is None:
-        return None
-    if iteration is not None:
-        raise fail(missing)
-    return f"note: {missing}"
+def nothing_note(store: SpanStore, missing: str | None) -> str:
+    """Why a command has nothing to show: the iterations asked for hold none of the traces' (`missing`, the
+    result's, naming those they hold), else what was read (no span, or none of an RL job)."""
+    return f"note: {missing}" if missing else no_iterations_note(store.read_summary())
+
+
+def checked(make: Callable[[], _Made]) -> _Made:
+    """`make()`, an OptionError of the library's (a bad option value) said as typer says a bad option: exit 2."""
+    from rollup import OptionError
+
+    try:
+        return make()
+    except OptionError as error:
+        raise typer.BadParameter(error.message, param_hint=error.option) from None
+
+
+def runner(ray: bool, address: str | None) -> AbstractContextManager[RayRunner | None]:
+    """Where the command's accounting runs: None (in this process), or `--ray [ADDRESS]`'s Ray runner, connected for
+    the whole command (a report and its page's checks share one cluster)."""
+    if not (ray or address):
+        return nullcontext()
+    from rollup import RayRunner
+
+    return checked(lambda: RayRunner(address))

@@ -173,7 +173,7 @@ def _resource(service_name: str | None, resource_attributes: Mapping[str, Any] |
         attributes["service.name"] = service_name
     elif not os.environ.get(OTEL_SERVICE_NAME):
         # A Ray actor or task that calls configure() bare is named for its class or function, not for this tool.
-        from .worker_setup import ray_worker_name
+        from .ray_worker import ray_worker_name
 
         attributes["service.name"] = ray_worker_name() or "goodput"
     attributes.update(resource_attributes or {})

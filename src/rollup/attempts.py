@@ -12,15 +12,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .errors import GoodputError
-from .lineage import OWN_SPANS, ensure_lineage, lineage_is_view, own_spans
 from .schema import IS_JOB_SQL
 
 if TYPE_CHECKING:
-    import duckdb
+    from .spanset import SpanSet
 
-    from .store import SpanStore
-
-# A span's attempt in SQL over `spans_ex`.
+# A span's attempt in SQL over the lineage (`SpanSet.lineage`).
 ATTEMPT_SQL = "coalesce(run_id, '')"
 
 # What `--attempt latest` asks for: the attempt that started last.
@@ -55,17 +52,17 @@ def attempt_label(run_id: str) -> str:
     return f'"{run_id}"' if run_id else '"" (unnamed)'
 
 
-def find_attempts(connection: duckdb.DuckDBPyConnection) -> list[Attempt]:
-    """Every attempt in `spans_ex`, ordered by its first span's start (then run id), windows not yet known."""
-    rows = connection.execute(
+def find_attempts(spans: SpanSet) -> list[Attempt]:
+    """Every attempt of `spans`, ordered by its first span's start (then run id), windows not yet known."""
+    rows = spans.rows(
         f"""
         SELECT {ATTEMPT_SQL} AS attempt,
                coalesce(min(start_ns) FILTER (WHERE {IS_JOB_SQL}), min(start_ns)),
                coalesce(max(end_ns) FILTER (WHERE {IS_JOB_SQL}), max(end_ns)),
                min(start_ns) AS first_span_ns, count(DISTINCT process)
-        FROM {own_spans(connection)} GROUP BY ALL ORDER BY first_span_ns, attempt
+        FROM {spans.own} GROUP BY ALL ORDER BY first_span_ns, attempt
         """
-    ).fetchall()
+    )
     return [Attempt(run_id, int(s), int(e), int(first), int(n)) for run_id, s, e, first, n in rows]
 
 
@@ -91,31 +88,12 @@ def overlapping_attempts(attempts: Sequence[Attempt]) -> list[tuple[Attempt, Att
     return pairs
 
 
-def keep_attempt(store: SpanStore, wanted: str) -> str:
-    """Make the store read one attempt only, as if its files held nothing else; returns the attempt's run id.
-
-    `wanted` is a run id (`""` for the unnamed attempt) or `latest`, the attempt that started last. An id the
-    files do not hold is a GoodputError naming the ones they do. Only this command's copy of `spans_ex` changes;
-    the cached lineage keeps every attempt.
-    """
-    ensure_lineage(store)
-    connection = store.connection
-    attempts = find_attempts(connection)
-    names = [a.run_id for a in attempts]
-    if wanted == LATEST and names:
-        chosen = names[-1]
-    elif wanted in names:
-        chosen = wanted
-    else:
-        held = ", ".join(attempt_label(n) for n in names) or "none"
-        raise GoodputError(f"no attempt {attempt_label(wanted)} in these traces; attempts: {held}")
-    if len(names) > 1:
-        if lineage_is_view(connection):  # the cached Parquet file stays whole: this command's copy is a table
-            kept = f"SELECT * FROM spans_ex WHERE {ATTEMPT_SQL} = ?"
-            connection.execute(f"CREATE TABLE spans_ex_kept AS {kept}", [chosen])
-            connection.execute("DROP VIEW spans_ex")
-            connection.execute(f"DROP VIEW IF EXISTS {OWN_SPANS}")  # the kept table is read for every column
-            connection.execute("ALTER TABLE spans_ex_kept RENAME TO spans_ex")
-        else:
-            connection.execute(f"DELETE FROM spans_ex WHERE {ATTEMPT_SQL} <> ?", [chosen])
-    return chosen
+def choose_attempt(run_ids: Sequence[str], wanted: str) -> str:
+    """The run id `wanted` names among `run_ids` (the attempts in order): a run id (`""` for the unnamed attempt), or
+    `latest`, the attempt that started last. An id the files do not hold is a GoodputError naming the ones they do."""
+    if wanted == LATEST and run_ids:
+        return run_ids[-1]
+    if wanted in run_ids:
+        return wanted
+    held = ", ".join(attempt_label(n) for n in run_ids) or "none"
+    raise GoodputError(f"no attempt {attempt_label(wanted)} in these traces; attempts: {held}")

@@ -17,17 +17,16 @@ from typing import TYPE_CHECKING, Any, overload
 
 from .arrays import int64_array, int64_column
 from .attempts import ATTEMPT_SQL
-from .errors import GoodputError
+from .errors import OptionError
 from .intervals import clip_to_stretches, in_time_batches
-from .lineage import own_spans
 from .memory import sweep_batch_spans
 from .schema import BUCKETS
 from .windows import window_keys
 
 if TYPE_CHECKING:
-    import duckdb
     import pyarrow as pa
 
+    from .spanset import SpanSet
     from .windows import Windows
 
 @dataclass(frozen=True, slots=True)
@@ -142,12 +141,12 @@ def parse_precedence(text: str | None) -> list[str]:
         return list(BUCKETS)
     order = [token.strip() for token in text.split(",") if token.strip()]
     if sorted(order) != sorted(BUCKETS):
-        raise GoodputError(f"--precedence must name each of {', '.join(BUCKETS)} once, got {text!r}")
+        raise OptionError("--precedence", f"expected each of {', '.join(BUCKETS)} once, got {text!r}")
     return order
 
 
 def charge_stretches(
-    connection: duckdb.DuckDBPyConnection,
+    spans: SpanSet,
     stretches: Sequence[tuple[int, int]],
     precedence: Sequence[str],
     *,
@@ -155,18 +154,18 @@ def charge_stretches(
     batch_spans: int | None = None,
 ) -> FrameCharges:
     """Each stretch's wall clock charged to the highest-precedence bucket active at each instant, else unaccounted,
-    every span counting, by position; held as columns (`FrameCharges`), not as an object per stretch. Stretches
-    may overlap each other; each is charged on its own. Needs `spans_ex` (`lineage.build_lineage`).
+    every span of `spans` counting, by position; held as columns (`FrameCharges`), not as an object per stretch.
+    Stretches may overlap each other; each is charged on its own.
 
     `summed_from`: the stretches from that position on are wanted as one, their charges summed (`FrameCharges.rest`)
     and not held one by one (a report's hundreds of thousands of gaps between steps). `batch_spans`: the most spans
-    one sweep takes (default: what the connection's memory limit has room for, `memory.sweep_batch_spans`)."""
+    one sweep takes (default: what the memory limit has room for, `memory.sweep_batch_spans`)."""
     held = len(stretches) if summed_from is None else min(summed_from, len(stretches))
     walls = array("q", (end - start for start, end in islice(stretches, held)))
     by_rank = [array("q", bytes(8 * held)) for _ in precedence]
     rest_by_rank = [0 for _ in precedence]
     if stretches:  # each batch's sums put in place as it comes: no Python int per stretch held for the whole run
-        for positions, table in _charged_batches(connection, stretches, precedence, False, batch_spans):
+        for positions, table in _charged_batches(spans, stretches, precedence, False, batch_spans):
             at = [positions[i] for i in table.column("stretch").to_pylist()]
             for rank, column in enumerate(by_rank):
                 for position, value in zip(at, table.column(f"r{rank}").to_pylist(), strict=True):
@@ -181,7 +180,7 @@ def charge_stretches(
 
 
 def charge_each_process(
-    connection: duckdb.DuckDBPyConnection, frames: Sequence[Frame], precedence: Sequence[str]
+    spans: SpanSet, frames: Sequence[Frame], precedence: Sequence[str]
 ) -> dict[int, dict[str, Charge]]:
     """For `--by process`: per frame, each process that has a bucketed span overlapping it, charged with that
     process's spans alone. One pass for every process (a process with nothing in a frame is not listed)."""
@@ -190,7 +189,7 @@ def charge_each_process(
     stretches = sorted({(f.start_ns, f.end_ns) for f in frames})
     stretch_of = {stretch: index for index, stretch in enumerate(stretches)}
     by_stretch: dict[int, dict[str, list[int]]] = {}
-    for (stretch, process), by_rank in _charged_ns(connection, stretches, precedence, by_process=True).items():
+    for (stretch, process), by_rank in _charged_ns(spans, stretches, precedence, by_process=True).items():
         by_stretch.setdefault(stretch, {})[process] = by_rank
     out = {}
     for frame in frames:
@@ -209,7 +208,7 @@ def _charge(wall: int, by_rank: Sequence[int], precedence: Sequence[str]) -> Cha
 
 
 def _charged_ns(
-    connection: duckdb.DuckDBPyConnection,
+    spans: SpanSet,
     stretches: Sequence[tuple[int, int]],
     precedence: Sequence[str],
     *,
@@ -217,7 +216,7 @@ def _charged_ns(
 ) -> dict[Any, list[int]]:
     """Nanoseconds charged to each bucket (in `precedence` order) in each stretch (by position), or in each
     (stretch, process) for the processes with bucketed spans there (`_charged_table`)."""
-    table = _charged_table(connection, stretches, precedence, by_process=by_process)
+    table = _charged_table(spans, stretches, precedence, by_process=by_process)
     ranks = zip(*(table.column(f"r{i}").to_pylist() for i in range(len(BUCKETS))), strict=True)
     charged = [[int(v or 0) for v in values] for values in ranks]
     stretch = table.column("stretch").to_pylist()
@@ -226,13 +225,13 @@ def _charged_ns(
     return dict(zip(stretch, charged, strict=True))
 
 
-def swept_spans_sql(connection: duckdb.DuckDBPyConnection) -> str:
+def swept_spans_sql(spans: SpanSet) -> str:
     """The spans a charge sweeps: bucketed, of positive length (their own columns)."""
-    return f"SELECT * FROM {own_spans(connection)} WHERE bucketed AND end_ns > start_ns"
+    return f"SELECT * FROM {spans.own} WHERE bucketed AND end_ns > start_ns"
 
 
 def _charged_table(
-    connection: duckdb.DuckDBPyConnection,
+    spans: SpanSet,
     stretches: Sequence[tuple[int, int]],
     precedence: Sequence[str],
     *,
@@ -249,19 +248,19 @@ def _charged_table(
     zero-length segments, which charge nothing.
 
     The stretches are swept in batches consecutive in time (`intervals.in_time_batches`), each of as many spans as the
-    connection's memory limit has room for (`memory.sweep_batch_spans`): a long trace is many sweeps that fit,
-    not one that spills.
+    memory limit has room for (`memory.sweep_batch_spans`): a long trace is many sweeps that fit, not one that
+    spills.
     """
     import pyarrow as pa
 
     parts = []
-    for positions, table in _charged_batches(connection, stretches, precedence, by_process, batch_spans):
+    for positions, table in _charged_batches(spans, stretches, precedence, by_process, batch_spans):
         parts.append(table.set_column(0, "stretch", int64_array(positions).take(table.column("stretch"))))
     return pa.concat_tables(parts)
 
 
 def _charged_batches(
-    connection: duckdb.DuckDBPyConnection,
+    spans: SpanSet,
     stretches: Sequence[tuple[int, int]],
     precedence: Sequence[str],
     by_process: bool,
@@ -269,13 +268,13 @@ def _charged_batches(
 ) -> Iterator[tuple[array, pa.Table]]:
     """`_charged_table` a batch at a time: each batch's positions among `stretches` and its table, whose `stretch`
     is the position in the batch (its stretch i is `positions[i]`)."""
-    most = batch_spans or sweep_batch_spans(connection)
-    for positions, batch, spans_sql in in_time_batches(connection, stretches, swept_spans_sql(connection), most):
-        yield positions, _swept(connection, batch, precedence, spans_sql, by_process=by_process)
+    most = batch_spans or sweep_batch_spans(spans.limit_bytes)
+    for positions, batch, spans_sql in in_time_batches(spans, stretches, swept_spans_sql(spans), most):
+        yield positions, _swept(spans, batch, precedence, spans_sql, by_process=by_process)
 
 
 def _swept(
-    connection: duckdb.DuckDBPyConnection,
+    spans: SpanSet,
     stretches: Sequence[tuple[int, int]],
     precedence: Sequence[str],
     spans_sql: str,
@@ -292,20 +291,20 @@ def _swept(
         return f"sum({charged})::BIGINT AS r{i}"
 
     keys = "stretch, process" if by_process else "stretch"
-    try:
+    with spans.scratch("charge_clipped") as clipped:
         clip_to_stretches(
-            connection,
+            spans,
             stretches,
             f"SELECT start_ns, end_ns, {'process, ' if by_process else ''}{rank_sql} AS rank FROM ({spans_sql})",
             ["process", "rank"] if by_process else ["rank"],
-            "charge_clipped",
+            clipped,
         )
-        return connection.sql(
+        return spans.arrow(
             f"""
             WITH events AS (
-                SELECT {keys}, s AS t, (1::HUGEINT << ({shift} * rank)) AS delta FROM charge_clipped
+                SELECT {keys}, s AS t, (1::HUGEINT << ({shift} * rank)) AS delta FROM {clipped}
                 UNION ALL
-                SELECT {keys}, e AS t, -(1::HUGEINT << ({shift} * rank)) AS delta FROM charge_clipped
+                SELECT {keys}, e AS t, -(1::HUGEINT << ({shift} * rank)) AS delta FROM {clipped}
             ),
             running AS (
                 SELECT {keys}, t,
@@ -316,16 +315,14 @@ def _swept(
             SELECT {keys}, {", ".join(first_active(i) for i in range(len(BUCKETS)))}
             FROM running WHERE t_next IS NOT NULL GROUP BY {keys}
             """
-        ).to_arrow_table()
-    finally:
-        connection.execute("DROP TABLE IF EXISTS charge_clipped")
+        )
 
 
 # The spans whose full durations make span-seconds (`span_seconds_ns`, `window_span_ns`, by name in `breakdown`).
 SPAN_SECONDS_SPANS = "bucketed AND eff_iteration IS NOT NULL"
 
 
-def window_span_ns(connection: duckdb.DuckDBPyConnection, windows: Windows) -> list[array]:
+def window_span_ns(spans: SpanSet, windows: Windows) -> list[array]:
     """`span_seconds_ns` of each window's (attempt, iteration), by position: a column of 64-bit integers per
     bucket (BUCKETS order), zero where the window has no bucketed span of its own attempt and iteration.
 
@@ -337,36 +334,33 @@ def window_span_ns(connection: duckdb.DuckDBPyConnection, windows: Windows) -> l
     keys = window_keys(windows)
     sums = ", ".join(f"sum(end_ns - start_ns) FILTER (WHERE bucket = '{b}') AS {b}" for b in BUCKETS)
     picked = ", ".join(f"coalesce(s.{b}, 0)::BIGINT AS {b}" for b in BUCKETS)
-    connection.register("span_seconds_windows", keys)
-    try:
-        table = connection.sql(
+    with spans.registered("span_seconds_windows", keys) as windows_table:
+        table = spans.arrow(
             f"""
             SELECT k.position, {picked}
-            FROM span_seconds_windows k LEFT JOIN (
-                SELECT {ATTEMPT_SQL} AS attempt, eff_iteration, {sums} FROM spans_ex
+            FROM {windows_table} k LEFT JOIN (
+                SELECT {ATTEMPT_SQL} AS attempt, eff_iteration, {sums} FROM {spans.lineage}
                 WHERE {SPAN_SECONDS_SPANS} GROUP BY ALL
             ) s ON s.attempt = k.attempt AND s.eff_iteration = k.iteration
             ORDER BY k.position
             """
-        ).to_arrow_table()
-    finally:
-        connection.unregister("span_seconds_windows")
+        )
     return [int64_column(table, b) for b in BUCKETS]
 
 
-def span_seconds_ns(connection: duckdb.DuckDBPyConnection, by_process: bool = False) -> dict[Any, dict[str, int]]:
+def span_seconds_ns(spans: SpanSet, by_process: bool = False) -> dict[Any, dict[str, int]]:
     """Per (attempt, effective iteration[, process]), per bucket: the summed full durations of its bucketed spans.
 
     The naive view a monitor computes: it exceeds the wall clock wherever spans nest or run concurrently. Keyed by
     attempt (its run id, `""` when unnamed) because a row counts the spans of its own attempt only.
     """
     keys = f"{ATTEMPT_SQL}, eff_iteration" + (", process" if by_process else "")
-    rows = connection.execute(
+    rows = spans.rows(
         f"""
-        SELECT {keys}, bucket, sum(end_ns - start_ns)::BIGINT FROM spans_ex
+        SELECT {keys}, bucket, sum(end_ns - start_ns)::BIGINT FROM {spans.lineage}
         WHERE {SPAN_SECONDS_SPANS} GROUP BY ALL
         """
-    ).fetchall()
+    )
     out: dict[Any, dict[str, int]] = {}
     for row in rows:
         key = (row[0], int(row[1]), row[2]) if by_process else (row[0], int(row[1]))

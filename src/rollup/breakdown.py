@@ -26,37 +26,27 @@ from .attribution import SPAN_SECONDS_SPANS, FrameCharges, swept_spans_sql
 from .errors import GoodputError
 from .intervals import clip_to_stretches, in_time_batches
 from .memory import sweep_batch_spans
+from .rows import NameColumns, NameShare
 from .schema import BUCKETS
 from .windows import stretches_of, window_keys
 
 if TYPE_CHECKING:
-    import duckdb
-
+    from .spanset import SpanSet
     from .windows import Window
 
 # How a span is keyed: by its name, or by its `rl.span_group` (`""` when it has none).
 BREAKDOWN_KEYS = {"name": "name", "group": "coalesce(span_group, '')"}
 
 
-@dataclass(frozen=True, slots=True)
-class NameShare:
-    """One name's (or group's) part of one bucket in one window: wall-clock and span-seconds nanoseconds."""
-
-    name: str
-    bucket: str
-    wall_ns: int
-    span_ns: int
-
-
 def shares_by_name(
-    connection: duckdb.DuckDBPyConnection, windows: Sequence[Window], precedence: Sequence[str], *, by: str = "name"
+    spans: SpanSet, windows: Sequence[Window], precedence: Sequence[str], *, by: str = "name"
 ) -> list[list[NameShare]]:
     """Per window (in the order given), the names' shares of its buckets, sorted by bucket order, then wall
     nanoseconds descending, then name: each bucket's charge (as `attribution.charge_stretches` gives it) shared
     among the names, rounded to add up to it, with the span-seconds of the spans whose effective iteration is the
-    window's and whose attempt is the window's own. Needs the `spans_ex` table of `lineage.build_lineage`."""
-    _, walls = charged_name_walls(connection, windows, precedence, by=by)
-    shares, _ = name_share_columns(connection, windows, walls, by=by)
+    window's and whose attempt is the window's own."""
+    _, walls = charged_name_walls(spans, windows, precedence, by=by)
+    shares, _ = name_share_columns(spans, windows, walls, by=by)
     out: list[list[NameShare]] = [[] for _ in windows]
     for position, key, bucket, wall_ns, span_ns in zip(
         shares.positions, shares.key_ids, shares.buckets, shares.wall_ns, shares.span_ns, strict=True
@@ -80,7 +70,7 @@ class NameWalls:
 
 
 def charged_name_walls(
-    connection: duckdb.DuckDBPyConnection,
+    spans: SpanSet,
     windows: Sequence[Window],
     precedence: Sequence[str],
     *,
@@ -100,9 +90,9 @@ def charged_name_walls(
     key_ids: dict[str, int] = {}
     if not stretches:
         return FrameCharges(walls, by_rank, precedence), found
-    most = batch_spans or sweep_batch_spans(connection)
-    for positions, batch, spans_sql in in_time_batches(connection, stretches, swept_spans_sql(connection), most):
-        part, ranks = _swept_shares(connection, batch, precedence, BREAKDOWN_KEYS[by], spans_sql)
+    most = batch_spans or sweep_batch_spans(spans.limit_bytes)
+    for positions, batch, spans_sql in in_time_batches(spans, stretches, swept_spans_sql(spans), most):
+        part, ranks = _swept_shares(spans, batch, precedence, BREAKDOWN_KEYS[by], spans_sql)
         for local, charged in ranks.items():
             for rank, ns in enumerate(charged):
                 by_rank[rank][positions[local]] = ns
@@ -118,22 +108,8 @@ def charged_name_walls(
     return FrameCharges(walls, by_rank, precedence), found
 
 
-@dataclass(frozen=True)
-class NameColumns:
-    """Every window's shares by name (`shares_by_name`, sorted alike within a window), as columns sorted by window:
-    per share its window's position, its name (a position in `keys`), its bucket (a position in BUCKETS), its wall
-    and span-seconds nanoseconds (`rows.IterationRows.set_name_columns` holds them so)."""
-
-    positions: array
-    keys: list[str]
-    key_ids: array
-    buckets: array
-    wall_ns: array
-    span_ns: array
-
-
 def name_share_columns(
-    connection: duckdb.DuckDBPyConnection, windows: Sequence[Window], walls: NameWalls, *, by: str = "name"
+    spans: SpanSet, windows: Sequence[Window], walls: NameWalls, *, by: str = "name"
 ) -> tuple[NameColumns, list[NameShare]]:
     """`shares_by_name` from `charged_name_walls`' columns, and the shares of all the windows summed per (name,
     bucket) (the total's), sorted alike: the wall nanoseconds and the span-seconds joined and sorted in DuckDB, so
@@ -151,23 +127,25 @@ def name_share_columns(
     keys_table = pa.table(
         {"key_id": pa.array(range(len(walls.keys)), pa.int64()), "key": pa.array(walls.keys, pa.string())}
     )
-    registered = {"names_windows": window_table, "names_wall": wall_table, "names_wall_keys": keys_table}
-    for name, table in registered.items():
-        connection.register(name, table)
-    try:
-        connection.execute(
+    with (
+        spans.registered("names_windows", window_table) as names_windows,
+        spans.registered("names_wall", wall_table) as names_wall,
+        spans.registered("names_wall_keys", keys_table) as names_wall_keys,
+        spans.scratch("names_merged") as merged,
+    ):
+        spans.run(
             f"""
-            CREATE OR REPLACE TEMP TABLE names_merged AS
+            CREATE OR REPLACE TEMP TABLE {merged} AS
             WITH wall AS (
-                SELECT w.position, k.key, w.bucket, w.ns FROM names_wall w JOIN names_wall_keys k USING (key_id)
+                SELECT w.position, k.key, w.bucket, w.ns FROM {names_wall} w JOIN {names_wall_keys} k USING (key_id)
             ),
             spans AS (
                 SELECT w.position, s.key, s.bucket, s.ns
                 FROM (
                     SELECT {ATTEMPT_SQL} AS attempt, eff_iteration, {BREAKDOWN_KEYS[by]} AS key, {bucket_of} AS bucket,
                            sum(end_ns - start_ns)::BIGINT AS ns
-                    FROM spans_ex WHERE {SPAN_SECONDS_SPANS} GROUP BY ALL
-                ) s JOIN names_windows w ON w.attempt = s.attempt AND w.iteration = s.eff_iteration
+                    FROM {spans.lineage} WHERE {SPAN_SECONDS_SPANS} GROUP BY ALL
+                ) s JOIN {names_windows} w ON w.attempt = s.attempt AND w.iteration = s.eff_iteration
             )
             SELECT coalesce(a.position, b.position) AS position, coalesce(a.key, b.key) AS key,
                    coalesce(a.bucket, b.bucket)::BIGINT AS bucket, coalesce(a.ns, 0)::BIGINT AS wall_ns,
@@ -176,32 +154,25 @@ def name_share_columns(
             WHERE coalesce(a.ns, 0) <> 0 OR coalesce(b.ns, 0) <> 0
             """
         )
-        keys = [key for (key,) in connection.execute("SELECT DISTINCT key FROM names_merged ORDER BY key").fetchall()]
-        connection.register("names_keys", pa.table({"key_id": pa.array(range(len(keys)), pa.int64()),
-                                                    "key": pa.array(keys, pa.string())}))  # fmt: skip
-        try:
-            table = connection.sql(
-                """
+        keys = [key for (key,) in spans.rows(f"SELECT DISTINCT key FROM {merged} ORDER BY key")]
+        key_ids = pa.table({"key_id": pa.array(range(len(keys)), pa.int64()), "key": pa.array(keys, pa.string())})
+        with spans.registered("names_keys", key_ids) as names_keys:
+            table = spans.arrow(
+                f"""
                 SELECT m.position, k.key_id, m.bucket, m.wall_ns, m.span_ns
-                FROM names_merged m JOIN names_keys k USING (key)
+                FROM {merged} m JOIN {names_keys} k USING (key)
                 ORDER BY m.position, m.bucket, m.wall_ns DESC, m.key
                 """
-            ).to_arrow_table()
-        finally:
-            connection.unregister("names_keys")
+            )
         total = [
             NameShare(key, BUCKETS[bucket], int(wall_ns), int(span_ns))
-            for key, bucket, wall_ns, span_ns in connection.execute(
-                """
-                SELECT key, bucket, sum(wall_ns)::BIGINT AS wall_ns, sum(span_ns)::BIGINT FROM names_merged
+            for key, bucket, wall_ns, span_ns in spans.rows(
+                f"""
+                SELECT key, bucket, sum(wall_ns)::BIGINT AS wall_ns, sum(span_ns)::BIGINT FROM {merged}
                 GROUP BY ALL ORDER BY bucket, wall_ns DESC, key
                 """
-            ).fetchall()
+            )
         ]
-    finally:
-        connection.execute("DROP TABLE IF EXISTS names_merged")
-        for name in registered:
-            connection.unregister(name)
     columns = NameColumns(
         int64_column(table, "position"), keys, int64_column(table, "key_id"), int64_column(table, "bucket"),
         int64_column(table, "wall_ns"), int64_column(table, "span_ns"),
@@ -244,7 +215,7 @@ def apportion(exact: dict[str, float], total: int) -> dict[str, int]:
 
 
 def _swept_shares(
-    connection: duckdb.DuckDBPyConnection,
+    spans: SpanSet,
     stretches: Sequence[tuple[int, int]],
     precedence: Sequence[str],
     key_sql: str,
@@ -266,32 +237,32 @@ def _swept_shares(
         f"coalesce(sum(CASE WHEN charged = {i} THEN portion END) OVER before, 0) AS p{i}" for i in range(len(BUCKETS))
     )
     priced = "CASE rank " + " ".join(f"WHEN {i} THEN p{i}" for i in range(len(BUCKETS))) + " END"
-    try:
+    with spans.scratch("breakdown_clipped") as clipped, spans.scratch("breakdown_keys") as key_ids:
         clip_to_stretches(
-            connection,
+            spans,
             stretches,
             f"SELECT start_ns, end_ns, {rank_sql} AS rank, {key_sql} AS key FROM ({spans_sql})",
             ["rank", "key"],
-            "breakdown_clipped",
+            clipped,
         )
         # Names as small integers, packed with the window and the rank into one sort key: sorting 64-bit integers
         # is several times cheaper than sorting (window, rank, name) rows.
-        connection.execute(
-            """
-            CREATE OR REPLACE TEMP TABLE breakdown_keys AS
-            SELECT key, (row_number() OVER ())::BIGINT AS key_id FROM (SELECT DISTINCT key FROM breakdown_clipped)
+        spans.run(
+            f"""
+            CREATE OR REPLACE TEMP TABLE {key_ids} AS
+            SELECT key, (row_number() OVER ())::BIGINT AS key_id FROM (SELECT DISTINCT key FROM {clipped})
             """
         )
-        ((keys,),) = connection.execute("SELECT count(*) FROM breakdown_keys").fetchall()
+        ((keys,),) = spans.rows(f"SELECT count(*) FROM {key_ids}")
         if keys >= 1 << 22:
             raise GoodputError(
                 f"--by name/group: {keys:,} distinct keys, more than the breakdown tells apart (4,194,303)"
             )
-        rows = connection.execute(
+        rows = spans.rows(
             f"""
             WITH grouped AS (
                 SELECT (c.stretch << 24) | (c.rank::BIGINT << 22) | k.key_id AS grp, c.s, c.e
-                FROM breakdown_clipped c JOIN breakdown_keys k USING (key)
+                FROM {clipped} c JOIN {key_ids} k USING (key)
             ),
             edges AS (
                 SELECT grp, s AS t, 1 AS d FROM grouped UNION ALL SELECT grp, e AS t, -1 AS d FROM grouped
@@ -326,13 +297,10 @@ def _swept_shares(
                 SELECT frame_id, charged AS rank, sum(length)::BIGINT AS ns FROM segments
                 WHERE charged IS NOT NULL GROUP BY ALL
             )
-            SELECT s.frame_id, s.rank, k.key, s.share, NULL::BIGINT FROM shares s JOIN breakdown_keys k USING (key_id)
+            SELECT s.frame_id, s.rank, k.key, s.share, NULL::BIGINT FROM shares s JOIN {key_ids} k USING (key_id)
             UNION ALL SELECT frame_id, rank, NULL, NULL, ns FROM charged
             """
-        ).fetchall()
-    finally:
-        connection.execute("DROP TABLE IF EXISTS breakdown_clipped")
-        connection.execute("DROP TABLE IF EXISTS breakdown_keys")
+        )
     out: dict[int, dict[tuple[str, str], float]] = {}
     by_rank: dict[int, list[int]] = {}
     for frame_id, rank, key, value, ns in rows:

@@ -1,381 +1,114 @@
-"""The accounting bugs `goodput check` flags (SPEC section 5), each found by one query over `spans_ex`.
+"""`goodput check`: every rule of SPEC sections 5, 7 and 10 run over a store's spans, as one orchestration.
 
-Every rule exists because it makes a goodput figure wrong or unexplainable: a bucketed span inside a bucketed span
-counts the same wall clock twice in any naive sum; concurrent instances of one bucketed span multiply it; an orphan
-is a lost span or a broken trace-context hand-off, which silently moves work out of its iteration. The rules that
-look at iteration windows rather than spans are in `window_rules`; the rules' table and `Finding` in `findings`.
+The span rules (`span_rules`) and the window rules' measurements (each window's charge, the groups active in it)
+are computed in parts by a runner (`runners`: in this process, or as Ray tasks by ranges of windows); the rules
+about the whole run (`overlapping-attempts`, `no-iterations`) and the window rules' verdicts (`window_rules`) are
+worked out here from what the parts found. So a check gives the same findings in the same order wherever it ran.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .attempts import ATTEMPT_SQL, attempt_label, find_attempts, keep_attempt, overlapping_attempts
+from .errors import GoodputError, OptionError
 from .findings import ERROR, RULES, WARNING, Finding
-from .intervals import start_cuts
-from .lineage import ensure_lineage
-from .memory import sweep_batch_spans
-from .schema import BUCKET_LIST_SQL
-from .window_rules import no_iterations_findings, window_findings
+from .runners import LocalRunner, Runner
+from .span_rules import overlapping_attempts_findings
+from .window_rules import no_iterations_findings, parse_groups, step_spans, window_findings_from
+from .windows import iteration_windows, missing_in
 
 if TYPE_CHECKING:
-    import duckdb
-
+    from .attribution import Charge
+    from .ranges import CheckPart
     from .store import SpanStore
 
-def _seconds(ns: int | None) -> str:
-    return f"{(ns or 0) / 1e9:.3f}s"
+
+@dataclass(frozen=True)
+class CheckOptions:
+    """What a check is asked for, checked when it is made (an OptionError naming the option otherwise).
+
+    `attempt` (a run id or `latest`) checks that attempt alone. `expect`: span group names (any case; each item
+    `GROUP` or `GROUP,GROUP,...`) that every window should have a span of (`missing-group`). `iterations`: only the
+    findings of iterations in that inclusive range are kept; `exact`: it is one iteration asked for by number, an
+    error when the traces lack it."""
+
+    attempt: str | None = None
+    expect: Sequence[str] = ()
+    iterations: tuple[int, int] | None = None
+    exact: bool = False
+
+    def __post_init__(self) -> None:
+        if self.expect:
+            try:
+                object.__setattr__(self, "expect", tuple(parse_groups(self.expect)))
+            except ValueError as error:
+                raise OptionError("--expect", str(error)) from None
 
 
-def _findings(
-    connection, rule: str, sql: str, describe: Callable[..., str], *, counted_twice: bool = False
-) -> list[Finding]:
-    """Findings of `rule`, one per row of `sql`.
+@dataclass(frozen=True)
+class Check:
+    """What a check found: its findings (errors first, then in SPEC section 5's order of rules; a span rule's by
+    trace and span, a window rule's by iteration) and `missing`, why the iterations asked for hold none of the
+    traces' (None when they hold some, or none was asked for)."""
 
-    Rows start (trace_id, span_id, name, iteration, related_span_id); with `counted_twice`, the next column is the
-    nanoseconds counted twice (reported as `overlap_s`). `describe(name, *rest)` turns the rest of the row into the
-    message.
-    """
-    findings = []
-    for t, s, n, i, related, *rest in connection.execute(sql).fetchall():
-        overlap_s = rest[0] / 1e9 if counted_twice else None
-        findings.append(Finding(rule, RULES[rule], t, s, n, i, related, describe(n, *rest), overlap_s))
-    return findings
+    findings: list[Finding]
+    missing: str | None = None
+    summary: dict[str, int] = field(init=False)
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "summary", check_summary(self.findings))
 
-def nested_bucket_findings(connection: duckdb.DuckDBPyConnection) -> list[Finding]:
-    return _findings(
-        connection,
-        "nested-bucket",
-        """
-        SELECT c.trace_id, c.span_id, c.name, c.eff_iteration, a.span_id,
-               greatest(0, least(c.end_ns, a.end_ns) - greatest(c.start_ns, a.start_ns)), c.bucket, a.name, a.bucket
-        FROM spans_ex c JOIN spans_ex a ON a.trace_id = c.trace_id AND a.span_id = c.bucketed_chain[-1]
-        WHERE c.bucketed AND len(c.bucketed_chain) > 0
-        """,
-        lambda n, ns, b, an, ab: f"{n} ({b}) runs inside {an} ({ab}): {_seconds(ns)} counted twice",
-        counted_twice=True,
-    )
+    @property
+    def failed(self) -> bool:
+        """Whether an error-severity finding was found (`goodput check` then exits 1)."""
+        return bool(self.summary["errors"])
 
 
-# The bucketed spans that take part in self-overlap: zero-length ones overlap nothing (SPEC section 4).
-_INSTANCES = "SELECT * FROM spans_ex WHERE bucketed AND end_ns > start_ns"
-# Two instances that are relatives (one an ancestor of the other) are `nested-bucket`'s, never `self-overlap`'s.
-_RELATIVES = (
-    "(p.trace_id = f.trace_id AND (list_contains(f.bucketed_chain, p.span_id) "
-    "OR list_contains(p.bucketed_chain, f.span_id)))"
-)
-_EARLIER = "(p.start_ns < f.start_ns OR (p.start_ns = f.start_ns AND p.skey < f.skey))"
-_RELATED_COLUMNS = "f.tkey, f.skey, p.span_id AS related, p.start_ns AS r_start, p.skey AS r_skey, p.end_ns AS r_end"
-
-
-def self_overlap_findings(connection: duckdb.DuckDBPyConnection, *, batch_spans: int | None = None) -> list[Finding]:
-    """Same-name bucketed spans of one process overlapping, whatever their nesting depth, neither an ancestor of the
-    other. Each later instance is a finding, related to the earlier one reaching furthest into it. `batch_spans`:
-    the most instances one sweep takes (default: what the memory limit has room for, `memory.sweep_batch_spans`).
-
-    A sweep per (process, name) in start order leaves the candidates: spans starting before the latest end seen so
-    far. For most, the instance reaching furthest is no relative, and one equality join settles them. The rest (a
-    same-name span nested in another, also a `nested-bucket` finding) look among every earlier instance still
-    running at their start, in a range join of their own.
-    """
-    try:
-        _sweep_candidates(connection, batch_spans or sweep_batch_spans(connection))
-        ((candidates,),) = connection.execute("SELECT count(*) FROM self_overlap_candidates").fetchall()
-        if not candidates:
-            return []
-        connection.execute(
-            f"""
-            CREATE OR REPLACE TEMP TABLE self_overlap_related AS
-            SELECT {_RELATED_COLUMNS} FROM self_overlap_candidates f JOIN ({_INSTANCES}) p
-              ON p.process = f.process AND p.name = f.name AND p.end_ns = f.prior_end AND {_EARLIER}
-            WHERE NOT {_RELATIVES}
-            """
-        )
-        _relate_the_rest(connection)
-        return _findings(
-            connection,
-            "self-overlap",
-            """
-            SELECT f.trace_id, f.span_id, f.name, f.eff_iteration, r.related, least(f.end_ns, r.r_end) - f.start_ns,
-                   f.process
-            FROM self_overlap_candidates f JOIN (
-                SELECT * FROM self_overlap_related
-                QUALIFY row_number() OVER (PARTITION BY tkey, skey ORDER BY r_end DESC, r_start DESC, r_skey DESC) = 1
-            ) r USING (tkey, skey)
-            """,
-            lambda n, ns, proc: f"{n} overlaps another {n} in process {proc}: concurrent instances should be an "
-            f"umbrella with leaf spans inside; {_seconds(ns)} counted twice",
-            counted_twice=True,
-        )
-    finally:
-        for table in ("self_overlap_candidates", "self_overlap_related", "self_overlap_keyed"):
-            connection.execute(f"DROP TABLE IF EXISTS {table}")
-
-
-def _sweep_candidates(connection: duckdb.DuckDBPyConnection, batch_spans: int) -> None:
-    """Create `self_overlap_candidates`: each instance starting before the latest end of the earlier instances of
-    its (process, name), with that end (`prior_end`) and the columns the findings need.
-
-    The sweep sorts narrow rows (keys and 64-bit times) partitioned by (process, name), numbered: the window carries
-    no span's text, only the few candidates fetch their columns after. (Measured at 16M spans under 500MB: 2.6 s,
-    where one sort of every group packed above the times in 128-bit keys took 5.2 s; with all the spans in one
-    group, 3.9 s.) A long trace is swept in runs of at most about `batch_spans` instances by start
-    (`intervals.start_cuts`), each run starting from the latest end per group of the runs before it
-    (`self_overlap_reach`), so that the result is one sweep's."""
-    connection.execute(
-        f"""
-        CREATE OR REPLACE TEMP TABLE self_overlap_groups AS
-        SELECT process, name, row_number() OVER ()::INTEGER AS g
-        FROM (SELECT DISTINCT process, name FROM ({_INSTANCES}))
-        """
-    )
-    connection.execute("CREATE OR REPLACE TEMP TABLE self_overlap_reach (g INTEGER, reach BIGINT)")
-    cuts = start_cuts(connection, _INSTANCES, batch_spans)
-    try:
-        for run, (low, high) in enumerate(zip([None, *cuts], [*cuts, None], strict=True)):
-            starts = [f"start_ns >= {low}"] * (low is not None) + [f"start_ns < {high}"] * (high is not None)
-            connection.execute(
-                f"""
-                CREATE OR REPLACE TEMP VIEW self_overlap_run AS
-                SELECT i.*, g.g FROM ({_INSTANCES}) i JOIN self_overlap_groups g
-                  ON g.process IS NOT DISTINCT FROM i.process AND g.name IS NOT DISTINCT FROM i.name
-                WHERE {" AND ".join(starts) or "true"}
-                """
-            )
-            connection.execute(
-                f"""
-                {"INSERT INTO" if run else "CREATE OR REPLACE TEMP TABLE"} self_overlap_candidates {"" if run else "AS"}
-                WITH swept AS (
-                    SELECT i.tkey, i.skey, i.start_ns,
-                           greatest(r.reach, max(i.end_ns) OVER (PARTITION BY i.g ORDER BY i.start_ns, i.skey
-                                                                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING))
-                               AS prior
-                    FROM self_overlap_run i LEFT JOIN self_overlap_reach r USING (g)
-                ),
-                found AS (SELECT tkey, skey, prior AS prior_end FROM swept WHERE prior > start_ns)
-                SELECT i.tkey, i.skey, i.trace_id, i.span_id, i.name, i.process, i.eff_iteration, i.start_ns,
-                       i.end_ns, i.bucketed_chain, f.prior_end
-                FROM self_overlap_run i JOIN found f USING (tkey, skey)
-                """
-            )
-            if high is not None:
-                connection.execute(
-                    """
-                    CREATE OR REPLACE TEMP TABLE self_overlap_reach AS
-                    SELECT g, max(reach) AS reach FROM (
-                        SELECT g, reach FROM self_overlap_reach
-                        UNION ALL SELECT g, max(end_ns) FROM self_overlap_run GROUP BY g
-                    ) GROUP BY g
-                    """
-                )
-    finally:
-        connection.execute("DROP VIEW IF EXISTS self_overlap_run")
-        connection.execute("DROP TABLE IF EXISTS self_overlap_reach")
-        connection.execute("DROP TABLE IF EXISTS self_overlap_groups")
-
-
-def _relate_the_rest(connection: duckdb.DuckDBPyConnection) -> None:
-    """Add to `self_overlap_related` the earlier non-relatives running at the start of each candidate that the
-    equality join left unrelated (its furthest-reaching instance was a relative).
-
-    The instances of those candidates' (process, name) groups get a group number that keys their times apart, so
-    the join is on two inequalities alone, which DuckDB runs as an IE join, in a statement of its own (inside a
-    bigger query it picks a hash join on (process, name) and compares each candidate with every instance).
-    """
-    connection.execute(
-        """
-        CREATE OR REPLACE TEMP TABLE self_overlap_keyed AS
-        WITH unsettled AS (
-            SELECT tkey, skey, process, name FROM self_overlap_candidates
-            ANTI JOIN self_overlap_related USING (tkey, skey)
-        ),
-        groups AS (SELECT process, name, row_number() OVER () AS g FROM (SELECT DISTINCT process, name FROM unsettled))
-        SELECT i.tkey, i.skey, i.trace_id, i.span_id, i.start_ns, i.end_ns, i.bucketed_chain,
-               (g.g::HUGEINT << 64) + i.start_ns AS key_start, (g.g::HUGEINT << 64) + i.end_ns AS key_end,
-               u.tkey IS NOT NULL AS unsettled
-        FROM spans_ex i JOIN groups g USING (process, name) LEFT JOIN unsettled u ON u.tkey = i.tkey AND u.skey = i.skey
-        WHERE i.bucketed AND i.end_ns > i.start_ns
-        """
-    )
-    connection.execute(
-        f"""
-        INSERT INTO self_overlap_related
-        SELECT {_RELATED_COLUMNS} FROM (SELECT * FROM self_overlap_keyed WHERE unsettled) f JOIN self_overlap_keyed p
-          ON p.key_start <= f.key_start AND p.key_end > f.key_start
-        WHERE {_EARLIER} AND NOT {_RELATIVES}
-        """
-    )
-
-
-def bucketed_umbrella_findings(connection: duckdb.DuckDBPyConnection) -> list[Finding]:
-    return _findings(
-        connection,
-        "bucketed-umbrella",
-        "SELECT trace_id, span_id, name, eff_iteration, NULL, bucket, span_group FROM spans_ex "
-        "WHERE is_umbrella AND bucket IS NOT NULL",
-        lambda n, b, g: f"{n} is an umbrella span ({g or 'by name'}) but carries rl.bucket={b}: umbrellas enclose "
-        "the leaves that are counted, so a bucket on one counts their time again",
-    )
-
-
-def unknown_bucket_findings(connection: duckdb.DuckDBPyConnection) -> list[Finding]:
-    return _findings(
-        connection,
-        "unknown-bucket",
-        f"SELECT trace_id, span_id, name, eff_iteration, NULL, bucket FROM spans_ex "
-        f"WHERE bucket IS NOT NULL AND bucket NOT IN ({BUCKET_LIST_SQL})",
-        lambda n, b: f"{n} has rl.bucket={b!r}, not one of productive, overhead, idle, wasted: its time is counted "
-        "nowhere",
-    )
-
-
-def overlapping_steps_findings(connection: duckdb.DuckDBPyConnection) -> list[Finding]:
-    """Step spans of different iterations overlapping within one attempt (two attempts overlapping in time are
-    `overlapping-attempts`, one finding for the pair rather than one per step). Each later step is a finding,
-    related to the earliest-starting step of another iteration still running at its start.
-
-    Steps in start order within their attempt: only a step that starts before the latest end seen so far can
-    overlap an earlier one (a running maximum, one sort). Those few candidates look for their partners in a range
-    join of their own, keyed by attempt number so that it is two inequalities alone (an IE join), not a hash join
-    on the attempt comparing every step of an attempt with every other.
-    """
-    try:
-        connection.execute(
-            f"""
-            CREATE OR REPLACE TEMP TABLE overlapping_steps AS
-            WITH steps AS (
-                SELECT trace_id, span_id, name, eff_iteration, start_ns, end_ns, {ATTEMPT_SQL} AS attempt
-                FROM spans_ex WHERE is_step AND eff_iteration IS NOT NULL AND end_ns > start_ns
-            ),
-            numbered AS (SELECT attempt, row_number() OVER () AS g FROM (SELECT DISTINCT attempt FROM steps))
-            SELECT s.*, (n.g::HUGEINT << 64) + s.start_ns AS key_start, (n.g::HUGEINT << 64) + s.end_ns AS key_end,
-                   coalesce(max(s.end_ns) OVER (PARTITION BY s.attempt ORDER BY s.start_ns, s.span_id
-                                               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) > s.start_ns,
-                            false) AS candidate
-            FROM steps s JOIN numbered n USING (attempt)
-            """
-        )
-        return _findings(
-            connection,
-            "overlapping-steps",
-            """
-            SELECT DISTINCT ON (b.trace_id, b.span_id) b.trace_id, b.span_id, b.name, b.eff_iteration, a.span_id,
-                   b.eff_iteration, a.eff_iteration, least(a.end_ns, b.end_ns) - b.start_ns
-            FROM (SELECT * FROM overlapping_steps WHERE candidate) b JOIN overlapping_steps a
-              ON a.key_start <= b.key_start AND a.key_end > b.key_start
-            WHERE a.eff_iteration <> b.eff_iteration AND (a.start_ns < b.start_ns OR a.span_id < b.span_id)
-            ORDER BY b.trace_id, b.span_id, a.start_ns, a.span_id, a.trace_id
-            """,
-            lambda n, i, ai, ns: f"step {i} overlaps step {ai} for {_seconds(ns)}: both windows charge that "
-            "stretch, so totals exceed the run's wall clock",
-        )
-    finally:
-        connection.execute("DROP TABLE IF EXISTS overlapping_steps")
-
-
-def orphan_span_findings(connection: duckdb.DuckDBPyConnection) -> list[Finding]:
-    return _findings(
-        connection,
-        "orphan-span",
-        "SELECT trace_id, span_id, name, eff_iteration, parent_span_id, parent_span_id FROM spans_ex "
-        "WHERE parent_span_id IS NOT NULL AND NOT has_parent",
-        lambda n, p: f"{n} names parent {p}, which no loaded file holds: a lost span or a broken trace-context "
-        "hand-off",
-    )
-
-
-def iteration_mismatch_findings(connection: duckdb.DuckDBPyConnection) -> list[Finding]:
-    return _findings(
-        connection,
-        "iteration-mismatch",
-        "SELECT trace_id, span_id, name, iteration, ancestor_iteration_span, iteration, ancestor_iteration "
-        "FROM spans_ex "
-        "WHERE iteration IS NOT NULL AND ancestor_iteration IS NOT NULL AND iteration <> ancestor_iteration",
-        lambda n, i, a: f"{n} says rl.iteration={i} but its nearest ancestor with one says {a}",
-    )
-
-
-def inverted_span_findings(connection: duckdb.DuckDBPyConnection) -> list[Finding]:
-    """Spans whose end precedes their start: a clock step or a broken exporter. Counted as zero-length."""
-    return _findings(
-        connection,
-        "inverted-span",
-        "SELECT trace_id, span_id, name, eff_iteration, NULL, inverted_ns FROM spans_ex WHERE inverted_ns > 0",
-        lambda n, ns: f"{n} ends {_seconds(ns)} before it starts: counted as zero-length, so its time is counted "
-        "nowhere",
-    )
-
-
-def overlapping_attempts_findings(connection: duckdb.DuckDBPyConnection) -> list[Finding]:
-    """Two attempts whose extents overlap: two jobs writing into one folder. Each window then charges the other
-    job's spans too, so neither job's figures are its own. One finding per pair, on the later attempt's
-    earliest-starting span, related to the earlier attempt's."""
-    pairs = overlapping_attempts(find_attempts(connection))
-    if not pairs:
-        return []
-    earliest = {
-        run_id: first
-        for run_id, first in connection.execute(
-            f"""
-            SELECT {ATTEMPT_SQL}, min({{'start_ns': start_ns, 'span_id': span_id, 'trace_id': trace_id, 'name': name,
-                                        'iteration': eff_iteration}})
-            FROM spans_ex GROUP BY ALL
-            """
-        ).fetchall()
-    }
-    findings = []
-    for later, earlier, overlap_ns in pairs:
-        span, related = earliest[later.run_id], earliest[earlier.run_id]
-        message = (
-            f"attempt {attempt_label(later.run_id)} overlaps attempt {attempt_label(earlier.run_id)} for "
-            f"{_seconds(overlap_ns)}: two jobs writing into one folder? Every window charges both jobs' spans; "
-            "read one with --attempt"
-        )
-        findings.append(
-            Finding("overlapping-attempts", RULES["overlapping-attempts"], span["trace_id"], span["span_id"],
-                    span["name"], span["iteration"], related["span_id"], message)
-        )  # fmt: skip
-    return findings
-
-
-# The rules that look at spans one by one (or pairwise), each a query over `spans_ex`, in SPEC section 5's order.
-SPAN_RULES: tuple[Callable[[duckdb.DuckDBPyConnection], list[Finding]], ...] = (
-    nested_bucket_findings,
-    self_overlap_findings,
-    bucketed_umbrella_findings,
-    unknown_bucket_findings,
-    overlapping_steps_findings,
-    orphan_span_findings,
-    iteration_mismatch_findings,
-    inverted_span_findings,
-)
-
-
-def check_findings(store: SpanStore, *, attempt: str | None = None, expect: Sequence[str] = ()) -> list[Finding]:
-    """Every finding of every rule, errors first, then in SPEC section 5's order of rules; a span rule's findings
-    by trace and span, a window rule's by iteration.
-
-    `attempt` (a run id or `latest`) checks that attempt alone. `expect` (lowercase span group names, see
-    `window_rules.parse_groups`) asks for `missing-group`: each window lacking a span of one of them.
-    """
-    connection = store.connection
-    ensure_lineage(store)
-    if attempt is not None:
-        keep_attempt(store, attempt)
-    findings: list[Finding] = []
-    for finder in (*SPAN_RULES, overlapping_attempts_findings):
-        findings.extend(sorted(finder(connection), key=lambda f: (f.trace_id, f.span_id)))
-    findings += no_iterations_findings(connection)
-    findings += window_findings(connection, expect)
+def check_findings(store: SpanStore, options: CheckOptions | None = None, runner: Runner | None = None) -> Check:
+    """Every finding of every rule over the store's spans, as `options` ask (`CheckOptions`), the span rules and
+    the windows' measurements computed by `runner` (default: in this process, `runners.LocalRunner`)."""
+    options = options or CheckOptions()
+    spans = store.spans(options.attempt)
+    windows = iteration_windows(spans)
+    missing = missing_in(windows.iterations, options.iterations)
+    if missing is not None and options.exact:
+        raise GoodputError(missing)
+    parts = (runner or LocalRunner()).check_parts(spans, windows, options.expect)
     rule_order = list(RULES)
+    found = [finding for part in parts for finding in part.findings]
+    findings = sorted(found, key=lambda f: (rule_order.index(f.rule), f.trace_id, f.span_id))
+    findings += sorted(overlapping_attempts_findings(spans), key=lambda f: (f.trace_id, f.span_id))
+    findings += no_iterations_findings(spans)
+    charges, present = _by_position(parts)
+    findings += window_findings_from(windows, lambda keys: step_spans(spans, keys), charges, present, options.expect)
     findings.sort(key=lambda f: (f.severity != ERROR, rule_order.index(f.rule)))  # stable: each rule's order kept
-    return findings
+    return Check(_in_iterations(findings, options.iterations), missing)
 
 
-def check_summary(findings: list[Finding]) -> dict[str, int]:
+def _by_position(parts: Sequence[CheckPart]) -> tuple[Sequence[Charge] | Mapping[int, Charge], dict[int, set[str]]]:
+    """The parts' window charges and groups present, by window position. One part holds every window, in order:
+    its charges are used as they are, columns of integers rather than an object a window."""
+    present = {position: groups for part in parts for position, groups in part.present.items()}
+    if len(parts) == 1:
+        return parts[0].charges, present
+    return {p: charge for part in parts for p, charge in zip(part.positions, part.charges, strict=True)}, present
+
+
+def _in_iterations(findings: list[Finding], iterations: tuple[int, int] | None) -> list[Finding]:
+    """The findings of iterations in the inclusive range `iterations` (all when None: a finding of no iteration,
+    such as `no-iterations`, is kept only then)."""
+    if iterations is None:
+        return findings
+    low, high = iterations
+    return [f for f in findings if f.iteration is not None and low <= f.iteration <= high]
+
+
+def check_summary(findings: Iterable[Finding]) -> dict[str, int]:
+    """`{"errors": n, "warnings": n}`: SPEC section 6's summary of the findings."""
+    listed = list(findings)
     return {
-        "errors": sum(f.severity == ERROR for f in findings),
-        "warnings": sum(f.severity == WARNING for f in findings),
+        "errors": sum(f.severity == ERROR for f in listed),
+        "warnings": sum(f.severity == WARNING for f in listed),
     }

@@ -27,3 +27,16 @@ class TraceFormatError(GoodputError):
 
     def __reduce__(self):  # raised in worker processes and Ray tasks: must survive pickling with its fields
         return (type(self), (self.path, self.where, self.problem))
+
+
+class OptionError(GoodputError):
+    """An option value the library cannot use (`--by phase`, a precedence naming a bucket twice): `option` names the
+    command-line option it comes from, `message` says what was expected, so the CLI reports it as a bad option."""
+
+    def __init__(self, option: str, message: str) -> None:
+        super().__init__(f"{option}: {message}")
+        self.option = option
+        self.message = message
+
+    def __reduce__(self):
+        return (type(self), (self.option, self.message))

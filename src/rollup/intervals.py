@@ -22,7 +22,7 @@ import pyarrow as pa
 from .arrays import int64_array
 
 if TYPE_CHECKING:
-    import duckdb
+    from .spanset import SpanSet
 
 # A width is used when no bin holds more stretches than this, and the (bin, stretch) pairs are not too many.
 MOST_STRETCHES_PER_BIN = 16
@@ -93,15 +93,15 @@ class Bins:
         return self.of("start_ns"), self.of("greatest(end_ns - 1, start_ns)")
 
 
-def choose_bins(connection: duckdb.DuckDBPyConnection, bounds: str) -> Bins | None:
+def choose_bins(spans: SpanSet, bounds: str) -> Bins | None:
     """Bins for the stretches of table `bounds` (`stretch`, `start_ns`, `end_ns`), or None when no width keeps
     every bin to a few stretches without listing far more pairs than stretches.
 
     Each width tried is two aggregates over the stretches in DuckDB (the pairs they make, then the most stretches
     in one bin), so choosing holds nothing per stretch in Python however many windows a run has."""
-    count, origin, last = connection.execute(
+    ((count, origin, last),) = spans.rows(
         f"SELECT count(*), min(start_ns), max(greatest(end_ns, start_ns)) FROM {bounds}"
-    ).fetchall()[0]
+    )
     if not count:
         return None
     end = last + 1  # a zero-length stretch at the very end has a bin
@@ -110,13 +110,13 @@ def choose_bins(connection: duckdb.DuckDBPyConnection, bounds: str) -> Bins | No
     for _ in range(_HALVINGS + 1):
         bins = Bins(origin, end, width)
         first, final = bins.of_stretch()
-        ((pairs,),) = connection.execute(f"SELECT sum({final} - {first} + 1)::BIGINT FROM {bounds}").fetchall()
+        ((pairs,),) = spans.rows(f"SELECT sum({final} - {first} + 1)::BIGINT FROM {bounds}")
         if pairs > most_pairs:
             return None
-        ((crowd,),) = connection.execute(
+        ((crowd,),) = spans.rows(
             f"SELECT max(n) FROM (SELECT count(*) AS n FROM "
             f"(SELECT unnest(range({first}, {final} + 1)) AS bin FROM {bounds}) GROUP BY bin)"
-        ).fetchall()
+        )
         if crowd <= MOST_STRETCHES_PER_BIN:
             return bins
         if width == 1:
@@ -126,7 +126,7 @@ def choose_bins(connection: duckdb.DuckDBPyConnection, bounds: str) -> Bins | No
 
 
 def clip_to_stretches(
-    connection: duckdb.DuckDBPyConnection,
+    spans: SpanSet,
     stretches: Sequence[tuple[int, int]],
     spans_sql: str,
     columns: Sequence[str],
@@ -134,17 +134,19 @@ def clip_to_stretches(
 ) -> None:
     """Create temp table `table` (stretch, *columns, s, e): each span of `spans_sql` with each stretch it overlaps
     (the span starts before the stretch ends and ends after it starts), `s` and `e` the span cut to the stretch.
+    `table` is the caller's to drop (a `SpanSet.scratch` name).
 
     `spans_sql` is a query giving `start_ns`, `end_ns` and `columns`; stretches are numbered by position and may
     overlap each other or be zero-length (a span then overlaps it when it runs across its instant).
     """
     kept = ", ".join(f"x.{c}" for c in columns)
-    bounds = f"{table}_bounds"
-    connection.register(bounds, _stretch_table(stretches))
-    try:
-        bins = choose_bins(connection, bounds)
+    with (
+        spans.registered(f"{table}_bounds", _stretch_table(stretches)) as bounds,
+        spans.scratch(f"{table}_bins") as bins_table,
+    ):
+        bins = choose_bins(spans, bounds)
         if bins is None:  # a statement of its own, so that DuckDB runs the range condition as an IE join
-            connection.execute(
+            spans.run(
                 f"""
                 CREATE OR REPLACE TEMP TABLE {table} AS
                 SELECT r.stretch, {kept}, greatest(x.start_ns, r.start_ns) AS s, least(x.end_ns, r.end_ns) AS e
@@ -154,13 +156,13 @@ def clip_to_stretches(
             return
         # The pairs as a table of their own: DuckDB then knows how few they are and builds its hash table on them.
         first, final = bins.of_stretch()
-        connection.execute(
+        spans.run(
             f"""
-            CREATE OR REPLACE TEMP TABLE {table}_bins AS
+            CREATE OR REPLACE TEMP TABLE {bins_table} AS
             SELECT unnest(range({first}, {final} + 1)) AS bin, stretch FROM {bounds}
             """
         )
-        connection.execute(
+        spans.run(
             f"""
             CREATE OR REPLACE TEMP TABLE {table} AS
             WITH spans AS (
@@ -170,19 +172,14 @@ def clip_to_stretches(
             ),
             binned AS (SELECT *, unnest(range(first_bin, last_bin + 1)) AS bin FROM spans)
             SELECT r.stretch, {kept}, greatest(x.start_ns, r.start_ns) AS s, least(x.end_ns, r.end_ns) AS e
-            FROM binned x JOIN {table}_bins b ON b.bin = x.bin JOIN {bounds} r ON r.stretch = b.stretch
+            FROM binned x JOIN {bins_table} b ON b.bin = x.bin JOIN {bounds} r ON r.stretch = b.stretch
             WHERE x.start_ns < r.end_ns AND x.end_ns > r.start_ns
               AND x.bin = greatest(x.first_bin, {bins.of("r.start_ns")})
             """
         )
-    finally:
-        connection.execute(f"DROP TABLE IF EXISTS {table}_bins")
-        connection.unregister(bounds)
 
 
-def time_batches(
-    connection: duckdb.DuckDBPyConnection, stretches: Sequence[tuple[int, int]], spans_sql: str, most_spans: int
-) -> list[array]:
+def time_batches(spans: SpanSet, stretches: Sequence[tuple[int, int]], spans_sql: str, most_spans: int) -> list[array]:
     """The positions of `stretches` in batches of stretches consecutive in time, each overlapped by about
     `most_spans` of the spans of `spans_sql` (a query giving `start_ns`, `end_ns`) at most; a single batch of every
     stretch when the spans are that few.
@@ -194,7 +191,7 @@ def time_batches(
     would."""
     if not stretches:
         return []
-    cuts = start_cuts(connection, f"SELECT * FROM ({spans_sql}) WHERE {hull_condition(stretches)}", most_spans)
+    cuts = start_cuts(spans, f"SELECT * FROM ({spans_sql}) WHERE {hull_condition(stretches)}", most_spans)
     batches = [array("q") for _ in range(len(cuts) + 1)]  # positions as 64-bit integers: no Python int each
     for position, start in enumerate(Stretches.of(stretches).starts):
         batches[bisect.bisect_right(cuts, start)].append(position)
@@ -202,13 +199,13 @@ def time_batches(
 
 
 def in_time_batches(
-    connection: duckdb.DuckDBPyConnection, stretches: Sequence[tuple[int, int]], spans_sql: str, most_spans: int
+    spans: SpanSet, stretches: Sequence[tuple[int, int]], spans_sql: str, most_spans: int
 ) -> Iterator[tuple[array, Stretches, str]]:
     """`time_batches` as work to do: per batch, the positions of its stretches, the stretches (numbered from 0 in
     the batch: its stretch i is `positions[i]`), and the query of the spans it reads: those of `spans_sql`
     overlapping its hull, or all of them when there is one batch."""
     held = Stretches.of(stretches)
-    batches = time_batches(connection, held, spans_sql, most_spans)
+    batches = time_batches(spans, held, spans_sql, most_spans)
     for positions in batches:
         if len(batches) == 1:
             yield positions, held, spans_sql
@@ -217,21 +214,19 @@ def in_time_batches(
             yield positions, batch, f"SELECT * FROM ({spans_sql}) WHERE {hull_condition(batch)}"
 
 
-def start_cuts(connection: duckdb.DuckDBPyConnection, spans_sql: str, most_spans: int) -> list[int]:
+def start_cuts(spans: SpanSet, spans_sql: str, most_spans: int) -> list[int]:
     """Instants, ascending, that cut the spans of `spans_sql` by their start into runs of about `most_spans` spans
     at most (none: they are that few): a run is the spans starting from one cut (or the beginning) up to the next.
 
     One aggregate counts the starts in `_BATCH_BINS` bins of equal width; a run ends at the bin edge where its count
     reaches its share. A run is never less than a bin (a crowded bin is a run of its own, however many it holds)."""
-    ((count, low, high),) = connection.execute(
-        f"SELECT count(*), min(start_ns), max(start_ns) FROM ({spans_sql})"
-    ).fetchall()
+    ((count, low, high),) = spans.rows(f"SELECT count(*), min(start_ns), max(start_ns) FROM ({spans_sql})")
     if count <= most_spans:
         return []
     width = max(1, -(-(high + 1 - low) // _BATCH_BINS))
-    counts = connection.execute(
+    counts = spans.rows(
         f"SELECT (start_ns - {low}) // {width} AS bin, count(*) FROM ({spans_sql}) GROUP BY bin ORDER BY bin"
-    ).fetchall()
+    )
     share = count / -(-count // most_spans)
     cuts: list[int] = []
     seen = 0

@@ -8,35 +8,37 @@ records the chain of bucketed ancestors, which is what the nesting checks need.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .connection import out_of_memory
 from .nodes import NODE_COLUMNS_SQL, NODE_TABLE_COLUMNS, NODES_PARQUET, nodes_view
 from .schema import ACCOUNTING_SCHEMA, sql_text
+from .spanset import SpanSet
+from .tables import LINEAGE, LINEAGE_HANDED, LINEAGE_NODES, OWN_SPANS, SPANS
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     import duckdb
 
-    from .store import SpanStore
+LINEAGE_VERSION = 4  # part of the cached table's name: bump it whenever LINEAGE's columns change
 
-LINEAGE_VERSION = 4  # part of the cached table's name: bump it whenever `spans_ex` changes
-
-# What the walk adds to each span's node columns, in `spans_ex`'s order.
+# What the walk adds to each span's node columns, in LINEAGE's order.
 LINEAGE_COLUMNS = (
     "inverted_ns", "eff_iteration", "ancestor_iteration", "ancestor_iteration_span", "bucketed_chain", "has_parent",
 )  # fmt: skip
 
-# Without the cache, a view of the spans' own columns beside `spans_ex` (`own_spans`).
-OWN_SPANS = "spans_own"
+# The walk's own tables, made and dropped by `_walk`.
+_PARENTS = "lineage_parents"
+_REACHED = "lineage_reached"
 
 # Deeper than any real trace; it only stops a walk that a corrupt file could otherwise make endless.
 MAX_DEPTH = 10_000
 
 
 def _node_column(name: str) -> str:
-    """A node column as `spans_ex` holds it: an end before the start is moved to the start (SPEC section 3)."""
+    """A node column as LINEAGE holds it: an end before the start is moved to the start (SPEC section 3)."""
     return "greatest(n.end_ns, n.start_ns) AS end_ns" if name == "end_ns" else f"n.{name}"
 
 
@@ -47,7 +49,7 @@ def build_lineage(
     parquet: Path | None = None,
     scratch: Path | None = None,
 ) -> None:
-    """Create `spans_ex`: the columns the accounting reads, plus what each span inherits.
+    """Create LINEAGE (`tables`): the columns the accounting reads, plus what each span inherits.
 
     Added columns: `eff_iteration` (own `rl.iteration`, else the nearest ancestor's), `ancestor_iteration` (the
     nearest ancestor's that carries one), `bucketed_chain` (ids of the ancestors with a valid bucket, root first),
@@ -59,26 +61,26 @@ def build_lineage(
 
     All a span inherits is what its parent hands down, and only spans that are parents hand anything down: the
     walk (`_walk`) goes over the parents alone (one span in fifteen in a GRPO trace), and each span then takes its
-    parent's in one join (`lineage_handed`: a row per parent id). The spans are held once, as a table of their node
-    columns (`nodes`, or one made from `spans`). Without `parquet`, `spans_ex` is a view of that table joined with
-    the parents' rows: no copy of every span, no sort, and each query reads only the columns it needs. With
-    `parquet`, the rows are written there (zstd; in no particular order, as no query relies on one: sorting them
-    back into the table's order took 5 of the 30 s of a first run at 4M spans), and `spans_ex` is a view of that
+    parent's in one join (LINEAGE_HANDED: a row per parent id). The spans are held once, as a table of their node
+    columns (`nodes`, or one made from SPANS). Without `parquet`, LINEAGE is a view of that table joined with the
+    parents' rows, and OWN_SPANS one of the node table alone: no copy of every span, no sort, and each query reads
+    only the columns it needs. With `parquet`, the rows are written there (in no particular order, as no query
+    relies on one: the sort back into the table's order was a sixth of a first run), and LINEAGE is a view of that
     file, so no span stays in memory.
 
     `nodes` names a table holding every span once with NODE_TABLE_COLUMNS (or a view of them with a `rowid`, as
-    `read.duckdb_json` makes), used as it is instead of being derived from `spans`. Else, with `scratch` (a folder
-    of this command's own), the node columns derived from `spans` are written there as Parquet and read through a
-    view (`nodes_view`), not held as a DuckDB table.
+    `read.duckdb_json` makes), used as it is instead of being derived from SPANS. Else, with `scratch` (a folder
+    of this command's own), the node columns derived from SPANS are written there as Parquet and read through a
+    view (`nodes.nodes_view`), not held as a DuckDB table.
     """
-    table = nodes or "lineage_nodes"
+    table = nodes or LINEAGE_NODES
     kept: set[str] = set()
     nodes_file = None
     try:
         if nodes is None:
-            derived = f"SELECT {', '.join(ACCOUNTING_SCHEMA.names)}, {NODE_COLUMNS_SQL} FROM spans"
+            derived = f"SELECT {', '.join(ACCOUNTING_SCHEMA.names)}, {NODE_COLUMNS_SQL} FROM {SPANS}"
             if scratch is None:
-                connection.execute(f"CREATE OR REPLACE TEMP TABLE lineage_nodes AS {derived}")
+                connection.execute(f"CREATE OR REPLACE TEMP TABLE {LINEAGE_NODES} AS {derived}")
             else:
                 nodes_file = _nodes_file(connection, derived, scratch)
         _walk(connection, table)
@@ -91,43 +93,43 @@ def build_lineage(
                    CASE WHEN h.reached THEN h.iteration_holder END AS ancestor_iteration_span,
                    CASE WHEN h.reached THEN h.chain ELSE []::VARCHAR[] END AS bucketed_chain,
                    coalesce(h.loaded, false) AS has_parent
-            FROM {table} n LEFT JOIN lineage_handed h ON h.tkey = n.tkey AND h.pkey = n.pkey
+            FROM {table} n LEFT JOIN {LINEAGE_HANDED} h ON h.tkey = n.tkey AND h.pkey = n.pkey
         """
         if parquet is None:  # a view of the two tables, kept for it: each query reads only the columns it needs
-            connection.execute(f"CREATE OR REPLACE TEMP VIEW spans_ex AS {rows}")
+            connection.execute(f"CREATE OR REPLACE TEMP VIEW {LINEAGE} AS {rows}")
             own = ", ".join(_node_column(c) for c in NODE_TABLE_COLUMNS)
             connection.execute(f"CREATE OR REPLACE TEMP VIEW {OWN_SPANS} AS SELECT {own} FROM {table} n")
-            kept = {table, "lineage_handed"}
+            kept = {table, LINEAGE_HANDED}
         else:
             path = sql_text(str(parquet))
             connection.execute(f"COPY ({rows}) TO {path} (FORMAT parquet, COMPRESSION zstd)")
-            connection.execute(f"CREATE OR REPLACE VIEW spans_ex AS SELECT * FROM read_parquet({path})")
+            connection.execute(f"CREATE OR REPLACE VIEW {LINEAGE} AS SELECT * FROM read_parquet({path})")
     finally:
-        for name in {"lineage_parents", "lineage_reached", "lineage_handed", "lineage_nodes"} - kept:
-            if name == "lineage_nodes" and nodes_file is not None:
-                connection.execute("DROP VIEW IF EXISTS lineage_nodes")
+        for name in {_PARENTS, _REACHED, LINEAGE_HANDED, LINEAGE_NODES} - kept:
+            if name == LINEAGE_NODES and nodes_file is not None:
+                connection.execute(f"DROP VIEW IF EXISTS {LINEAGE_NODES}")
                 nodes_file.unlink(missing_ok=True)
             else:
                 connection.execute(f"DROP TABLE IF EXISTS {name}")
 
 
 def _nodes_file(connection: duckdb.DuckDBPyConnection, derived: str, folder: Path) -> Path:
-    """Write the rows of `derived` (the node columns) to a Parquet file in `folder`, and make `lineage_nodes` a view
-    of it (`nodes_view`)."""
+    """Write the rows of `derived` (the node columns) to a Parquet file in `folder`, and make LINEAGE_NODES a view
+    of it (`nodes.nodes_view`)."""
     path = folder / f"lineage-nodes-{os.urandom(4).hex()}.parquet"
     connection.execute(f"COPY ({derived}) TO {sql_text(str(path))} {NODES_PARQUET}")
-    nodes_view(connection, "lineage_nodes", [path])
+    nodes_view(connection, LINEAGE_NODES, [path])
     return path
 
 
 def _walk(connection: duckdb.DuckDBPyConnection, table: str) -> None:
-    """Table `lineage_handed`: per parent id the spans of `table` name (`tkey`, `pkey`), what a child of it
+    """Table LINEAGE_HANDED: per parent id the spans of `table` name (`tkey`, `pkey`), what a child of it
     inherits: `loaded` (a span of `table` has that id), `reached` (a walk from a root of its trace got to it: false
     in a parent cycle), and then its `eff_iteration`, the id of the span that iteration is from
     (`iteration_holder`), and `chain`, the bucketed ancestors' ids a child has (the parent's own, then the parent
     itself when bucketed).
 
-    The parents are found first, once (`lineage_parents`): the distinct parent ids the spans name, each with the
+    The parents are found first, once (`_PARENTS`): the distinct parent ids the spans name, each with the
     span that holds it, if loaded, and what is needed of that span (its id text, bucket flag, iteration and its own
     parent id). A parent's parent is a parent too, so the walk stays inside that small table: from the parents
     whose own parent is none or not loaded, a level at a time, one statement per level (a hash join of the level
@@ -137,40 +139,40 @@ def _walk(connection: duckdb.DuckDBPyConnection, table: str) -> None:
     """
     connection.execute(
         f"""
-        CREATE OR REPLACE TEMP TABLE lineage_parents AS
+        CREATE OR REPLACE TEMP TABLE {_PARENTS} AS
         SELECT k.tkey, k.pkey, n.rowid AS node, n.span_id, n.bucketed, n.iteration, n.pkey AS grand
         FROM (SELECT DISTINCT tkey, pkey FROM {table} WHERE pkey IS NOT NULL) k
         LEFT JOIN {table} n ON n.tkey = k.tkey AND n.skey = k.pkey
         """
     )
     connection.execute(
-        """
-        CREATE OR REPLACE TEMP TABLE lineage_reached AS
+        f"""
+        CREATE OR REPLACE TEMP TABLE {_REACHED} AS
         SELECT p.tkey, p.pkey, p.node, p.iteration AS eff_iteration,
                CASE WHEN p.iteration IS NOT NULL THEN p.span_id END AS iteration_holder,
                CASE WHEN p.bucketed THEN [p.span_id] ELSE []::VARCHAR[] END AS chain, 0 AS depth
-        FROM lineage_parents p
+        FROM {_PARENTS} p
         WHERE p.node IS NOT NULL AND (p.grand IS NULL OR NOT EXISTS (
-            SELECT 1 FROM lineage_parents g WHERE g.tkey = p.tkey AND g.pkey = p.grand AND g.node IS NOT NULL
+            SELECT 1 FROM {_PARENTS} g WHERE g.tkey = p.tkey AND g.pkey = p.grand AND g.node IS NOT NULL
         ))
         """
     )
     # Ids are unique in a sound trace: then each parent is held by one span, reached from its own parent alone and
     # at most once, and the levels need neither the guard against a second visit nor the choice of the nearest one
-    # (their sorts and hash tables were the walk's peak: 16M spans, 0.64 GB under 500MB).
+    # (their sorts and hash tables were the walk's peak: docs/performance.md).
     ((shared_ids,),) = connection.execute(
-        "SELECT count(*) FROM (SELECT 1 FROM lineage_parents GROUP BY tkey, pkey HAVING count(*) > 1)"
+        f"SELECT count(*) FROM (SELECT 1 FROM {_PARENTS} GROUP BY tkey, pkey HAVING count(*) > 1)"
     ).fetchall()
     nearest = "DISTINCT ON (q.node)" if shared_ids else ""
-    once = "AND NOT EXISTS (SELECT 1 FROM lineage_reached r WHERE r.node = q.node) ORDER BY q.node, f.node"
+    once = f"AND NOT EXISTS (SELECT 1 FROM {_REACHED} r WHERE r.node = q.node) ORDER BY q.node, f.node"
     for depth in range(1, MAX_DEPTH + 1):
         (added,) = connection.execute(
             f"""
-            INSERT INTO lineage_reached
+            INSERT INTO {_REACHED}
             SELECT {nearest} q.tkey, q.pkey, q.node, coalesce(q.iteration, f.eff_iteration),
                    CASE WHEN q.iteration IS NOT NULL THEN q.span_id ELSE f.iteration_holder END,
                    CASE WHEN q.bucketed THEN list_append(f.chain, q.span_id) ELSE f.chain END, {depth}
-            FROM lineage_reached f JOIN lineage_parents q ON q.tkey = f.tkey AND q.grand = f.pkey
+            FROM {_REACHED} f JOIN {_PARENTS} q ON q.tkey = f.tkey AND q.grand = f.pkey
             WHERE f.depth = {depth - 1} AND q.node IS NOT NULL {once if shared_ids else ""}
             """
         ).fetchall()[0]
@@ -178,7 +180,7 @@ def _walk(connection: duckdb.DuckDBPyConnection, table: str) -> None:
             break
     handed = "p.tkey, p.pkey, p.node IS NOT NULL AS loaded, r.node IS NOT NULL AS reached, r.eff_iteration, " \
              "r.iteration_holder, r.chain"  # fmt: skip
-    joined = "lineage_parents p LEFT JOIN lineage_reached r ON r.node = p.node"
+    joined = f"{_PARENTS} p LEFT JOIN {_REACHED} r ON r.node = p.node"
     if shared_ids:
         handed_sql = f"""
             SELECT DISTINCT ON (p.tkey, p.pkey) {handed} FROM {joined}
@@ -186,77 +188,55 @@ def _walk(connection: duckdb.DuckDBPyConnection, table: str) -> None:
         """
     else:
         handed_sql = f"SELECT {handed} FROM {joined}"
-    connection.execute(f"CREATE OR REPLACE TEMP TABLE lineage_handed AS {handed_sql}")
-    connection.execute("DROP TABLE lineage_reached")
-    connection.execute("DROP TABLE lineage_parents")
+    connection.execute(f"CREATE OR REPLACE TEMP TABLE {LINEAGE_HANDED} AS {handed_sql}")
+    connection.execute(f"DROP TABLE {_REACHED}")
+    connection.execute(f"DROP TABLE {_PARENTS}")
 
 
-def own_spans(connection: duckdb.DuckDBPyConnection) -> str:
-    """The relation to read each span's own columns from (NODE_TABLE_COLUMNS, as `spans_ex` holds them): the view
-    `OWN_SPANS` where `spans_ex` is a view joining this command's node table with the parents' rows, so that a query
-    of a span's own columns builds no hash table of a million parents (16M spans: the charge's batches 2.5 s and
-    60 MB less), else `spans_ex` itself."""
-    (views,) = connection.execute(
-        "SELECT count(*) FROM duckdb_views() WHERE view_name = ?", [OWN_SPANS]
-    ).fetchall()[0]
-    return OWN_SPANS if views else "spans_ex"
+def ensure_lineage(
+    connection: duckdb.DuckDBPyConnection,
+    *,
+    cached: Path | None,
+    nodes: str | None,
+    scratch: Callable[[], Path | None],
+    on_cached: Callable[[], None],
+) -> SpanSet:
+    """The spans with their lineage (LINEAGE) on `connection`, made once per store (`SpanStore.spans`).
 
-
-def lineage_is_view(connection: duckdb.DuckDBPyConnection) -> bool:
-    """Whether `spans_ex` is a view (of the cached Parquet file, or of this command's node and lineage tables)
-    rather than a table this command can change."""
-    (views,) = connection.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = 'spans_ex'").fetchall()[0]
-    return bool(views)
-
-
-def lineage_exists(connection: duckdb.DuckDBPyConnection) -> bool:
-    """Whether this connection has `spans_ex` already: a table, or a view of the cached Parquet file."""
-    (exists,) = connection.execute(
-        "SELECT (SELECT count(*) FROM duckdb_tables() WHERE table_name = 'spans_ex') "
-        "+ (SELECT count(*) FROM duckdb_views() WHERE view_name = 'spans_ex') > 0"
-    ).fetchall()[0]
-    return bool(exists)
-
-
-def ensure_lineage(store: SpanStore) -> None:
-    """Make `spans_ex` once per store; every report, check and spans listing needs it.
-
-    With the cache on, the table is kept as Parquet keyed by the set of loaded files (each by path, size and
-    mtime), since parents cross files, and `spans_ex` is a view of that file: the next command on the same files
-    reads only the columns each query needs, and never holds every span in memory. Without the cache (or when the
-    cache folder cannot be written) it is a view of this command's own tables (`build_lineage`).
+    With the cache on (`cached`: where this set of files' lineage table is kept, keyed by the files, since parents
+    cross files), the table is kept as Parquet there and LINEAGE is a view of that file: the next command on the same
+    files reads only the columns each query needs, and never holds every span in memory; `on_cached` is called once
+    a new file is in place. Without the cache (or when the cache folder cannot be written) LINEAGE is a view of this
+    command's own tables (`build_lineage`, given `nodes` and a `scratch` folder, when it gives one).
     """
-    connection = store.connection
-    if lineage_exists(connection):
-        return
-    cached = store.lineage_cache
     if cached is not None and cached.exists():
         try:
-            _view_of(connection, cached)
-            return
+            return _view_of(connection, cached)
         except Exception:  # an unreadable cache entry is rebuilt, never an error
-            connection.execute("DROP VIEW IF EXISTS spans_ex")
+            connection.execute(f"DROP VIEW IF EXISTS {LINEAGE}")
     if cached is not None:
         staging = cached.with_name(f"{cached.name}.{os.getpid()}.tmp")
         try:
             cached.parent.mkdir(parents=True, exist_ok=True)
-            build_lineage(connection, store.nodes_table, parquet=staging, scratch=store.scratch())
+            build_lineage(connection, nodes, parquet=staging, scratch=scratch())
             os.replace(staging, cached)
-            _view_of(connection, cached)
-            store.lineage_cached()
-            return
+            spans = _view_of(connection, cached)
+            on_cached()
+            return spans
         except Exception as exc:  # a read-only or full cache folder costs the next command a walk, nothing more
-            connection.execute("DROP VIEW IF EXISTS spans_ex")
+            connection.execute(f"DROP VIEW IF EXISTS {LINEAGE}")
             staging.unlink(missing_ok=True)
             if out_of_memory(exc) is not None:  # walking again without the file would run out again
                 raise
-    build_lineage(connection, store.nodes_table, scratch=store.scratch())
+    build_lineage(connection, nodes, scratch=scratch())
+    return SpanSet(connection, LINEAGE, OWN_SPANS)
 
 
-def _view_of(connection: duckdb.DuckDBPyConnection, path: Path) -> None:
-    """`spans_ex` as a view of the lineage Parquet file at `path`; an error when it is not one (a file another
+def _view_of(connection: duckdb.DuckDBPyConnection, path: Path) -> SpanSet:
+    """LINEAGE as a view of the lineage Parquet file at `path`; an error when it is not one (a file another
     version wrote, or a damaged one: its footer and its columns are read here)."""
-    connection.execute(f"CREATE OR REPLACE VIEW spans_ex AS SELECT * FROM read_parquet({sql_text(str(path))})")
-    columns = [column[0] for column in connection.execute("SELECT * FROM spans_ex LIMIT 0").description]
+    connection.execute(f"CREATE OR REPLACE VIEW {LINEAGE} AS SELECT * FROM read_parquet({sql_text(str(path))})")
+    columns = [column[0] for column in connection.execute(f"SELECT * FROM {LINEAGE} LIMIT 0").description]
     if columns != [*NODE_TABLE_COLUMNS, *LINEAGE_COLUMNS]:
         raise ValueError(f"{path}: not a lineage table of this version")
+    return SpanSet(connection, LINEAGE, LINEAGE, files=(str(path),))

@@ -10,12 +10,8 @@ measures them, are in docs/performance.md.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
 
-from .connection import connection_limit_bytes, memory_limit_bytes
-
-if TYPE_CHECKING:
-    import duckdb
+from .connection import memory_limit_bytes
 
 # A conversion worker's own DuckDB decodes one JSON batch (`read.json_lines.BATCH_BYTES`) at a time: this is room to
 # spare for it, whatever the store's limit. Conversion ends before the accounting starts, whose peak is the limit and
@@ -42,9 +38,9 @@ def nodes_as_parquet(spans: int, limit_bytes: int) -> bool:
     return spans * NODE_TABLE_BYTES_PER_SPAN > 2 * limit_bytes
 
 
-def sweep_batch_spans(connection: duckdb.DuckDBPyConnection) -> int:
-    """How many bucketed spans one sweep of `attribution` may take at once under the connection's limit."""
-    return max(1, connection_limit_bytes(connection) // SWEEP_BYTES_PER_SPAN)
+def sweep_batch_spans(limit_bytes: int) -> int:
+    """How many bucketed spans one sweep of `attribution` may take at once under a connection's `limit_bytes`."""
+    return max(1, limit_bytes // SWEEP_BYTES_PER_SPAN)
 
 
 def conversion_workers(cores: int | None = None) -> int:

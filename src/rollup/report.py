@@ -1,6 +1,8 @@
 """The per-iteration goodput report of SPEC sections 4 and 7: wall-clock view, span-seconds view, total, outside,
 and over the job's attempts the rework, the downtime and the job's own goodput.
 
+One orchestration, whoever computes it: `build_report` finds the report's frames (`windows.report_frames`), hands
+them to a runner (`runners`: in this process, or as Ray tasks) and merges the parts it gets back (`ranges`).
 Returns plain dataclasses; `report_json` gives the exact JSON object of SPEC section 6 with section 7's keys.
 """
 
@@ -13,40 +15,32 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
-from .attempts import Attempt, downtime_stretches, find_attempts, keep_attempt
-from .attribution import (
-    Charge,
-    Frame,
-    FrameCharges,
-    charge_each_process,
-    charge_stretches,
-    parse_precedence,
-    span_seconds_ns,
-    total_charge,
-    window_span_ns,
-)
-from .breakdown import BREAKDOWN_KEYS, NameShare, NameWalls, charged_name_walls, name_share_columns
-from .errors import GoodputError
-from .intervals import Stretches
-from .lineage import ensure_lineage
+from .attempts import Attempt, downtime_stretches
+from .attribution import parse_precedence, total_charge
+from .breakdown import BREAKDOWN_KEYS
+from .errors import GoodputError, OptionError
+from .figures import FIGURES
 from .outliers import outliers_of_columns
-from .rows import Figures, IterationRow, IterationRows, seconds, share, zero_buckets
+from .ranges import ReportPart
+from .rows import Figures, IterationRow, IterationRows, NameShare, seconds, share, sum_figures
+from .runners import LocalRunner, Runner
 from .schema import BUCKETS
-from .windows import Window, Windows, attempt_windows, latest_windows, outside_attempts, stretches_of
+from .windows import missing_in, report_frames
 
 if TYPE_CHECKING:
-    import duckdb
-
     from .store import SpanStore
 
 _Params = ParamSpec("_Params")
 _Result = TypeVar("_Result")
 
+# What `--by` takes: a row per window and process, or each row's buckets shared among span names or groups.
+BY_CHOICES = ("process", *BREAKDOWN_KEYS)
+
 
 def _many_small_objects(build: Callable[_Params, _Result]) -> Callable[_Params, _Result]:
     """Run `build` with the cyclic garbage collector paused: a report of many windows (and processes) is hundreds
     of thousands of small objects, none in a cycle, and each collection would walk every one built so far again
-    (a quarter of the time of `--by process` at 4M spans). Reference counting frees them as ever."""
+    (a large part of `--by process`'s time on a long run). Reference counting frees them as ever."""
 
     @functools.wraps(build)
     def paused(*args: _Params.args, **kwargs: _Params.kwargs) -> _Result:
@@ -59,6 +53,39 @@ def _many_small_objects(build: Callable[_Params, _Result]) -> Callable[_Params, 
                 gc.enable()
 
     return paused
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    """What a report is asked for, checked when it is made (an OptionError naming the option otherwise), so a
+    command says what is wrong before it reads a file.
+
+    `iterations`: the windows of that inclusive range, superseded ones included (rework); outside and downtime stay
+    the whole run's. `exact`: `iterations` is one iteration asked for by number, which is an error when the traces
+    lack it (a range holding none is an empty report, `Report.missing` saying why). `precedence`: the bucket order
+    for instants where several are active (`idle,productive,overhead,wasted`; default the declared order). `by`:
+    "process" gives a row per window and process; "name" or "group" adds each row's and the total's breakdown by
+    span name or `rl.span_group`. `attempt` (a run id or `latest`) reads that attempt alone."""
+
+    iterations: tuple[int, int] | None = None
+    precedence: str | Sequence[str] | None = None
+    by: str | None = None
+    attempt: str | None = None
+    exact: bool = False
+
+    def __post_init__(self) -> None:
+        if self.by is not None and self.by not in BY_CHOICES:
+            raise OptionError("--by", f"expected {', '.join(BY_CHOICES[:-1])} or {BY_CHOICES[-1]}, got {self.by!r}")
+        precedence = self.precedence
+        if precedence is None or isinstance(precedence, str):
+            object.__setattr__(self, "precedence", tuple(parse_precedence(precedence)))
+        else:
+            object.__setattr__(self, "precedence", tuple(parse_precedence(",".join(precedence))))
+
+    @property
+    def order(self) -> list[str]:
+        """The precedence as a list of the four buckets."""
+        return list(self.precedence or BUCKETS)
 
 
 @dataclass(frozen=True)
@@ -86,7 +113,8 @@ class JobFigures:
 @dataclass
 class Report:
     """The report of SPEC sections 4 and 7: a row per window, their total, the time outside every window, the
-    superseded windows (rework), the time between attempts (downtime), and the attempts themselves."""
+    superseded windows (rework), the time between attempts (downtime), and the attempts themselves. `missing`: why
+    the iterations asked for hold none of the traces' (None when they hold some, or none was asked for)."""
 
     iterations: IterationRows  # a list of `IterationRow`s given here is turned into columns
     total: Figures
@@ -98,6 +126,7 @@ class Report:
     downtime_ns: int = 0
     attempts: list[Attempt] = field(default_factory=list)
     total_names: list[NameShare] | None = None
+    missing: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.iterations, IterationRows):
@@ -116,202 +145,113 @@ class Report:
         wall_ns = self.total.wall_ns + self.rework.wall_ns + self.outside.wall_ns + self.downtime_ns
         return JobFigures(wall_ns, self.total.bucket_ns["productive"])
 
+    def whole_run(self) -> list[WholeRun]:
+        """The report's whole-run rows, in SPEC sections 6 and 7's order: total, outside, rework, downtime, job."""
+        job = self.job
+        downtime = Figures(self.downtime_ns)
+        job_figures = Figures(job.wall_ns)
+        job_figures.bucket_ns["productive"] = job.productive_ns
+        return [
+            WholeRun("total", self.total, EVERY_FIGURE),
+            WholeRun("outside", self.outside, OF_STRETCHES),
+            WholeRun("rework", self.rework, OF_STRETCHES),
+            WholeRun("downtime", downtime, OF_DOWNTIME),
+            WholeRun("job", job_figures, OF_JOB),
+        ]
 
-def select_windows(windows: Windows, iterations: tuple[int, int] | None) -> Windows:
-    """Windows whose iteration lies in the inclusive range `iterations` (all when None)."""
-    if iterations is None:
-        return windows
-    low, high = iterations
-    return windows.take(i for i, iteration in enumerate(windows.iterations) if low <= iteration <= high)
+
+# The figures each whole-run row has (SPEC sections 6 and 7): the total all of them; the stretches outside every
+# window and the superseded windows no span-seconds (a span counts in its own iteration's row); downtime its wall
+# clock alone; the job its wall clock, what of it was kept productive, and that share.
+EVERY_FIGURE = frozenset(figure.key for figure in FIGURES)
+OF_STRETCHES = frozenset(figure.key for figure in FIGURES if not figure.spans)
+OF_DOWNTIME = frozenset({"wall_s"})
+OF_JOB = frozenset({"wall_s", "productive_s", "goodput"})
 
 
 @dataclass(frozen=True)
-class ReportFrames:
-    """What a report charges: its rows' windows (the latest attempt's, in the iterations selected), the superseded
-    windows among those iterations (rework) and the stretches outside every window; and the attempts, with their
-    windows' iterations filled in (`with_windows`)."""
+class WholeRun:
+    """One whole-run row of a report: its label (the JSON key), its figures and which of FIGURES it has."""
 
-    windows: Windows
-    lost: Windows
-    outside: Stretches
-    attempts: list[Attempt]
-
-
-def report_frames(connection: duckdb.DuckDBPyConnection, iterations: tuple[int, int] | None) -> ReportFrames:
-    """The frames of the report over `spans_ex` (`iterations`: as `build_report` takes it). Every attempt's windows
-    are only held while they are sorted out here."""
-    attempts = find_attempts(connection)
-    every = attempt_windows(connection, [a.run_id for a in attempts])
-    latest, superseded = latest_windows(every)
-    by_attempt = every.by_attempt()
-    return ReportFrames(
-        select_windows(latest, iterations),
-        select_windows(superseded, iterations),
-        outside_attempts(attempts, by_attempt),
-        with_windows(attempts, by_attempt, superseded),
-    )
+    label: str
+    figures: Figures
+    keys: frozenset[str]
 
 
 @_many_small_objects
-def build_report(
-    store: SpanStore,
-    *,
-    iterations: tuple[int, int] | None = None,
-    precedence: str | None = None,
-    by: str | None = None,
-    attempt: str | None = None,
-) -> Report:
-    """The report over the store's spans.
-
-    `iterations` keeps the windows in that inclusive range, superseded ones included (rework); outside and
-    downtime stay the whole run's. `by`: "process" gives a row per window and process; "name" or "group" adds each
-    row's and the total's breakdown by span name or `rl.span_group`. `attempt` (a run id or `latest`) reads that
-    attempt alone.
-    """
-    if by not in (None, "process", *BREAKDOWN_KEYS):
-        raise GoodputError(f"--by takes process, name or group, got {by!r}")
-    order = parse_precedence(precedence)
-    connection = store.connection
-    ensure_lineage(store)
-    if attempt is not None:
-        keep_attempt(store, attempt)
-    frames = report_frames(connection, iterations)
-    windows, lost, attempts = frames.windows, len(frames.lost), frames.attempts
-    # The rows' windows charged (with their names' shares when broken down by name), then the superseded windows
-    # and the stretches outside. What a long run holds per window is let go as soon as it is summed or copied.
-    window_charges, lost_charges, names_wall = charge_frames(
-        connection, windows, frames.lost.stretches + frames.outside, order, by, summed_from=lost
-    )
+def build_report(store: SpanStore, options: ReportOptions | None = None, runner: Runner | None = None) -> Report:
+    """The report over the store's spans, as `options` ask (`ReportOptions`), its parts computed by `runner`
+    (default: in this process, `runners.LocalRunner`)."""
+    options = options or ReportOptions()
+    order = options.order
+    spans = store.spans(options.attempt)
+    frames = report_frames(spans, options.iterations)
+    missing = missing_in(frames.held, options.iterations) if not frames.windows else None
+    if missing is not None and options.exact:
+        raise GoodputError(missing)
+    parts = (runner or LocalRunner()).report_parts(spans, frames, order, options.by)
+    rows, total = merged_rows(parts)
+    attempts = frames.attempts
     del frames
-    outside, rework = lost_charges.rest, total_charge(lost_charges)
-    assert outside is not None  # summed_from given: the outside stretches are charged as one
-    del lost_charges
-    rows = IterationRows.of_windows(windows, window_charges.columns(), window_span_ns(connection, windows))
-    del window_charges
     report = Report(
         rows,
-        rows.total(),
-        Figures.from_ns(outside),
+        total,
+        Figures.from_ns(total_charge([part.outside for part in parts])),
         order,
-        rework=Figures.from_ns(rework),
+        rework=Figures.from_ns(total_charge([part.rework for part in parts])),
         downtime_ns=sum(end - start for start, end in downtime_stretches(attempts)),
         attempts=attempts,
-        by=by,
+        by=options.by,
+        missing=missing,
     )
-    if by == "process":
-        add_process_rows(connection, report, windows, order)
-    elif by is not None and names_wall is not None:
-        add_names(connection, report, windows, by, names_wall)
-    del windows, names_wall
+    if options.by == "process":
+        report.process_totals = process_totals(rows, total.wall_ns)
+    elif options.by is not None:
+        report.total_names = summed_names([part.names or [] for part in parts])
+    del parts
     mark_outliers(report.iterations)
     return report
 
 
-def charge_frames(
-    connection: duckdb.DuckDBPyConnection,
-    windows: Sequence[Window],
-    others: Sequence[tuple[int, int]],
-    order: list[str],
-    by: str | None,
-    *,
-    summed_from: int | None = None,
-) -> tuple[FrameCharges, FrameCharges, NameWalls | None]:
-    """The charges of `windows` and of the `others` stretches (each list in the order given), and with `by` "name"
-    or "group" each window's wall nanoseconds per (name, bucket): those windows are charged by the sweep that shares
-    them among the names (`breakdown.charged_name_walls`), never swept twice. `summed_from`: the others from that
-    position on are charged as one (the others' `rest`, `attribution.charge_stretches`)."""
-    if by in BREAKDOWN_KEYS:
-        window_charges, wall = charged_name_walls(connection, windows, order, by=by)
-        return window_charges, charge_stretches(connection, others, order, summed_from=summed_from), wall
-    held = None if summed_from is None else len(windows) + summed_from
-    charged = charge_stretches(connection, stretches_of(windows) + others, order, summed_from=held)
-    other_charges = charged[len(windows) :]
-    other_charges.rest = charged.rest
-    return charged[: len(windows)], other_charges, None
-
-
-def add_names(
-    connection: duckdb.DuckDBPyConnection,
-    report: Report,
-    windows: Sequence[Window],
-    by: str,
-    wall: NameWalls,
-) -> None:
-    """Each row's share of its buckets by span name (or group), from the rows' wall nanoseconds per (name, bucket)
-    (`charge_frames`), with their span-seconds; and the total's: the rows' shares summed."""
-    shares, total = name_share_columns(connection, windows, wall, by=by)
-    report.iterations.set_name_columns(shares)
-    report.total_names = total
-
-
-def mark_outliers(rows: IterationRows) -> None:
-    """Each row's outlying figures among the rows of its process (all rows when not by process): a process's
-    steps are compared with its own other steps, never with another process's."""
-    groups: dict[str | None, array] = {}  # each process's rows, by position
-    for index, process in enumerate(rows.processes()):
-        groups.setdefault(process, array("q")).append(index)
-    columns = {"wall_s": rows.column("wall_ns"), **{f"{b}_s": rows.column(f"{b}_ns") for b in BUCKETS}}
-    whole = len(groups) == 1
-    for indices in groups.values():
-        of_group = columns if whole else {f: array("q", (c[i] for i in indices)) for f, c in columns.items()}
-        for position, flagged in outliers_of_columns(of_group, len(indices)).items():
-            rows.set_outliers(indices[position], flagged)
-
-
-def with_windows(attempts: list[Attempt], by_attempt: dict[str, Windows], superseded: Windows) -> list[Attempt]:
-    """The attempts with their first and last iteration and their superseded iterations filled in."""
-    lost: dict[str, list[int]] = {}
-    for window in superseded:
-        lost.setdefault(window.run_id, []).append(window.iteration)
-    out = []
-    for attempt in attempts:
-        numbers = [w.iteration for w in by_attempt.get(attempt.run_id, [])]
-        out.append(
-            replace(
-                attempt,
-                first_iteration=min(numbers, default=None),
-                last_iteration=max(numbers, default=None),
-                superseded=tuple(sorted(lost.get(attempt.run_id, []))),
-            )
-        )
-    return out
-
-
-def add_process_rows(
-    connection: duckdb.DuckDBPyConnection, report: Report, windows: Sequence[Window], order: list[str]
-) -> None:
-    """Replace the rows by one per (iteration, process), each charging only that process's spans.
-
-    A process has a row in a window where one of its bucketed spans overlaps the window or where it has
-    span-seconds (spans of that iteration, wherever they ran). Its totals cover every window all the same: a window
-    where it had nothing is unaccounted for it, so every process's total `wall_s` is the report's.
-    """
-    frames = [Frame(i, w.start_ns, w.end_ns) for i, w in enumerate(windows)]
-    charged = charge_each_process(connection, frames, order)  # the processes with a bucketed span there
-    span_ns = span_seconds_ns(connection, by_process=True)
-    counted: dict[tuple[str, int], set[str]] = {}
-    for (run_id, iteration, process), by_bucket in span_ns.items():
-        if any(by_bucket.values()):
-            counted.setdefault((run_id, iteration), set()).add(process)
+def merged_rows(parts: Sequence[ReportPart]) -> tuple[IterationRows, Figures]:
+    """The parts' rows in the order of their windows (each window's rows in the order its part gave them), and
+    their plain rows' figures summed. One part's rows are already in order, and are the report's as they are."""
+    total = sum_figures([part.total for part in parts])
+    if len(parts) == 1:
+        return parts[0].rows, total
+    placed = sorted(
+        ((position, p, i) for p, part in enumerate(parts) for i, position in enumerate(part.positions)),
+    )
     rows = IterationRows()
-    by_process: dict[str, Figures] = {}
-    for frame in frames:
-        w = windows[frame.frame_id]
-        charges = charged.get(frame.frame_id, {})
-        for process in sorted(set(charges) | counted.get((w.run_id, w.iteration), set())):
-            wall = frame.end_ns - frame.start_ns
-            charge = charges.get(process) or Charge(wall, zero_buckets(), wall)  # nothing of its own: unaccounted
-            spans = span_ns.get((w.run_id, w.iteration, process))
-            rows.append(w.iteration, w.start_ns, w.end_ns, charge, spans, process=process, run_id=w.run_id)
-            summed = by_process.setdefault(process, Figures())
-            summed.wall_ns += charge.wall_ns
-            summed.unaccounted_ns += charge.unaccounted_ns
-            for b in BUCKETS:
-                summed.bucket_ns[b] += charge.bucket_ns[b]
-                summed.span_ns[b] += spans[b] if spans else 0
-    report.iterations = rows
-    report.process_totals = {
-        process: over_every_window(figures, report.total.wall_ns) for process, figures in sorted(by_process.items())
+    for _, p, i in placed:
+        rows.append_row(parts[p].rows[i])
+    return rows, total
+
+
+def summed_names(parts: Sequence[Sequence[NameShare]]) -> list[NameShare]:
+    """The total's names: each (name, bucket)'s shares summed over the parts, sorted as a row's are (bucket order,
+    wall seconds descending, then name). One part's are its own, already sorted so."""
+    if len(parts) == 1:
+        return list(parts[0])
+    summed: dict[tuple[str, str], list[int]] = {}
+    for names in parts:
+        for name in names:
+            entry = summed.setdefault((name.name, name.bucket), [0, 0])
+            entry[0] += name.wall_ns
+            entry[1] += name.span_ns
+    total = [NameShare(name, bucket, wall_ns, span_ns) for (name, bucket), (wall_ns, span_ns) in summed.items()]
+    total.sort(key=lambda n: (BUCKETS.index(n.bucket), -n.wall_ns, n.name))
+    return total
+
+
+def process_totals(rows: IterationRows, wall_ns: int) -> dict[str, Figures]:
+    """Each process's rows summed, stretched to every window's wall clock (`wall_ns`): the windows it had no row
+    in are unaccounted for it, so every process's total `wall_s` is the report's. Sorted by process."""
+    by_process: dict[str, list[Figures]] = {}
+    for row in rows:
+        by_process.setdefault(row.process or "", []).append(row.figures)
+    return {
+        process: over_every_window(sum_figures(figures), wall_ns) for process, figures in sorted(by_process.items())
     }
 
 
@@ -322,15 +262,33 @@ def over_every_window(figures: Figures, wall_ns: int) -> Figures:
     return replace(figures, wall_ns=wall_ns, unaccounted_ns=wall_ns - charged)
 
 
-def _figures_json(figures: Figures, *, with_span_seconds: bool = True) -> dict[str, Any]:
-    """Seconds to the nanosecond, floats always; `goodput` null where there is no wall clock."""
-    bucket_ns = figures.bucket_ns
-    out: dict[str, Any] = {"wall_s": seconds(figures.wall_ns)}
-    out.update({f"{b}_s": seconds(bucket_ns[b]) for b in BUCKETS})
-    out["unaccounted_s"] = seconds(figures.unaccounted_ns)
-    out["goodput"] = share(bucket_ns["productive"], figures.wall_ns)
-    if with_span_seconds:
-        out["span_seconds"] = {b: seconds(figures.span_ns[b]) for b in BUCKETS}
+def mark_outliers(rows: IterationRows) -> None:
+    """Each row's outlying figures among the rows of its process (all rows when not by process): a process's
+    steps are compared with its own other steps, never with another process's."""
+    groups: dict[str | None, array] = {}  # each process's rows, by position
+    for index, process in enumerate(rows.processes()):
+        groups.setdefault(process, array("q")).append(index)
+    columns = {figure.key: rows.column(figure.ns) for figure in FIGURES if figure.outlier and figure.ns}
+    whole = len(groups) == 1
+    for indices in groups.values():
+        of_group = columns if whole else {f: array("q", (c[i] for i in indices)) for f, c in columns.items()}
+        for position, flagged in outliers_of_columns(of_group, len(indices)).items():
+            rows.set_outliers(indices[position], flagged)
+
+
+def figures_json(figures: Figures, keys: frozenset[str] | None = None) -> dict[str, Any]:
+    """A row's figures as SPEC section 6 writes them, in FIGURES' order: seconds to the nanosecond, floats always;
+    `goodput` null where there is no wall clock; `span_seconds` by bucket. `keys`: only those figures (a whole-run
+    row's, `WholeRun.keys`)."""
+    out: dict[str, Any] = {}
+    for figure in FIGURES:
+        if not figure.json or (keys is not None and figure.key not in keys):
+            continue
+        key, *inner = figure.json
+        if inner:
+            out.setdefault(key, {})[inner[0]] = figure.value(figures)
+        else:
+            out[key] = figure.value(figures)
     return out
 
 
@@ -381,7 +339,7 @@ def row_json(report: Report, row: IterationRow) -> dict[str, Any]:
     item: dict[str, Any] = {"iteration": row.iteration, "start_ns": row.start_ns, "end_ns": row.end_ns}
     if report.by_process:
         item["process"] = row.process
-    item.update(_figures_json(row.figures))
+    item.update(figures_json(row.figures))
     if row.names is not None and report.by is not None:
         item["names"] = names_json(row.names, report.by)
     item["outliers"] = list(row.outliers)
@@ -392,23 +350,16 @@ def row_json(report: Report, row: IterationRow) -> dict[str, Any]:
 def report_json(report: Report, *, lazy: bool = False) -> dict[str, Any]:
     """The object `report --format json` prints (SPEC sections 6, 7, 8 and 10); `--by process` adds `process` and
     `processes`, `--by name` / `--by group` a `names` list to each row and to the total. `lazy`: `iterations` is a
-    `RowsJson`, whose items are made as they are read (`views.json_chunks` writes it), not a list."""
-    job = report.job
+    `RowsJson`, whose items are made as they are read (the CLI writes it a row at a time), not a list."""
     iterations: Sequence[dict[str, Any]] = (
         RowsJson(report) if lazy else [row_json(report, row) for row in report.iterations]
     )
-    total = _figures_json(report.total)
-    if report.total_names is not None and report.by is not None:
-        total["names"] = names_json(report.total_names, report.by)
-    out: dict[str, Any] = {
-        "iterations": iterations,
-        "total": total,
-        "outside": _figures_json(report.outside, with_span_seconds=False),
-        "rework": _figures_json(report.rework, with_span_seconds=False),
-        "downtime": {"wall_s": report.downtime_s},
-        "job": {"wall_s": job.wall_s, "productive_s": job.productive_s, "goodput": job.goodput},
-        "attempts": [attempt_json(a) for a in report.attempts],
-    }
+    out: dict[str, Any] = {"iterations": iterations}
+    for row in report.whole_run():
+        out[row.label] = figures_json(row.figures, row.keys)
+        if row.label == "total" and report.total_names is not None and report.by is not None:
+            out["total"]["names"] = names_json(report.total_names, report.by)
+    out["attempts"] = [attempt_json(a) for a in report.attempts]
     if report.by_process:
-        out["processes"] = [{"process": p, **_figures_json(f)} for p, f in report.process_totals.items()]
+        out["processes"] = [{"process": p, **figures_json(f)} for p, f in report.process_totals.items()]
     return out

@@ -15,11 +15,10 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, overload
 
-from .schema import BUCKETS
+from instrument.groups import BUCKETS
 
 if TYPE_CHECKING:
     from .attribution import Charge, ChargeColumns
-    from .breakdown import NameColumns, NameShare
     from .windows import Windows
 
 NS_PER_S = 1_000_000_000
@@ -39,6 +38,38 @@ def share(part_ns: int, whole_ns: int) -> float | None:
 
 def zero_buckets() -> dict[str, int]:
     return dict.fromkeys(BUCKETS, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class NameShare:
+    """One name's (or group's) part of one bucket in one window: wall-clock and span-seconds nanoseconds."""
+
+    name: str
+    bucket: str
+    wall_ns: int
+    span_ns: int
+
+    @property
+    def wall_s(self) -> float:
+        return self.wall_ns / NS_PER_S
+
+    @property
+    def span_s(self) -> float:
+        return self.span_ns / NS_PER_S
+
+
+@dataclass(frozen=True)
+class NameColumns:
+    """Every window's shares by name (`breakdown.shares_by_name`, sorted alike within a window), as columns sorted by
+    window: per share its window's position, its name (a position in `keys`), its bucket (a position in BUCKETS), its
+    wall and span-seconds nanoseconds (`IterationRows.set_name_columns` holds them so)."""
+
+    positions: array
+    keys: list[str]
+    key_ids: array
+    buckets: array
+    wall_ns: array
+    span_ns: array
 
 
 @dataclass(slots=True)
@@ -256,8 +287,6 @@ class IterationRows(Sequence[IterationRow]):
         held = self._names.get(index)
         if held is not None or self._name_columns is None:
             return held
-        from .breakdown import NameShare
-
         starts, names, buckets, wall, span = self._name_columns
         labels = self._labels
         return [

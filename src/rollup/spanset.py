@@ -3,7 +3,7 @@
 Every part of the accounting (attempts, windows, charges, breakdowns, checks, the timeline) takes a `SpanSet` rather
 than a DuckDB connection and a table name it knows by heart: the set says which relations to read, and lends its
 connection for the queries. A store hands sets out (`SpanStore.spans`) and keeps what they name; a Ray task builds
-one over its slice of the lineage table (`ray_ranges.load_slice`). A set never changes what it names, so two
+one over its slice of the lineage table (`ray_slices.load_slice`). A set never changes what it names, so two
 questions asked of one store, one attempt and then the whole run, each get their own answer.
 """
 
@@ -65,12 +65,17 @@ class SpanSet:
     def scratch(self, what: str) -> Iterator[str]:
         """A name for a table (or view) of this caller's own, `what` and a number no other has; whatever it names
         is dropped on leaving, however the block ends."""
+        import duckdb
+
         name = f"{what}_{next(_SCRATCH)}"
         try:
             yield name
         finally:
-            self.connection.execute(f"DROP TABLE IF EXISTS {name}")
-            self.connection.execute(f"DROP VIEW IF EXISTS {name}")
+            for kind in ("TABLE", "VIEW"):
+                try:
+                    self.connection.execute(f"DROP {kind} IF EXISTS {name}")
+                except duckdb.CatalogException:  # it is the other kind
+                    continue
 
     @contextmanager
     def registered(self, what: str, table: pa.Table) -> Iterator[str]:

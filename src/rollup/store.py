@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from .attempts import choose_attempt, find_attempts
 from .cache import (
     cache_work_dir,
     lineage_cache_path,
@@ -48,7 +49,9 @@ from .read.plan import (
     run_in_this_process,
     wants_processes,
 )
-from .schema import SPAN_SCHEMA, accounting_only, sql_text
+from .schema import ACCOUNTING_SCHEMA, SPAN_SCHEMA, accounting_only, sql_text
+from .spanset import SpanSet
+from .tables import ATTEMPT_SPANS, SOURCE_SPANS, SPANS
 
 if TYPE_CHECKING:
     import duckdb
@@ -67,7 +70,8 @@ class ReadSummary:
 
 
 class SpanStore:
-    """An open DuckDB connection whose `spans` table holds every span of the loaded files, each span once."""
+    """An open DuckDB connection whose SPANS table (`tables`) holds every span of the loaded files, each span once, and
+    what the store derives from them: the spans with their lineage, of the whole run or of one attempt (`spans`)."""
 
     def __init__(
         self,
@@ -82,15 +86,47 @@ class SpanStore:
         self.connection = connection
         self.entries = entries
         self._temp_dir = temp_dir  # an uncached load's parts, which the view reads until close()
-        self._spill = spill  # where DuckDB spills beyond its memory limit (`memory`)
-        self.lineage_cache = lineage_cache  # where `lineage.ensure_lineage` keeps its table for this set of files
+        self._spill = spill  # where DuckDB spills beyond its memory limit (`connection`)
+        self.lineage_cache = lineage_cache  # where the lineage of this set of files is kept (`lineage.ensure_lineage`)
         self.nodes_table = nodes_table  # a table `lineage.build_lineage` may walk as it is (see there)
         self._limit_bytes = limit_bytes  # its DuckDB's memory limit
+        self._whole: SpanSet | None = None
+        self._attempts: dict[str, SpanSet] = {}
+
+    def spans(self, attempt: str | None = None) -> SpanSet:
+        """The spans with their lineage (`lineage.build_lineage`), made on the first call and kept: every report,
+        check and listing reads them. `attempt` (a run id, `""` for the unnamed attempt, or `latest`) gives that
+        attempt's spans alone, as if the files held nothing else: a set of its own beside the whole run's, which
+        stays as it was; an id the files do not hold is a GoodputError naming the ones they do."""
+        if self._whole is None:
+            self._whole = ensure_lineage(
+                self.connection, cached=self.lineage_cache, nodes=self.nodes_table, scratch=self.scratch,
+                on_cached=self.lineage_cached,
+            )  # fmt: skip
+        if attempt is None:
+            return self._whole
+        run_ids = [a.run_id for a in find_attempts(self._whole)]
+        chosen = choose_attempt(run_ids, attempt)
+        if chosen not in self._attempts:
+            self._attempts[chosen] = self._one_attempt(run_ids, chosen)
+        return self._attempts[chosen]
+
+    def _one_attempt(self, run_ids: list[str], run_id: str) -> SpanSet:
+        """Attempt `run_id`'s spans: the whole run's when it is the only attempt, else a table of its rows (read for
+        every column: the accounting reads one attempt many times over)."""
+        whole = self.spans()
+        if len(run_ids) == 1:
+            return SpanSet(whole.connection, whole.lineage, whole.own, run_id, whole.files)
+        table = f"{ATTEMPT_SPANS}_{run_ids.index(run_id)}"
+        self.connection.execute(
+            f"CREATE TABLE {table} AS SELECT * FROM {whole.lineage} WHERE coalesce(run_id, '') = ?", [run_id]
+        )
+        return SpanSet(whole.connection, table, table, run_id, whole.files)
 
     def scratch(self) -> Path | None:
         """A folder of this command's own for the lineage's node table (`lineage.build_lineage`) when it holds more
         spans than the memory limit does as a DuckDB table (`memory.nodes_as_parquet`): the spill folder, removed
-        when the store closes, or by the next command when this one was killed (`memory.spill_directory`). None
+        when the store closes, or by the next command when this one was killed (`connection.spill_directory`). None
         when the spans fit (a table is then faster) or the folder cannot be made."""
         spans = sum(entry.spans for entry in self.entries)
         if self._spill is None or self._limit_bytes is None or not nodes_as_parquet(spans, self._limit_bytes):
@@ -114,7 +150,7 @@ class SpanStore:
         """What this load read: so a command with nothing to show can say why (no span, or no RL attribute)."""
         files = [entry for entry in self.entries if not entry.skipped]
         (with_bucket, with_iteration) = self.connection.execute(
-            "SELECT count(bucket), count(iteration) FROM spans"
+            f"SELECT count(bucket), count(iteration) FROM {SPANS}"
         ).fetchall()[0]
         return ReadSummary(
             files=sum(1 for entry in files if entry.spans),
@@ -123,13 +159,6 @@ class SpanStore:
             with_bucket=int(with_bucket),
             with_iteration=int(with_iteration),
         )
-
-    def missing_iterations(self, selected: tuple[int, int]) -> str | None:
-        """Why `selected` (an inclusive range) holds no iteration of these traces, naming those they hold; None
-        when it holds one (`windows.missing_iterations`)."""
-        from .windows import missing_iterations
-
-        return missing_iterations(self, selected)
 
     def sql(self, query: str, params: Iterable[Any] | dict[str, Any] | None = None) -> pa.Table:
         """Run `query` and return an Arrow table; a DuckDB error becomes a GoodputError naming the query's problem."""
@@ -152,8 +181,13 @@ class SpanStore:
     def __enter__(self) -> SpanStore:
         return self
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, kind: object, error: BaseException | None, traceback: object) -> None:
+        """Close the store; DuckDB running out of memory under GOODPUT_MEMORY_LIMIT inside the block is raised as the
+        GoodputError that says so (set the limit higher), not as DuckDB's own exception."""
         self.close()
+        said = out_of_memory(error) if error is not None else None
+        if said is not None:
+            raise said from None
 
 
 def _create_spans_view(
@@ -163,19 +197,19 @@ def _create_spans_view(
     tables: Sequence[str] = (),
     summary: Path | None = None,
 ) -> bool:
-    """`spans`: every span of the parts (and of the views `read.duckdb_json` made), each once, with `schema`'s
+    """SPANS: every span of the parts (and of the views `read.duckdb_json` made), each once, with `schema`'s
     columns.
 
     A view over the Parquet parts, read column by column as queries need them, so memory stays far below the
     spans' size; materialized only when duplicates must be dropped (the same span exported twice, same trace and
     span id, counts once). Processes shown alike (SPEC section 1) get their `[host:pid]` here. Returns whether
-    `spans` is other than the sources as they are (then the lineage cannot walk a source table in their place).
+    SPANS is other than the sources as they are (then the lineage cannot walk a source table in their place).
 
     Finding duplicates and shared names reads every span; `summary` (a cached set of files, see
     `cache.set_summary_path`) keeps the answer, so a re-run on the same files skips that pass."""
     if not parts and not tables:
         connection.register("empty_spans", pa.Table.from_batches([], schema=schema))
-        connection.execute("CREATE TABLE spans AS SELECT * FROM empty_spans")
+        connection.execute(f"CREATE TABLE {SPANS} AS SELECT * FROM empty_spans")
         connection.unregister("empty_spans")
         return False
     columns = ", ".join(schema.names)
@@ -183,22 +217,22 @@ def _create_spans_view(
     if parts:
         files = "[" + ", ".join(sql_text(p) for p in parts) + "]"
         sources.append(f"SELECT {columns} FROM read_parquet({files})")
-    connection.execute(f"CREATE VIEW all_spans AS {' UNION ALL '.join(sources)}")
+    connection.execute(f"CREATE VIEW {SOURCE_SPANS} AS {' UNION ALL '.join(sources)}")
     known = read_set_summary(summary) if summary is not None else None
     if known is not None:
         duplicates, shared = known
     else:
-        # Counted on a 64-bit hash of the pair, not the pair of strings: several times cheaper to hash and to hold
-        # (16M spans). A collision (odds ~1e-5 at 16M spans) only sends the load down the exact DISTINCT ON path.
+        # Counted on a 64-bit hash of the pair, not the pair of strings: several times cheaper to hash and to hold.
+        # A collision (rare: docs/performance.md) only sends the load down the exact DISTINCT ON path.
         # Spans that all sit in `read.duckdb_json`'s view have the ids as integers already (`tkey`, `skey`): the
         # hash of those reads two narrow columns of a table that may have spilled, not the ids' text.
         direct = len(tables) == 1 and not parts
-        pair, source = ("hash(tkey, skey)", tables[0]) if direct else ("hash(trace_id, span_id)", "all_spans")
+        pair, source = ("hash(tkey, skey)", tables[0]) if direct else ("hash(trace_id, span_id)", SOURCE_SPANS)
         (duplicates,) = connection.execute(f"SELECT count(*) - count(DISTINCT {pair}) FROM {source}").fetchall()[0]
         shared = [
             name
             for (name,) in connection.execute(
-                "SELECT process FROM all_spans GROUP BY process HAVING count(DISTINCT coalesce(host_pid, '')) > 1"
+                f"SELECT process FROM {SOURCE_SPANS} GROUP BY process HAVING count(DISTINCT coalesce(host_pid, '')) > 1"
             ).fetchall()
         ]
         if summary is not None:
@@ -211,9 +245,11 @@ def _create_spans_view(
             "THEN process || ' [' || coalesce(host_pid, '?') || ']' ELSE process END AS process)"
         )
     if duplicates:
-        connection.execute(f"CREATE TABLE spans AS SELECT DISTINCT ON (trace_id, span_id) {columns} FROM all_spans")
+        connection.execute(
+            f"CREATE TABLE {SPANS} AS SELECT DISTINCT ON (trace_id, span_id) {columns} FROM {SOURCE_SPANS}"
+        )
     else:
-        connection.execute(f"CREATE VIEW spans AS SELECT {columns} FROM all_spans")
+        connection.execute(f"CREATE VIEW {SPANS} AS SELECT {columns} FROM {SOURCE_SPANS}")
     return bool(duplicates or shared)
 
 
@@ -274,7 +310,7 @@ def _convert(
 
 class _Connection:
     """The store's DuckDB connection, opened (and DuckDB imported) on first call, held to the memory limit and
-    spilling into `spill` (`memory.connect`)."""
+    spilling into `spill` (`connection.connect`)."""
 
     def __init__(self, spill: SpillDirectory, limit_bytes: int) -> None:
         self.spill = spill
@@ -300,22 +336,24 @@ def open_store(
     workers: int | None = None,
     runner: Runner | None = None,
     progress: Progress | None = None,
-    schema: pa.Schema = SPAN_SCHEMA,
+    accounting: bool = False,
     memory_share: float = 1.0,
 ) -> SpanStore:
     """Load the spans of `paths` into a fresh in-memory DuckDB and return the store around it.
 
-    `spans` has `schema`'s columns: SPAN_SCHEMA, or `schema.ACCOUNTING_SCHEMA` for a caller that only runs the
-    accounting. Without the cache, only those columns are converted (the attribute maps, most of the work, are
-    skipped); with it, files are converted whole, since the cache serves every command. The store's DuckDB holds
-    `memory_share` of GOODPUT_MEMORY_LIMIT (`memory`): stores that work at the same time share the limit (a diff's
-    two sides each get half), so a command's peak stays the limit and a margin.
+    SPANS has every column of `schema.SPAN_SCHEMA`, or with `accounting` those of `schema.ACCOUNTING_SCHEMA` alone,
+    for a caller that only runs the accounting (a report, a check, a listing: not `query`). Without the cache, only
+    those columns are converted (the attribute maps, most of the work, are skipped); with it, files are converted
+    whole, since the cache serves every command. The store's DuckDB holds `memory_share` of GOODPUT_MEMORY_LIMIT
+    (`connection`): stores that work at the same time share the limit (a diff's two sides each get half), so a
+    command's peak stays the limit and a margin. Used as a context manager, the store closes on leaving.
 
     Raises InputError for paths that name nothing readable and TraceFormatError for files that are not traces;
     truncated tails and empty files become `notices`, not errors.
     """
     if not 0 < memory_share <= 1:
         raise ValueError(f"memory_share is a share of the limit, not {memory_share}")
+    schema = ACCOUNTING_SCHEMA if accounting else SPAN_SCHEMA
     limit = max(MIN_LIMIT_BYTES, int(memory_share * memory_limit_bytes()))  # a bad setting is said before any work
     work_dir = _work_dir(use_cache, cache_dir)
     connect = _Connection(spill_directory(spill_root(cache_dir) if use_cache else work_dir), limit)
@@ -369,7 +407,7 @@ def ingest(
     Every other command then reads the cache entries (same paths) or the dataset folder (`goodput report DIR`).
     Into the cache, the lineage of this set of files (parent links across them) is built too, so the first report
     on the same paths reads it instead of walking the traces. `max_chunk_bytes` caps the chunks a large file is cut
-    into (chunks are otherwise sized for this machine's cores: see `ray_ingest.RAY_CHUNK_BYTES`).
+    into (chunks are otherwise sized for this machine's cores: see `on_ray.RayRunner.max_chunk_bytes`).
     """
     convert = functools.partial(
         _convert, workers=workers, runner=runner, progress=progress, max_chunk_bytes=max_chunk_bytes
@@ -378,7 +416,7 @@ def ingest(
         work_dir = _work_dir(True, cache_dir)
         entries = convert(paths, use_cache=True, work_dir=work_dir)
         with open_store(paths, cache_dir=cache_dir) as store:
-            ensure_lineage(store)
+            store.spans()
         return entries
     to_dir = Path(to_dir)
     try:

@@ -22,22 +22,23 @@ the lane assignment, a sequential pass, runs in Python over plain integers.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from .attempts import find_attempts, keep_attempt
+from .attempts import find_attempts
+from .errors import GoodputError
 from .lanes import assign_lanes
-from .lineage import ensure_lineage
-from .report import select_windows
 from .schema import BUCKETS
-from .windows import Window, attempt_windows, latest_windows
+from .tables import SPANS
+from .windows import Window, attempt_windows, latest_windows, missing_in, select_windows
 
 if TYPE_CHECKING:
-    import duckdb
     import pyarrow as pa
 
+    from .spanset import SpanSet
     from .store import SpanStore
 
 # Chrome's reserved colour names (trace viewer's `color_scheme`); Perfetto colours by name and ignores `cname`.
@@ -71,13 +72,14 @@ class Lane:
 
 @dataclass
 class Timeline:
-    """A built timeline, its events waiting in the store's DuckDB (tables `timeline_*`) until `write`.
+    """A built timeline, its events waiting in the store's DuckDB (its own tables, `timeline_*`) until `write`.
 
     `processes` maps each process's name to its pid (the iterations process excluded); `windows` are the iteration
-    windows shown, each with whether it was superseded and its tid.
+    windows shown, each with whether it was superseded and its tid. `missing`: why the iterations asked for hold
+    none of the traces' (None when they hold some, or none was asked for).
     """
 
-    connection: duckdb.DuckDBPyConnection
+    source: SpanSet  # the spans drawn, on whose connection the events wait
     origin_ns: int
     processes: dict[str, int]
     lanes: list[Lane]
@@ -86,6 +88,7 @@ class Timeline:
     flows: int
     has_attributes: bool
     iterations: tuple[int, int] | None = None
+    missing: str | None = None
 
     def write(self, out: BinaryIO) -> None:
         """Write the trace as one JSON object, `{"otherData": ..., "traceEvents": [...]}`: metadata events first,
@@ -97,8 +100,7 @@ class Timeline:
         out.write(b",\n".join(json.dumps(event).encode() for event in self._metadata_events()))
         for query in (_WINDOW_EVENTS_SQL, _SPAN_EVENTS_SQL if self.has_attributes else _SPAN_EVENTS_BARE_SQL,
                       _FLOW_EVENTS_SQL):  # fmt: skip
-            reader = self.connection.sql(query, params={"origin": self.origin_ns}).to_arrow_reader(_BATCH_ROWS)
-            for batch in reader:
+            for batch in self.source.batches(query, {"origin": self.origin_ns}, rows=_BATCH_ROWS):
                 _write_strings(out, batch.column(0))
         out.write(b"\n]}\n")
 
@@ -174,7 +176,7 @@ FROM timeline_spans s @JOIN@
 ORDER BY s.seq
 """
 _SPAN_EVENTS_SQL = _SPAN_EVENT_SQL.replace("@ATTRIBUTES@", "coalesce(a.attributes, MAP {})").replace(
-    "@JOIN@", "LEFT JOIN spans a ON a.trace_id = s.trace_id AND a.span_id = s.span_id"
+    "@JOIN@", f"LEFT JOIN {SPANS} a ON a.trace_id = s.trace_id AND a.span_id = s.span_id"
 )
 _SPAN_EVENTS_BARE_SQL = _SPAN_EVENT_SQL.replace("@ATTRIBUTES@", "MAP {}::MAP(VARCHAR, VARCHAR)").replace("@JOIN@", "")
 
@@ -199,7 +201,11 @@ ORDER BY flow_id, half
 
 
 def build_timeline(
-    store: SpanStore, *, iterations: tuple[int, int] | None = None, attempt: str | None = None
+    store: SpanStore,
+    *,
+    iterations: tuple[int, int] | None = None,
+    attempt: str | None = None,
+    exact: bool = False,
 ) -> Timeline:
     """The timeline of the store's spans, ready to `write`.
 
@@ -207,35 +213,38 @@ def build_timeline(
     windows alike) and the spans that overlap one of them, whatever their own iteration or process; without it,
     every span and every window. `attempt` (a run id or `latest`) reads that attempt alone. Times count from the
     first span of what is read (after `attempt`), with or without `iterations`, so two timelines of one run line up.
+    `exact`: `iterations` is one iteration asked for by number, a GoodputError when the traces lack it.
     """
-    connection = store.connection
-    ensure_lineage(store)
-    if attempt is not None:
-        keep_attempt(store, attempt)
-    attempts = find_attempts(connection)
-    latest, superseded = latest_windows(attempt_windows(connection, [a.run_id for a in attempts]))
+    spans = store.spans(attempt)
+    attempts = find_attempts(spans)
+    latest, superseded = latest_windows(attempt_windows(spans, [a.run_id for a in attempts]))
+    missing = missing_in(latest.iterations, iterations)
+    if missing is not None and exact:
+        raise GoodputError(missing)
     shown = [(w, False) for w in select_windows(latest, iterations)]
     shown += [(w, True) for w in select_windows(superseded, iterations)]
     shown.sort(key=lambda item: (item[0].start_ns, -item[0].end_ns, item[0].iteration, item[1]))
-    (origin,) = connection.execute("SELECT min(start_ns) FROM spans_ex").fetchall()[0]
+    ((origin,),) = spans.rows(f"SELECT min(start_ns) FROM {spans.lineage}")
     origin_ns = int(origin) if origin is not None else 0
 
-    _select_spans(connection, [w for w, _ in shown] if iterations is not None else None)
-    flows = _find_flows(connection)
-    processes = _number_processes(connection)
+    _select_spans(spans, [w for w, _ in shown] if iterations is not None else None)
+    flows = _find_flows(spans)
+    processes = _number_processes(spans)
     # tids follow the pids, so that no tid is a pid (Perfetto takes a thread whose tid is its pid for the main one)
     next_tid = ITERATIONS_PID + len(processes) + 1
     window_lanes = assign_lanes([w.start_ns for w, _ in shown], [w.end_ns for w, _ in shown])
     lanes = [Lane(ITERATIONS_PID, next_tid + n, n + 1) for n in range(max(window_lanes, default=0) + 1)]
     windows = [(w, superseded, lanes[n].tid) for (w, superseded), n in zip(shown, window_lanes, strict=True)]
-    _store_windows(connection, windows)
-    lanes += _lay_spans(connection, next_tid + len(lanes))
-    (spans,) = connection.execute("SELECT count(*) FROM timeline_spans").fetchall()[0]
-    has_attributes = "attributes" in store.sql("SELECT * FROM spans LIMIT 0").column_names
-    return Timeline(connection, origin_ns, processes, lanes, windows, int(spans), flows, has_attributes, iterations)
+    _store_windows(spans, windows)
+    lanes += _lay_spans(spans, next_tid + len(lanes))
+    ((count,),) = spans.rows("SELECT count(*) FROM timeline_spans")
+    has_attributes = "attributes" in spans.arrow(f"SELECT * FROM {SPANS} LIMIT 0").column_names
+    return Timeline(
+        spans, origin_ns, processes, lanes, windows, int(count), flows, has_attributes, iterations, missing
+    )
 
 
-def _select_spans(connection: duckdb.DuckDBPyConnection, windows: list[Window] | None) -> None:
+def _select_spans(spans: SpanSet, windows: list[Window] | None) -> None:
     """Table `timeline_selected`: the spans shown (all, or those overlapping one of `windows`), numbered `seq` in
     the order they are laid out and written: by start, the longer first, then by ids.
 
@@ -247,44 +256,43 @@ def _select_spans(connection: duckdb.DuckDBPyConnection, windows: list[Window] |
     import pyarrow as pa
 
     where, join = "true", ""
-    if windows is not None:
-        starts: list[int] = []
-        reach: list[int] = []
-        for window in sorted(windows, key=lambda w: w.start_ns):
-            furthest = max(window.end_ns, reach[-1]) if reach else window.end_ns
-            if starts and starts[-1] == window.start_ns:
-                reach[-1] = furthest
-            else:
-                starts.append(window.start_ns)
-                reach.append(furthest)
-        table = pa.table(
-            {"start_ns": starts, "reach_ns": reach},
-            schema=pa.schema([("start_ns", pa.int64()), ("reach_ns", pa.int64())]),
+    with contextlib.ExitStack() as held:
+        if windows is not None:
+            starts: list[int] = []
+            reach: list[int] = []
+            for window in sorted(windows, key=lambda w: w.start_ns):
+                furthest = max(window.end_ns, reach[-1]) if reach else window.end_ns
+                if starts and starts[-1] == window.start_ns:
+                    reach[-1] = furthest
+                else:
+                    starts.append(window.start_ns)
+                    reach.append(furthest)
+            table = pa.table(
+                {"start_ns": starts, "reach_ns": reach},
+                schema=pa.schema([("start_ns", pa.int64()), ("reach_ns", pa.int64())]),
+            )
+            reach_table = held.enter_context(spans.registered("timeline_window_reach", table))
+            # The last instant a window may start at: before the span's end, or at a zero-length span's instant.
+            join = f"""ASOF LEFT JOIN {reach_table} w
+                      ON w.start_ns <= CASE WHEN s.end_ns > s.start_ns THEN s.end_ns - 1 ELSE s.start_ns END"""
+            # Spans wholly before the first window or after the last are dropped before the lookup (most of them,
+            # when a few consecutive iterations are asked for).
+            first, last = min(starts, default=0), max(reach, default=0)
+            where = f"w.reach_ns > s.start_ns AND s.start_ns < {last} AND s.end_ns >= {first}"
+        spans.run(
+            f"""
+            CREATE OR REPLACE TEMP TABLE timeline_selected AS
+            SELECT row_number() OVER (ORDER BY s.start_ns, s.end_ns DESC, s.tkey, s.skey) AS seq,
+                   s.tkey, s.skey, s.pkey, s.trace_id, s.span_id, s.parent_span_id, s.name, s.start_ns, s.end_ns,
+                   coalesce(s.process, '') AS process, s.bucket, s.span_group, s.eff_iteration
+            FROM {spans.lineage} s {join} WHERE {where}
+            """
         )
-        connection.register("timeline_window_reach", table)
-        # The last instant a window may start at: before the span's end, or at a zero-length span's instant.
-        join = """ASOF LEFT JOIN timeline_window_reach w
-                  ON w.start_ns <= CASE WHEN s.end_ns > s.start_ns THEN s.end_ns - 1 ELSE s.start_ns END"""
-        # Spans wholly before the first window or after the last are dropped before the lookup (most of them, when
-        # a few consecutive iterations are asked for).
-        first, last = min(starts, default=0), max(reach, default=0)
-        where = f"w.reach_ns > s.start_ns AND s.start_ns < {last} AND s.end_ns >= {first}"
-    connection.execute(
-        f"""
-        CREATE OR REPLACE TEMP TABLE timeline_selected AS
-        SELECT row_number() OVER (ORDER BY s.start_ns, s.end_ns DESC, s.tkey, s.skey) AS seq,
-               s.tkey, s.skey, s.pkey, s.trace_id, s.span_id, s.parent_span_id, s.name, s.start_ns, s.end_ns,
-               coalesce(s.process, '') AS process, s.bucket, s.span_group, s.eff_iteration
-        FROM spans_ex s {join} WHERE {where}
-        """
-    )
-    if windows is not None:
-        connection.unregister("timeline_window_reach")
 
 
-def _find_flows(connection: duckdb.DuckDBPyConnection) -> int:
+def _find_flows(spans: SpanSet) -> int:
     """Table `timeline_flows`: each shown span whose parent is shown in another process, numbered from 1."""
-    connection.execute(
+    spans.run(
         """
         CREATE OR REPLACE TEMP TABLE timeline_flows AS
         SELECT row_number() OVER (ORDER BY c.seq) AS flow_id, p.seq AS parent_seq, c.seq AS child_seq
@@ -292,14 +300,14 @@ def _find_flows(connection: duckdb.DuckDBPyConnection) -> int:
         WHERE p.process <> c.process
         """
     )
-    (flows,) = connection.execute("SELECT count(*) FROM timeline_flows").fetchall()[0]
+    ((flows,),) = spans.rows("SELECT count(*) FROM timeline_flows")
     return int(flows)
 
 
-def _number_processes(connection: duckdb.DuckDBPyConnection) -> dict[str, int]:
+def _number_processes(spans: SpanSet) -> dict[str, int]:
     """Table `timeline_processes`: each process shown, its pid (from 2, in the order of its first span) and how many
     spans it has; returned as name -> pid."""
-    connection.execute(
+    spans.run(
         f"""
         CREATE OR REPLACE TEMP TABLE timeline_processes AS
         SELECT process, ({ITERATIONS_PID} + row_number() OVER (ORDER BY min(start_ns), process))::BIGINT AS pid,
@@ -307,10 +315,10 @@ def _number_processes(connection: duckdb.DuckDBPyConnection) -> dict[str, int]:
         FROM timeline_selected GROUP BY process
         """
     )
-    return dict(connection.execute("SELECT process, pid FROM timeline_processes ORDER BY pid").fetchall())
+    return dict(spans.rows("SELECT process, pid FROM timeline_processes ORDER BY pid"))
 
 
-def _store_windows(connection: duckdb.DuckDBPyConnection, windows: list[tuple[Window, bool, int]]) -> None:
+def _store_windows(spans: SpanSet, windows: list[tuple[Window, bool, int]]) -> None:
     """Table `timeline_windows`: the windows shown, with whether each was superseded and its tid."""
     import pyarrow as pa
 
@@ -329,30 +337,29 @@ def _store_windows(connection: duckdb.DuckDBPyConnection, windows: list[tuple[Wi
              ("start_ns", pa.int64()), ("end_ns", pa.int64()), ("tid", pa.int64())]
         ),
     )  # fmt: skip
-    connection.register("timeline_windows_arrow", table)
-    connection.execute("CREATE OR REPLACE TEMP TABLE timeline_windows AS SELECT * FROM timeline_windows_arrow")
-    connection.unregister("timeline_windows_arrow")
+    with spans.registered("timeline_windows_arrow", table) as arrow:
+        spans.run(f"CREATE OR REPLACE TEMP TABLE timeline_windows AS SELECT * FROM {arrow}")
 
 
-def _lay_spans(connection: duckdb.DuckDBPyConnection, first_tid: int) -> list[Lane]:
+def _lay_spans(spans: SpanSet, first_tid: int) -> list[Lane]:
     """Lay each process's spans on lanes (`lanes.assign_lanes`), tids counted from `first_tid` in pid order, and
     create table `timeline_spans`: `timeline_selected` with each span's pid and tid."""
     import pyarrow as pa
 
-    rows = connection.sql(
+    rows = spans.arrow(
         """
         SELECT s.seq, s.start_ns, s.end_ns,
                s.seq IN (SELECT parent_seq FROM timeline_flows UNION ALL SELECT child_seq FROM timeline_flows) AS anchor
         FROM timeline_selected s JOIN timeline_processes p USING (process)
         ORDER BY p.pid, s.seq
         """
-    ).to_arrow_table()
+    )
     starts, ends = rows["start_ns"].to_pylist(), rows["end_ns"].to_pylist()
     anchors = rows["anchor"].to_pylist()
     tids: list[int] = []
     lanes: list[Lane] = []
     begin = 0
-    for pid, count in connection.execute("SELECT pid, spans FROM timeline_processes ORDER BY pid").fetchall():
+    for pid, count in spans.rows("SELECT pid, spans FROM timeline_processes ORDER BY pid"):
         end = begin + int(count)
         numbers = assign_lanes(starts[begin:end], ends[begin:end], anchors[begin:end])
         base = first_tid + len(lanes)
@@ -360,15 +367,14 @@ def _lay_spans(connection: duckdb.DuckDBPyConnection, first_tid: int) -> list[La
         lanes += [Lane(int(pid), base + n, n + 1) for n in range(max(numbers, default=-1) + 1)]
         begin = end
     placed = pa.table({"seq": rows["seq"], "tid": pa.array(tids, pa.int64())})
-    connection.register("timeline_tids", placed)
-    connection.execute(
-        """
-        CREATE OR REPLACE TEMP TABLE timeline_spans AS
-        SELECT s.*, p.pid, t.tid FROM timeline_selected s
-        JOIN timeline_processes p USING (process) JOIN timeline_tids t USING (seq)
-        """
-    )
-    connection.unregister("timeline_tids")
+    with spans.registered("timeline_tids", placed) as tids_table:
+        spans.run(
+            f"""
+            CREATE OR REPLACE TEMP TABLE timeline_spans AS
+            SELECT s.*, p.pid, t.tid FROM timeline_selected s
+            JOIN timeline_processes p USING (process) JOIN {tids_table} t USING (seq)
+            """
+        )
     return lanes
 
 

@@ -17,13 +17,12 @@ from .attempts import ATTEMPT_SQL
 from .attribution import Charge, charge_stretches
 from .findings import RULES, Finding
 from .intervals import clip_to_stretches, in_time_batches
-from .lineage import own_spans
 from .memory import sweep_batch_spans
 from .schema import BUCKETS, sql_text
 from .windows import Window, iteration_windows, stretches_of
 
 if TYPE_CHECKING:
-    import duckdb
+    from .spanset import SpanSet
 
 def parse_groups(values: Iterable[str]) -> list[str]:
     """`--expect` values (each `GROUP` or `GROUP,GROUP,...`) as distinct lowercase group names in the order given;
@@ -39,31 +38,29 @@ def parse_groups(values: Iterable[str]) -> list[str]:
     return groups
 
 
-def no_iterations_findings(connection: duckdb.DuckDBPyConnection) -> list[Finding]:
+def no_iterations_findings(spans: SpanSet) -> list[Finding]:
     """One finding when spans were read but none has an effective iteration: the job never entered
     `iteration_scope` (or a foreign emitter sets no `rl.iteration`), so every instant is outside any window."""
-    ((spans, with_iteration),) = connection.execute(
-        "SELECT count(*), count(eff_iteration) FROM spans_ex"
-    ).fetchall()
-    if not spans or with_iteration:
+    ((read, with_iteration),) = spans.rows(f"SELECT count(*), count(eff_iteration) FROM {spans.lineage}")
+    if not read or with_iteration:
         return []
     message = (
-        f"{spans} spans read and none carries rl.iteration, on itself or an ancestor: the job never entered "
+        f"{read} spans read and none carries rl.iteration, on itself or an ancestor: the job never entered "
         "iteration_scope, so there is no iteration window and every second is outside"
     )
     return [Finding("no-iterations", RULES["no-iterations"], "", "", "", None, None, message)]
 
 
-def window_findings(connection: duckdb.DuckDBPyConnection, expect: Sequence[str] = ()) -> list[Finding]:
+def window_findings(spans: SpanSet, expect: Sequence[str] = ()) -> list[Finding]:
     """`mostly-unaccounted` for each window whose unaccounted seconds exceed half its wall clock, then
     `missing-group` for each window and each group of `expect` (lowercase names) with no span active in it.
     Each in iteration order; a finding points at the window's step span when there is one, else at no span."""
-    windows = iteration_windows(connection)
+    windows = iteration_windows(spans)
     if not windows:
         return []
-    charges = charge_stretches(connection, stretches_of(windows), list(BUCKETS))
-    present = groups_present(connection, windows, expect) if expect else {}
-    return window_findings_from(windows, lambda keys: step_spans(connection, keys), charges, present, expect)
+    charges = charge_stretches(spans, stretches_of(windows), list(BUCKETS))
+    present = groups_present(spans, windows, expect) if expect else {}
+    return window_findings_from(windows, lambda keys: step_spans(spans, keys), charges, present, expect)
 
 
 def window_findings_from(
@@ -107,9 +104,7 @@ def window_findings_from(
     return findings
 
 
-def step_spans(
-    connection: duckdb.DuckDBPyConnection, keys: Sequence[tuple[str, int]]
-) -> dict[tuple[str, int], tuple[str, str, str]]:
+def step_spans(spans: SpanSet, keys: Sequence[tuple[str, int]]) -> dict[tuple[str, int], tuple[str, str, str]]:
     """Per (attempt, iteration) of `keys`: the (trace_id, span_id, name) of the earliest step span carrying that
     iteration itself, the span a window is made of (SPEC section 4)."""
     import pyarrow as pa
@@ -120,24 +115,21 @@ def step_spans(
         {"attempt": pa.array([run_id for run_id, _ in keys], pa.string()),
          "iteration": pa.array([iteration for _, iteration in keys], pa.int64())}
     )  # fmt: skip
-    connection.register("step_spans_wanted", wanted)
-    try:
-        rows = connection.execute(
+    with spans.registered("step_spans_wanted", wanted) as wanted_table:
+        rows = spans.rows(
             f"""
             SELECT attempt, iteration, trace_id, span_id, name FROM (
-                SELECT {ATTEMPT_SQL} AS attempt, iteration, trace_id, span_id, name, start_ns FROM spans_ex
+                SELECT {ATTEMPT_SQL} AS attempt, iteration, trace_id, span_id, name, start_ns FROM {spans.lineage}
                 WHERE is_step AND iteration IS NOT NULL
-            ) SEMI JOIN step_spans_wanted USING (attempt, iteration)
+            ) SEMI JOIN {wanted_table} USING (attempt, iteration)
             QUALIFY row_number() OVER (PARTITION BY attempt, iteration ORDER BY start_ns, span_id) = 1
             """
-        ).fetchall()
-    finally:
-        connection.unregister("step_spans_wanted")
+        )
     return {(run_id, int(i)): (t, s, n) for run_id, i, t, s, n in rows}
 
 
 def groups_present(
-    connection: duckdb.DuckDBPyConnection,
+    spans: SpanSet,
     windows: Sequence[Window],
     groups: Sequence[str],
     *,
@@ -151,17 +143,15 @@ def groups_present(
         return {}
     in_list = ", ".join(sql_text(group) for group in groups)
     spans_sql = (
-        f"SELECT start_ns, end_ns, lower(span_group) AS grp FROM {own_spans(connection)} "
+        f"SELECT start_ns, end_ns, lower(span_group) AS grp FROM {spans.own} "
         f"WHERE end_ns > start_ns AND lower(span_group) IN ({in_list})"
     )
-    most = batch_spans or sweep_batch_spans(connection)
+    most = batch_spans or sweep_batch_spans(spans.limit_bytes)
     present: dict[int, set[str]] = {}
-    for positions, batch, batch_sql in in_time_batches(connection, stretches_of(windows), spans_sql, most):
-        try:
-            clip_to_stretches(connection, batch, batch_sql, ["grp"], "coverage_clipped")
-            rows = connection.execute("SELECT DISTINCT stretch, grp FROM coverage_clipped").fetchall()
-        finally:
-            connection.execute("DROP TABLE IF EXISTS coverage_clipped")
+    for positions, batch, batch_sql in in_time_batches(spans, stretches_of(windows), spans_sql, most):
+        with spans.scratch("groups_clipped") as clipped:
+            clip_to_stretches(spans, batch, batch_sql, ["grp"], clipped)
+            rows = spans.rows(f"SELECT DISTINCT stretch, grp FROM {clipped}")
         for frame_id, group in rows:
             present.setdefault(positions[frame_id], set()).add(group)
     return present

@@ -5,28 +5,26 @@ Windows are found per attempt (`attempts`). In an attempt, window N is the step 
 envelope of its spans whose effective iteration is N. When several attempts have a window for N, the latest one's
 is the report's row and the earlier ones are superseded. Outside is each attempt's extent minus its windows:
 start-up, gaps between steps, shutdown. And what else was happening in step N: every span active during its window,
-whatever its own iteration (`goodput spans`).
+whatever its own iteration (`listing`).
 """
 
 from __future__ import annotations
 
 from array import array
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, overload
 
 from .arrays import int64_column
-from .attempts import ATTEMPT_SQL, Attempt, find_attempts, keep_attempt
+from .attempts import ATTEMPT_SQL, Attempt, find_attempts
 from .errors import GoodputError
 from .intervals import Stretches
-from .lineage import ensure_lineage, own_spans
-from .schema import BUCKETS, sql_text
+from .schema import sql_text
 
 if TYPE_CHECKING:
-    import duckdb
     import pyarrow as pa
 
-    from .store import SpanStore
+    from .spanset import SpanSet
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +108,7 @@ def window_keys(windows: Sequence[Window]) -> pa.Table:
                      "iteration": iterations})  # fmt: skip
 
 
-def attempt_windows(connection: duckdb.DuckDBPyConnection, order: Sequence[str]) -> Windows:
+def attempt_windows(spans: SpanSet, order: Sequence[str]) -> Windows:
     """Every attempt's windows, superseded or not: by attempt in `order` (run ids), then by iteration.
 
     The step spans carrying their own iteration make the windows of the attempts that have any; only the attempts
@@ -118,37 +116,34 @@ def attempt_windows(connection: duckdb.DuckDBPyConnection, order: Sequence[str])
     """
     steps = f"""
         SELECT {ATTEMPT_SQL} AS attempt, iteration, min(start_ns) AS start_ns, max(end_ns) AS end_ns
-        FROM {own_spans(connection)} WHERE is_step AND iteration IS NOT NULL GROUP BY ALL
+        FROM {spans.own} WHERE is_step AND iteration IS NOT NULL GROUP BY ALL
     """
-    table = _numbered(connection, steps, order)
-    connection.register("attempt_windows_found", table)
-    try:
-        found = connection.execute("SELECT DISTINCT attempt FROM attempt_windows_found").fetchall()
-    finally:
-        connection.unregister("attempt_windows_found")
+    table = _numbered(spans, steps, order)
+    with spans.registered("attempt_windows_found", table) as found_windows:
+        found = spans.rows(f"SELECT DISTINCT attempt FROM {found_windows}")
     stepless = sorted(set(order) - {order[position] for (position,) in found})
     if stepless:
         envelopes = f"""
             SELECT {ATTEMPT_SQL} AS attempt, eff_iteration AS iteration, min(start_ns) AS start_ns,
                    max(end_ns) AS end_ns
-            FROM spans_ex WHERE eff_iteration IS NOT NULL AND list_contains({_text_list(stepless)}, attempt)
+            FROM {spans.lineage} WHERE eff_iteration IS NOT NULL AND list_contains({_text_list(stepless)}, attempt)
             GROUP BY ALL
         """
-        table = _numbered(connection, f"{steps} UNION ALL {envelopes}", order)
+        table = _numbered(spans, f"{steps} UNION ALL {envelopes}", order)
     stretches = Stretches(int64_column(table, "start_ns"), int64_column(table, "end_ns"))
     return Windows(int64_column(table, "iteration"), stretches, int64_column(table, "attempt"), tuple(order))
 
 
-def _numbered(connection: duckdb.DuckDBPyConnection, rows: str, order: Sequence[str]) -> pa.Table:
+def _numbered(spans: SpanSet, rows: str, order: Sequence[str]) -> pa.Table:
     """The windows of query `rows` (attempt, iteration, start_ns, end_ns) as 64-bit columns, each attempt as its
     position in `order`, sorted by attempt, then iteration."""
-    return connection.sql(
+    return spans.arrow(
         f"""
         SELECT (list_position({_text_list(order)}, attempt) - 1)::BIGINT AS attempt, iteration::BIGINT AS iteration,
                start_ns::BIGINT AS start_ns, end_ns::BIGINT AS end_ns
         FROM ({rows}) ORDER BY 1, 2
         """
-    ).to_arrow_table()
+    )
 
 
 def _text_list(texts: Sequence[str]) -> str:
@@ -167,13 +162,10 @@ def latest_windows(windows: Windows) -> tuple[Windows, Windows]:
     return windows.take(rows), windows.take(p for p in range(len(windows)) if p not in kept)
 
 
-def iteration_windows(connection: duckdb.DuckDBPyConnection) -> Windows:
-    """The report's windows, one per iteration (the latest attempt's), sorted by iteration.
-
-    Needs the `spans_ex` table of `lineage.build_lineage`.
-    """
-    order = [a.run_id for a in find_attempts(connection)]
-    rows, _ = latest_windows(attempt_windows(connection, order))
+def iteration_windows(spans: SpanSet) -> Windows:
+    """The report's windows of `spans`, one per iteration (the latest attempt's), sorted by iteration."""
+    order = [a.run_id for a in find_attempts(spans)]
+    rows, _ = latest_windows(attempt_windows(spans, order))
     return rows
 
 
@@ -204,33 +196,32 @@ def outside_attempts(attempts: Sequence[Attempt], by_attempt: dict[str, Windows]
     return Stretches.of(s for a in attempts for s in outside_stretches(a.extent, by_attempt.get(a.run_id, none)))
 
 
-def window_of(connection: duckdb.DuckDBPyConnection, iteration: int) -> Window:
+def window_of(spans: SpanSet, iteration: int) -> Window:
     """The window of `iteration`; GoodputError naming the iterations these traces hold when it is not one."""
-    windows = iteration_windows(connection)
+    windows = iteration_windows(spans)
     for window in windows:
         if window.iteration == iteration:
             return window
-    raise GoodputError(_missing_iterations((iteration, iteration), windows))
+    raise GoodputError(_missing_iterations((iteration, iteration), windows.iterations))
 
 
-def missing_iterations(store: SpanStore, selected: tuple[int, int]) -> str | None:
-    """Why `selected` (inclusive; ends may be open, +-2**63) holds no iteration of these traces, naming those they
-    hold ("no iteration 99 in these traces; they hold iterations 1-6"); None when it holds one."""
-    ensure_lineage(store)
-    windows = iteration_windows(store.connection)
-    if any(selected[0] <= window.iteration <= selected[1] for window in windows):
+def missing_in(held: Sequence[int], selected: tuple[int, int] | None) -> str | None:
+    """Why `selected` (inclusive; ends may be open, +-2**63) holds none of the iterations `held` (the windows' of
+    these traces), naming those they hold ("no iteration 99 in these traces; they hold iterations 1-6"); None when
+    it holds one, or when nothing was selected."""
+    if selected is None or any(selected[0] <= iteration <= selected[1] for iteration in held):
         return None
-    return _missing_iterations(selected, windows)
+    return _missing_iterations(selected, held)
 
 
-def _missing_iterations(selected: tuple[int, int], windows: Sequence[Window]) -> str:
+def _missing_iterations(selected: tuple[int, int], iterations: Sequence[int]) -> str:
     low, high = selected
     if low == high:
         asked = f"iteration {low}"
     else:
         asked = "iteration in the range " + (str(low) if low > -(2**63) else "") + ":"
         asked += str(high) if high < 2**63 - 1 else ""
-    held = sorted(window.iteration for window in windows)
+    held = sorted(iterations)
     if not held:
         return f"no {asked} in these traces: they hold no iteration (no rl.iteration on any step or span)"
     return f"no {asked} in these traces; they hold {iteration_list(held)}"
@@ -252,78 +243,59 @@ def iteration_list(iterations: Sequence[int], most: int = 6) -> str:
     return f"{noun} {', '.join(texts)}{count}"
 
 
-def spans_in_window(
-    store: SpanStore,
-    iteration: int | None,
-    *,
-    bucket: str | None = None,
-    process: str | None = None,
-    attempt: str | None = None,
-) -> tuple[Window | None, pa.Table]:
-    """(window, Arrow table) of the spans overlapping window `iteration`, sorted by start; with `iteration` None,
-    (None, every span).
-
-    The window is the report's row for `iteration` (the latest attempt's); the spans are of any attempt, as the
-    wall clock is charged. `attempt` (a run id or `latest`) reads that attempt alone. `start_offset_s` is from the
-    window's start (negative for a span that began before it), or from the first span's start when listing every
-    span; `iteration` is the span's effective iteration, which differs from the window's for work that spills
-    across steps.
-
-    `bucket` is one of the four buckets. `process` selects the process shown as that name and those shown as
-    `<process>@host:pid` or `<process> [host:pid]`, i.e. every process of a service when the name is its service
-    name (SPEC section 1's display names). An unknown bucket, a process these traces do not have, and an iteration
-    with no window are GoodputErrors naming what there is.
-    """
-    connection = store.connection
-    if bucket is not None and bucket not in BUCKETS:
-        raise GoodputError(f"no bucket {bucket!r}; buckets: {', '.join(BUCKETS)}")
-    ensure_lineage(store)
-    if attempt is not None:
-        keep_attempt(store, attempt)
-    filters: list[str] = []
-    params: dict[str, object] = {}
-    window = None
-    if iteration is None:
-        (params["start"],) = connection.execute("SELECT coalesce(min(start_ns), 0) FROM spans_ex").fetchall()[0]
-    else:
-        window = window_of(connection, iteration)
-        filters += ["start_ns < $end", "(end_ns > $start OR (end_ns = start_ns AND start_ns >= $start))"]
-        params.update(start=window.start_ns, end=window.end_ns)
-    if bucket is not None:
-        filters.append("bucket = $bucket")
-        params["bucket"] = bucket
-    if process is not None:
-        filters.append(_require_process(connection, process))
-        params["process"] = process
-    table = connection.sql(
-        f"""
-        SELECT (start_ns - $start) / 1e9 AS start_offset_s, (end_ns - start_ns) / 1e9 AS duration_s, process,
-               bucket, span_group, name, eff_iteration AS iteration, span_id, parent_span_id, trace_id
-        FROM spans_ex WHERE {" AND ".join(filters) or "true"}
-        ORDER BY start_ns, end_ns DESC, span_id
-        """,
-        params=params,
-    ).to_arrow_table()
-    return window, table
+def select_windows(windows: Windows, iterations: tuple[int, int] | None) -> Windows:
+    """Windows whose iteration lies in the inclusive range `iterations` (all when None)."""
+    if iterations is None:
+        return windows
+    low, high = iterations
+    return windows.take(i for i, iteration in enumerate(windows.iterations) if low <= iteration <= high)
 
 
-# The processes `--process NAME` selects: NAME itself, and NAME as the service or shared name of a display name.
-_PROCESS_MATCH_SQL = (
-    "(process = $process OR starts_with(process, $process || '@') OR starts_with(process, $process || ' ['))"
-)
+@dataclass(frozen=True)
+class ReportFrames:
+    """What a report charges: its rows' windows (the latest attempt's, in the iterations selected), the superseded
+    windows among those iterations (rework) and the stretches outside every window; and the attempts, with their
+    windows' iterations filled in (`with_windows`); and the iterations of every latest window, selected or not
+    (`held`)."""
+
+    windows: Windows
+    lost: Windows
+    outside: Stretches
+    attempts: list[Attempt]
+    held: array
 
 
-def _require_process(connection: duckdb.DuckDBPyConnection, process: str) -> str:
-    """The filter selecting `process` (see `_PROCESS_MATCH_SQL`); GoodputError naming the processes there are
-    when it selects none."""
-    found = connection.execute(
-        f"SELECT 1 FROM spans_ex WHERE {_PROCESS_MATCH_SQL} LIMIT 1", {"process": process}
-    ).fetchall()
-    if not found:
-        names = [n for (n,) in connection.execute("SELECT DISTINCT process FROM spans_ex ORDER BY 1").fetchall() if n]
-        shown = ", ".join(names[:10]) + (f", ... ({len(names)} in all)" if len(names) > 10 else "")
-        raise GoodputError(
-            f"no process {process!r} in these traces (nor one shown as {process}@host:pid or {process} [host:pid]); "
-            f"processes: {shown}"
+def report_frames(spans: SpanSet, iterations: tuple[int, int] | None) -> ReportFrames:
+    """The frames of the report over `spans`: the windows of the iterations in the inclusive range `iterations`
+    (all when None), superseded ones included; outside and the attempts stay the whole run's. Every attempt's
+    windows are only held while they are sorted out here."""
+    attempts = find_attempts(spans)
+    every = attempt_windows(spans, [a.run_id for a in attempts])
+    latest, superseded = latest_windows(every)
+    by_attempt = every.by_attempt()
+    return ReportFrames(
+        select_windows(latest, iterations),
+        select_windows(superseded, iterations),
+        outside_attempts(attempts, by_attempt),
+        with_windows(attempts, by_attempt, superseded),
+        latest.iterations,
+    )
+
+
+def with_windows(attempts: list[Attempt], by_attempt: dict[str, Windows], superseded: Windows) -> list[Attempt]:
+    """The attempts with their first and last iteration and their superseded iterations filled in."""
+    lost: dict[str, list[int]] = {}
+    for window in superseded:
+        lost.setdefault(window.run_id, []).append(window.iteration)
+    out = []
+    for attempt in attempts:
+        numbers = [w.iteration for w in by_attempt.get(attempt.run_id, [])]
+        out.append(
+            replace(
+                attempt,
+                first_iteration=min(numbers, default=None),
+                last_iteration=max(numbers, default=None),
+                superseded=tuple(sorted(lost.get(attempt.run_id, []))),
+            )
         )
-    return _PROCESS_MATCH_SQL
+    return out

@@ -29,12 +29,12 @@ if TYPE_CHECKING:  # imported where a Parquet file is read or written: a load fr
 
 DEFAULT_CHUNK_BYTES = 64 << 20
 DEFAULT_BATCH_ROWS = 65_536
-# Spans the protobuf decoder gathers as Python values before handing them to Arrow: what a worker's memory follows
-# (peak 360 MB at 65,536, 206 MB at 16,384, measured on a 128 MB chunk; no slower). Row groups stay at batch_rows.
+# Spans the protobuf decoder gathers as Python values before handing them to Arrow: what a worker's memory follows,
+# not its speed (docs/performance.md, bench/ingest.py). Row groups stay at batch_rows.
 DECODE_ROWS = 16_384
 _NEWLINE_PROBE = 1 << 16
-# Dictionary pages only where values repeat, statistics only where queries filter: both cost write time (measured:
-# 0.9 instead of 1.4 us a span) and a dictionary on unique ids makes the file larger, not smaller.
+# Dictionary pages only where values repeat, statistics only where queries filter: both cost write time, and a
+# dictionary on unique ids makes the file larger, not smaller (docs/performance.md).
 _DICTIONARY_COLUMNS = [
     "name", "status_message", "scope_name", "scope_version", "service", "process", "host_pid", "run_id", "bucket",
     "span_group",

@@ -59,12 +59,11 @@ def spans_estimate(size: int, compression: str | None) -> int:
 
 
 # DuckDB's own default, well above an export batch; a longer line makes DuckDB refuse the file, and the careful
-# reader takes it. DuckDB sizes its read buffers by it: 256 MB made the read of a 600 MB file twice as slow.
+# reader takes it. DuckDB sizes its read buffers by it, so a larger one slows every read (docs/performance.md).
 MAX_RECORD_BYTES = 16 << 20
 
 # The careful reader's lean record, as a DuckDB type: `read_json` with the type given and `records = true` parses
-# each line once, straight into these vectors (measured: 0.25 s less per 1M spans than `read_ndjson_objects` +
-# `json_transform`, which parse twice).
+# each line once, straight into these vectors (`read_ndjson_objects` and `json_transform` parse twice).
 _RESOURCE_SPANS = duckdb_type(LEAN_RECORD["resourceSpans"])
 
 

@@ -13,8 +13,8 @@ from typing import BinaryIO
 
 import pyarrow as pa
 
-# JSON text handed to DuckDB at once. A worker's memory follows it (DuckDB holds ~10 times the text while it
-# transforms it: peak 435 MB a worker at 16 MB, 340 MB at 4 MB), its speed does not (measured at 1M spans).
+# JSON text handed to DuckDB at once. A worker's memory follows it (DuckDB holds about ten times the text while it
+# transforms it), its speed does not (docs/performance.md, bench/ingest.py).
 BATCH_BYTES = 4 << 20
 UTF8_BOM = b"\xef\xbb\xbf"
 

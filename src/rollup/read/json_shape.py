@@ -85,7 +85,7 @@ RECORD = _record(
 )
 # For the accounting columns alone: no kind, status or scope, and span attribute values read only as the string or
 # int the goodput attributes hold. The transform's cost grows with every field asked of every object, and the
-# attribute values are most of the objects (measured: about 0.6 of the full transform's time). A batch where a
+# attribute values are most of the objects (most of the full transform's time). A batch where a
 # goodput attribute holds another kind of value is transformed again in full.
 LEAN_VALUE = {"stringValue": "VARCHAR", "intValue": "VARCHAR"}
 LEAN_RECORD = _record(
@@ -158,7 +158,7 @@ def json_integer(raw: Any) -> int | None:
 
 
 def json_any_value(value: Any) -> Any:
-    """An OTLP JSON AnyValue object as the Python value `schema.render_value` renders; None for an empty value.
+    """An OTLP JSON AnyValue object as the Python value `read.values.render_value` renders; None for an empty value.
 
     Lenient where proto3 JSON is: numbers may be strings, doubles may be "NaN" / "Infinity", bytes base64 in either
     alphabet. A value of no known shape is treated as empty rather than failing the file.

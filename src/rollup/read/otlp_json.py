@@ -64,8 +64,8 @@ _connections = threading.local()
 def _thread_connection() -> duckdb.DuckDBPyConnection:
     """One single-threaded in-memory DuckDB connection per thread of a process, kept for every file it decodes.
 
-    Opening a database costs ~20 ms (measured), which a directory of small files (one per Ray worker) paid once a
-    file. Per thread, since a decoder registers its relations under fixed names; keyed by the process id too, so a
+    Opening a database costs tens of milliseconds, which a directory of small files (one per Ray worker) paid once
+    a file. Per thread, since a decoder registers its relations under fixed names; keyed by the process id too, so a
     forked worker never shares its parent's connection. It decodes one batch of records at a time, so it is held to
     a worker's small fixed limit (`memory.WORKER_LIMIT_BYTES`), spilling beside the cache should a batch need more;
     a batch holding a record larger than a batch is meant to be gets more (`_allow`).
@@ -79,7 +79,7 @@ def _thread_connection() -> duckdb.DuckDBPyConnection:
     return connection
 
 
-# DuckDB's transform of a batch of JSON text holds ~10-12 times the text (measured: 160-200 MB for 16 MB).
+# DuckDB's transform of a batch of JSON text holds about ten times the text and more (docs/performance.md).
 TRANSFORM_BYTES_PER_TEXT_BYTE = 16
 
 

@@ -92,7 +92,7 @@ LeanTracesWithEvents = _lean_traces_class(events="all")
 
 
 def any_value(value: AnyValue) -> object:
-    """An OTLP AnyValue message as the Python value `schema.render_value` renders."""
+    """An OTLP AnyValue message as the Python value `read.values.render_value` renders."""
     which = value.WhichOneof("value")
     if which is None:
         return None

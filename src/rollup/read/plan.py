@@ -3,7 +3,7 @@
 `plan_load` expands the paths, reuses cached entries and cuts the rest into conversion jobs (a chunk, the Parquet part
 it becomes, the columns it keeps); `load_direct` lets DuckDB read plain JSON Lines itself when only the accounting
 columns are wanted; `execute_plan` runs the jobs (on all cores with a `ProcessRunner`, in this process, or through
-any runner such as `ray_tasks.ray_runner`) and publishes each converted file to the cache.
+any runner such as `on_ray.RayRunner`) and publishes each converted file to the cache.
 
 A file that is not a trace (`signals.NotATrace`) is an error when named on the command line, and skipped with a note
 when found in a directory or by a glob; a load where every file is skipped is an error. The verdict is cached with
@@ -30,6 +30,7 @@ from ..cache import file_cache_key, publish_entry, read_manifest
 from ..errors import GoodputError, InputError, TraceFormatError
 from ..memory import nodes_as_parquet
 from ..schema import SPAN_SCHEMA
+from ..tables import DIRECT_SPANS
 from .chunks import Chunk, ChunkResult, convert_chunk, parquet_problem, plan_chunks
 from .paths import expand_paths
 from .signals import NotATrace, not_a_trace_error, skip_notice, skipped_notice
@@ -39,13 +40,12 @@ if TYPE_CHECKING:
     import duckdb
 
 # Below this many bytes in all and this many files or chunks, converting in this process beats starting workers;
-# past it, the per-file cost (~10-20 ms) of many small files is worth spreading over the cores.
+# past it, the per-file cost of many small files is worth spreading over the cores (bench/ingest.py).
 IN_PROCESS_BYTES = 8 << 20
 IN_PROCESS_JOBS = 16
 SEPARATE_PROCESS_BYTES = 64 << 20
 MIN_CHUNK_BYTES = 4 << 20
 MAX_CHUNK_BYTES = 256 << 20
-DIRECT_TABLE = "direct_spans"  # where `duckdb_json` puts the spans of the JSON Lines files DuckDB reads itself
 NOT_A_TRACE_MARK = "not-a-trace.json"  # in a cache entry: the file is no trace, and why
 
 ConvertJob = tuple[Chunk, str, pa.Schema]  # a chunk, the Parquet part it becomes, the columns it keeps
@@ -293,8 +293,8 @@ def load_direct(
     limit_bytes: int,
 ) -> None:
     """Let DuckDB read the plan's JSON Lines files itself (`duckdb_json`), all into one table of `connection`
-    (DIRECT_TABLE), in one query per kind of compression; a file it gives back becomes conversion jobs for the
-    careful reader. For more spans than `limit_bytes` holds as a table (`memory.nodes_as_parquet`), DIRECT_TABLE is
+    (DIRECT_SPANS), in one query per kind of compression; a file it gives back becomes conversion jobs for the
+    careful reader. For more spans than `limit_bytes` holds as a table (`memory.nodes_as_parquet`), DIRECT_SPANS is
     a view of Parquet files DuckDB writes into `work_dir` instead."""
     from . import duckdb_json
 
@@ -314,11 +314,11 @@ def load_direct(
                 progress(before + int(fraction * size), plan.total_bytes)
 
         paths = [str(entry.path) for entry in entries]
-        claimed = duckdb_json.load_json_lines(connection, paths, compression, DIRECT_TABLE, folder, on_progress)
+        claimed = duckdb_json.load_json_lines(connection, paths, compression, DIRECT_SPANS, folder, on_progress)
         plan.done_bytes += size
         for entry in entries:
             if str(entry.path) in claimed:
-                entry.tables, entry.spans = [DIRECT_TABLE], claimed[str(entry.path)]
+                entry.tables, entry.spans = [DIRECT_SPANS], claimed[str(entry.path)]
             else:
                 plan.total_bytes += entry.size
                 _add_jobs(plan, entry, "json-lines", _chunk_target(entry.size, workers), work_dir, schema)

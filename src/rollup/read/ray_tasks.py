@@ -1,7 +1,8 @@
-"""Convert trace chunks as Ray tasks: the runner behind `goodput ingest --ray`, for traces too large for one machine.
+"""Convert trace chunks as Ray tasks: what `goodput ingest --ray` runs (through `on_ray.RayRunner`), for traces too
+large for one machine; and how goodput connects to Ray at all.
 
 The store plans the work (which chunks, which Parquet part each becomes) and publishes the result; this module only
-runs `convert.convert_chunk` once per chunk on the cluster and hands back each `ChunkResult` as its task finishes, so
+runs `chunks.convert_chunk` once per chunk on the cluster and hands back each `ChunkResult` as its task finishes, so
 the caller's progress advances while the rest still run.
 
 Assumption: the driver names where every part goes and the workers write it there, so the cache (or the `--to`
@@ -20,7 +21,7 @@ from typing import Any
 
 from ..errors import GoodputError
 from .chunks import DEFAULT_CHUNK_BYTES, Chunk, ChunkResult, convert_chunk
-from .plan import ConvertJob, Runner
+from .plan import ConvertJob
 
 # Ray's CPUs are not known before connecting, which happens only when there is work: `ingest --ray` caps chunks at
 # this size instead, so a large file spreads over a whole cluster, not over as many tasks as the driver has cores.
@@ -31,23 +32,8 @@ _CANCEL_GRACE_S = 10.0
 _PROBE_TIMEOUT_S = 5.0
 
 
-def ray_runner(address: str | None = None) -> Runner:
-    """A runner for `store.open_store` / `store.ingest` that converts each chunk as a Ray task (one CPU each).
-
-    A process already connected to Ray (`ray.init()` done by the caller) keeps and reuses its connection, whatever
-    `address` says. Otherwise the runner connects when it has work, with `ray.init(address=address)`: None honours
-    `RAY_ADDRESS`, else starts a local cluster; a connection it made is shut down when its results are consumed.
-    Raises GoodputError when Ray is not installed (checked now) or the cluster cannot be reached (when it runs).
-    """
-    ray = _import_ray()
-
-    def run(jobs: Sequence[ConvertJob]) -> Iterator[ChunkResult]:
-        return _run_on_ray(ray, address, jobs)
-
-    return run
-
-
-def _import_ray() -> Any:
+def import_ray() -> Any:
+    """Ray, or a GoodputError saying how to install it."""
     try:
         import ray
     except ImportError:
@@ -55,10 +41,17 @@ def _import_ray() -> Any:
     return ray
 
 
-def _run_on_ray(ray: Any, address: str | None, jobs: Sequence[ConvertJob]) -> Iterator[ChunkResult]:
+def convert_on_ray(ray: Any, address: str | None, jobs: Sequence[ConvertJob]) -> Iterator[ChunkResult]:
+    """Convert each chunk as a Ray task (one CPU each), yielding results as tasks finish.
+
+    A process already connected to Ray (`ray.init()` done by the caller) keeps and reuses its connection, whatever
+    `address` says. Otherwise it connects when it has work, with `ray.init(address=address)`: None honours
+    `RAY_ADDRESS`, else starts a local cluster; a connection it made is shut down when its results are consumed.
+    Raises GoodputError when the cluster cannot be reached.
+    """
     if not jobs:  # everything was cached: no reason to reach, let alone start, a cluster
         return
-    started = _connect(ray, address)
+    started = connect_ray(ray, address)
     try:
         convert = ray.remote(num_cpus=1)(convert_chunk)
         job_of = {
@@ -86,7 +79,7 @@ def _run_on_ray(ray: Any, address: str | None, jobs: Sequence[ConvertJob]) -> It
             ray.shutdown()
 
 
-def _connect(ray: Any, address: str | None) -> bool:
+def connect_ray(ray: Any, address: str | None) -> bool:
     """Connect unless this process already is; True when this call made the connection (and so must close it)."""
     if ray.is_initialized():
         return False

@@ -17,14 +17,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from html import escape
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from instrument.groups import BUCKETS
+from rollup import FIGURES, GoodputError
 
-from ..errors import GoodputError
+if TYPE_CHECKING:
+    from rollup import Attempt, Figure, Figures, IterationRow, NameShare, Report
 
 # One colour per bucket wherever it appears (the bars, the name breakdown, the tables' swatches), and one for the
-# wall clock no bucketed span covered.
+# wall clock no bucketed span covered: one for each stacked figure (`rollup.FIGURES`).
 BUCKET_COLOURS = {
     "productive": "#2e9e44",
     "overhead": "#4c78a8",
@@ -67,14 +69,14 @@ def check_counts(findings: Iterable[Any]) -> dict[str, Any]:
     }
 
 
-def report_html(payload: dict[str, Any], checks: dict[str, Any] | None) -> str:
-    """The page for a report (the JSON object of SPEC sections 6-8) and the `check_counts` summary (None: the checks
-    were not run for this report)."""
-    rows = payload["iterations"]
+def report_html(report: Report, checks: dict[str, Any] | None) -> str:
+    """The page for a report (SPEC sections 6-8) and the `check_counts` summary (None: the checks were not run for
+    this report)."""
+    rows = list(report.iterations)
     figures: list[tuple[str, dict[str, Any], int]] = []  # (div id, plotly figure, height in pixels)
     if rows:
-        figures.append(("goodput-iterations", _iterations_figure(rows), 460))
-    names, key = _names(payload["total"])
+        figures.append(("goodput-iterations", _iterations_figure(rows, report.by_process), 460))
+    names, key = report.total_names or [], report.by or "name"
     if names:
         chart = _names_figure(names, key)
         figures.append(("goodput-names", chart, chart["layout"]["height"]))
@@ -86,21 +88,21 @@ def report_html(payload: dict[str, Any], checks: dict[str, Any] | None) -> str:
         "<title>goodput report</title>",
         f"<style>{_STYLE}</style></head><body>",
         "<h1>goodput report</h1>",
-        f'<p class="lead">{_headline(payload)}</p>',
+        f'<p class="lead">{_headline(report)}</p>',
         "<h2>Wall clock by iteration</h2>",
         plots.get("goodput-iterations", '<p class="note">No iteration windows in these traces.</p>'),
         '<p class="note">Each instant of an iteration\'s window is charged once, to the first active bucket; what '
         "no bucketed span covered is unaccounted. The line is the iteration's goodput (productive / wall), right "
         "axis.</p>",
         "<h2>Whole run</h2>",
-        _whole_run_table(payload),
+        _whole_run_table(report),
     ]
-    if payload.get("processes"):
-        parts += ["<h2>By process</h2>", _process_table(payload["processes"])]
+    if report.by_process and report.process_totals:
+        parts += ["<h2>By process</h2>", _process_table(report.process_totals)]
     if names:
         title = "span name" if key == "name" else "span group"
         parts += [f"<h2>The total by {title}</h2>", plots["goodput-names"], _names_table(names, key)]
-    parts += ["<h2>Attempts</h2>", _attempts_table(payload.get("attempts") or [])]
+    parts += ["<h2>Attempts</h2>", _attempts_table(report.attempts)]
     parts += ["<h2>Checks</h2>", _checks_section(checks), "</body></html>"]
     return "\n".join(parts) + "\n"
 
@@ -147,46 +149,55 @@ def _s(value: float | None) -> float | None:
     return None if value is None else round(value, 6)
 
 
-def _iterations_figure(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """The stacked bars (one trace per bucket and unaccounted) and the goodput line on a second axis; with `--by
-    process` the x axis has two levels, iteration and process. Outlier rows (SPEC 10) get a marker above the bar."""
-    if "process" in rows[0]:
-        x: Any = [[r["iteration"] for r in rows], [_label(str(r.get("process") or "")) for r in rows]]
+def _part(figure: Figure) -> str:
+    """A stacked figure's name: its bucket, or `unaccounted`."""
+    return figure.key.removesuffix("_s")
+
+
+def _iterations_figure(rows: list[IterationRow], by_process: bool) -> dict[str, Any]:
+    """The stacked bars (one trace per stacked figure: the buckets and unaccounted) and the goodput line on a second
+    axis; with `--by process` the x axis has two levels, iteration and process. Outlier rows (SPEC 10) get a marker
+    above the bar."""
+    if by_process:
+        x: Any = [[r.iteration for r in rows], [_label(str(r.process or "")) for r in rows]]
     else:
-        x = [r["iteration"] for r in rows]
+        x = [r.iteration for r in rows]
     many = len(rows) > 200  # a line and markers that stay readable over thousands of bars
     traces: list[dict[str, Any]] = []
-    for bucket in (*BUCKETS, "unaccounted"):
+    for figure in FIGURES:
+        if not figure.stacked:
+            continue
+        part = _part(figure)
         traces.append({
             "type": "bar",
-            "name": bucket,
+            "name": part,
             "x": x,
-            "y": [_s(r.get(f"{bucket}_s")) for r in rows],
-            "marker": {"color": BUCKET_COLOURS[bucket], "line": {"width": 0}},
-            "hovertemplate": f"{bucket} %{{y:.3f}} s<extra></extra>",
+            "y": [_s(figure.value(r.figures)) for r in rows],
+            "marker": {"color": BUCKET_COLOURS[part], "line": {"width": 0}},
+            "hovertemplate": f"{part} %{{y:.3f}} s<extra></extra>",
         })  # fmt: skip
     traces.append({
         "type": "scatter",
         "mode": "lines" if many else "lines+markers",
         "name": "goodput",
         "x": x,
-        "y": [None if r.get("goodput") is None else round(r["goodput"], 6) for r in rows],
-        "customdata": [_s(r["wall_s"]) for r in rows],
+        "y": [None if (g := r.figures.goodput) is None else round(g, 6) for r in rows],
+        "customdata": [_s(r.figures.wall_s) for r in rows],
         "yaxis": "y2",
         "line": {"color": GOODPUT_COLOUR, "width": 1 if many else 1.5},
         "opacity": 0.6 if many else 1,
         "marker": {"size": 5},
         "hovertemplate": "goodput %{y:.1%} of %{customdata:.3f} s wall<extra></extra>",
     })  # fmt: skip
-    outliers = [i for i, r in enumerate(rows) if r.get("outliers")]
+    outliers = [i for i, r in enumerate(rows) if r.outliers]
     if outliers:
         traces.append({
             "type": "scatter",
             "mode": "markers",
             "name": "outlier",
             "x": _pick(x, outliers),
-            "y": [_s(rows[i]["wall_s"]) for i in outliers],
-            "text": [_label(", ".join(rows[i]["outliers"])) for i in outliers],
+            "y": [_s(rows[i].figures.wall_s) for i in outliers],
+            "text": [_label(", ".join(rows[i].outliers)) for i in outliers],
             "marker": {"symbol": "triangle-down", "size": 6 if many else 9, "color": OUTLIER_COLOUR},
             "hovertemplate": "outlier: %{text}<extra></extra>",
         })  # fmt: skip
@@ -204,7 +215,7 @@ def _iterations_figure(rows: list[dict[str, Any]]) -> dict[str, Any]:
         },
         "plot_bgcolor": "#ffffff",
     }  # fmt: skip
-    if "process" not in rows[0] and len(rows) <= 60:
+    if not by_process and len(rows) <= 60:
         layout["xaxis"]["dtick"] = 1
     return {"data": traces, "layout": layout}
 
@@ -215,29 +226,24 @@ def _pick(x: Any, indices: list[int]) -> Any:
     return [x[i] for i in indices]
 
 
-def _names(total: dict[str, Any]) -> tuple[list[dict[str, Any]], str]:
-    """The total's breakdown (SPEC 8) and whether it is keyed by `name` or by `group`; empty when there is none."""
-    names = total.get("names") or []
-    key = "group" if names and "group" in names[0] and "name" not in names[0] else "name"
-    return names, key
-
-
-def _name_labels(names: list[dict[str, Any]], key: str) -> list[str]:
+def _name_labels(names: Sequence[NameShare]) -> list[str]:
     """Each name escaped, with its bucket added where one name has time in several buckets."""
     counts: dict[str, int] = {}
-    for item in names:
-        counts[item[key]] = counts.get(item[key], 0) + 1
-    return [_label(item[key] or "(none)") + (f" [{item['bucket']}]" if counts[item[key]] > 1 else "") for item in names]
+    for share in names:
+        counts[share.name] = counts.get(share.name, 0) + 1
+    return [
+        _label(share.name or "(none)") + (f" [{share.bucket}]" if counts[share.name] > 1 else "") for share in names
+    ]
 
 
-def _names_figure(names: list[dict[str, Any]], key: str) -> dict[str, Any]:
+def _names_figure(names: Sequence[NameShare], key: str) -> dict[str, Any]:
     """Horizontal bars, the largest wall clock on top, one trace per bucket so the colours match the iteration
     chart; span-seconds in the hover."""
-    shown = sorted(names, key=lambda item: -item["wall_s"])[:CHART_NAMES]
-    labels = _name_labels(shown, key)
+    shown = sorted(names, key=lambda share: -share.wall_ns)[:CHART_NAMES]
+    labels = _name_labels(shown)
     traces = []
     for bucket in BUCKETS:
-        picked = [i for i, item in enumerate(shown) if item["bucket"] == bucket]
+        picked = [i for i, share in enumerate(shown) if share.bucket == bucket]
         if not picked:
             continue
         traces.append({
@@ -245,8 +251,8 @@ def _names_figure(names: list[dict[str, Any]], key: str) -> dict[str, Any]:
             "orientation": "h",
             "name": bucket,
             "y": [labels[i] for i in picked],
-            "x": [_s(shown[i]["wall_s"]) for i in picked],
-            "customdata": [_s(shown[i].get("span_s")) for i in picked],
+            "x": [_s(shown[i].wall_s) for i in picked],
+            "customdata": [_s(shown[i].span_s) for i in picked],
             "marker": {"color": BUCKET_COLOURS[bucket]},
             "hovertemplate": "%{y}: %{x:.3f} s wall, %{customdata:.3f} span-s<extra>" + bucket + "</extra>",
         })  # fmt: skip
@@ -271,21 +277,17 @@ def _names_figure(names: list[dict[str, Any]], key: str) -> dict[str, Any]:
 # --- tables -------------------------------------------------------------------------------------------------------
 
 
-def _headline(payload: dict[str, Any]) -> str:
+def _headline(report: Report) -> str:
     """`66.9% goodput over 6 iterations (4.792 s of wall clock); the job: 16.2% of 19.837 s over 2 attempts`."""
-    total, rows = payload["total"], payload["iterations"]
-    iterations = len({r["iteration"] for r in rows})
-    text = (
-        f"<b>{_percent(total.get('goodput'))}</b> goodput over {iterations:,} iteration{'s' * (iterations != 1)} "
-        f"({total['wall_s']:.3f} s of wall clock)"
+    total = report.total
+    iterations = len(set(report.iterations.column("iteration")))
+    job, attempts = report.job, len(report.attempts)
+    return (
+        f"<b>{_percent(total.goodput)}</b> goodput over {iterations:,} iteration{'s' * (iterations != 1)} "
+        f"({total.wall_s:.3f} s of wall clock)"
+        f"; the whole job: <b>{_percent(job.goodput)}</b> of {job.wall_s:.3f} s"
+        f" over {attempts} attempt{'s' * (attempts != 1)}"
     )
-    job, attempts = payload.get("job"), len(payload.get("attempts") or [])
-    if job is not None:
-        text += (
-            f"; the whole job: <b>{_percent(job.get('goodput'))}</b> of {job['wall_s']:.3f} s"
-            f" over {attempts} attempt{'s' * (attempts != 1)}"
-        )
-    return text
 
 
 def _percent(value: float | None) -> str:
@@ -312,24 +314,32 @@ def _swatch(bucket: str) -> str:
     return f'<span class="swatch" style="background:{BUCKET_COLOURS[bucket]}"></span>{bucket}'
 
 
-_FIGURE_HEAD = ["", "wall s", *(_swatch(b) + " s" for b in BUCKETS), _swatch("unaccounted") + " s", "goodput"]
+# The tables' figures: every one but the span-seconds (the whole-run table adds their sum).
+_TABLE_FIGURES = [figure for figure in FIGURES if not figure.spans]
+_FIGURE_HEAD = ["", *(_swatch(_part(f)) + " s" if f.stacked else f.header or f.key for f in _TABLE_FIGURES)]
+_SPAN_TOTAL = next(figure for figure in FIGURES if figure.key == "span_s")
 
 
-def _figure_cells(item: dict[str, Any], *, goodput: bool = True) -> list[str]:
-    cells = [_seconds(item.get("wall_s"))] + [_seconds(item.get(f"{b}_s")) for b in BUCKETS]
-    return cells + [_seconds(item.get("unaccounted_s")), _percent(item.get("goodput")) if goodput else ""]
+def _figure_cells(figures: Figures, keys: frozenset[str] | None = None, *, goodput: bool = True) -> list[str]:
+    """The row's figures (those of `keys`, when given), seconds to the millisecond and shares in percent."""
+    cells = []
+    for figure in _TABLE_FIGURES:
+        value = figure.value(figures) if keys is None or figure.key in keys else None
+        if figure.unit == "share":
+            cells.append(_percent(value) if goodput else "")
+        else:
+            cells.append(_seconds(value))
+    return cells
 
 
-def _whole_run_table(payload: dict[str, Any]) -> str:
+def _whole_run_table(report: Report) -> str:
     """total (the iterations' sum), outside, rework, downtime and the job, with span-seconds beside the total."""
     rows = []
-    for label in ("total", "outside", "rework", "downtime", "job"):
-        item = payload.get(label)
-        if item is not None:
-            spans = item.get("span_seconds")
-            span_cell = _seconds(sum(spans.values())) if spans else ""
-            # As in the table: a goodput of start-up or of lost work is not what a reader compares.
-            rows.append([label, *_figure_cells(item, goodput=label in ("total", "job")), span_cell])
+    for row in report.whole_run():
+        span_cell = _seconds(_SPAN_TOTAL.value(row.figures)) if _SPAN_TOTAL.key in row.keys else ""
+        # As in the table: a goodput of start-up or of lost work is not what a reader compares.
+        goodput = row.label in ("total", "job")
+        rows.append([row.label, *_figure_cells(row.figures, row.keys, goodput=goodput), span_cell])
     table = _table([*_FIGURE_HEAD, "span s"], rows)
     return table + (
         '\n<p class="note">outside: the run\'s time in no iteration window (start-up, gaps, shutdown); rework: '
@@ -338,17 +348,17 @@ def _whole_run_table(payload: dict[str, Any]) -> str:
     )
 
 
-def _process_table(processes: list[dict[str, Any]]) -> str:
-    rows = [[escape(str(p.get("process") or "")), *_figure_cells(p)] for p in processes]
+def _process_table(processes: dict[str, Figures]) -> str:
+    rows = [[escape(process), *_figure_cells(figures)] for process, figures in processes.items()]
     return _table(["process", *_FIGURE_HEAD[1:]], rows)
 
 
-def _names_table(names: list[dict[str, Any]], key: str) -> str:
-    labels = _name_labels(names, key)
+def _names_table(names: Sequence[NameShare], key: str) -> str:
+    labels = _name_labels(names)
     rows = [
-        [label, _swatch(item["bucket"]) if item["bucket"] in BUCKET_COLOURS else escape(str(item["bucket"])),
-         _seconds(item["wall_s"]), _seconds(item.get("span_s"))]
-        for label, item in zip(labels, names, strict=True)
+        [label, _swatch(share.bucket) if share.bucket in BUCKET_COLOURS else escape(str(share.bucket)),
+         _seconds(share.wall_s), _seconds(share.span_s)]
+        for label, share in zip(labels, names, strict=True)
     ]  # fmt: skip
     note = f'\n<p class="note">The chart shows the {CHART_NAMES} largest.</p>' if len(names) > CHART_NAMES else ""
     return _table([key, "bucket", "wall s", "span s"], rows, text_columns=(0, 1)) + note
@@ -371,17 +381,17 @@ def number_ranges(numbers: Sequence[int]) -> str:
     return ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in runs)
 
 
-def _attempts_table(attempts: list[dict[str, Any]]) -> str:
+def _attempts_table(attempts: Sequence[Attempt]) -> str:
     if not attempts:
         return '<p class="note">No attempts (no spans).</p>'
     rows = []
     for a in attempts:
-        first, last = a.get("first_iteration"), a.get("last_iteration")
+        first, last = a.first_iteration, a.last_iteration
         iterations = "" if first is None else (f"{first}" if first == last else f"{first}-{last}")
-        wall = (a["end_ns"] - a["start_ns"]) / 1e9 if a.get("start_ns") is not None else None
+        wall = (a.end_ns - a.start_ns) / 1e9
         rows.append([
-            escape(a.get("run_id") or "(no run id)"), _utc(a.get("start_ns")), _utc(a.get("end_ns")), _seconds(wall),
-            iterations, str(a.get("processes", "")), number_ranges(a.get("superseded") or []),
+            escape(a.run_id or "(no run id)"), _utc(a.start_ns), _utc(a.end_ns), _seconds(wall), iterations,
+            str(a.processes), number_ranges(a.superseded),
         ])  # fmt: skip
     head = ["run id", "start", "end", "wall s", "iterations", "processes", "superseded"]
     return _table(head, rows, text_columns=(0, 1, 2)) + (

@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .formats import OutputFormat, column_fits, json_text, render_rows
 from .narrow import Fit
 from .tables import cell_text, table_text
 
+if TYPE_CHECKING:
+    from rollup import Check, Finding
+
 FINDING_COLUMNS = ["severity", "rule", "iteration", "name", "span_id", "related_span_id", "message"]
 GROUPED_COLUMNS = ["severity", "rule", "name", "count", "iterations", "span_id", "message"]
 
 
-def check_text(
-    findings: Sequence[Any], summary: dict[str, int], fmt: OutputFormat, *, width: int, each: bool = False
-) -> str:
+def check_text(check: Check, fmt: OutputFormat, *, width: int, each: bool = False) -> str:
     """SPEC 6's `{"findings", "summary"}` in JSON; a table and an `N errors, N warnings` line; CSV and Markdown
     start with their header even with no finding, so a script reads an empty table.
 
@@ -23,6 +24,7 @@ def check_text(
     and Markdown always list each finding (Markdown is pasted into a ticket or a pull request, where the ids of
     every finding are wanted).
     """
+    findings, summary = check.findings, check.summary
     if fmt is OutputFormat.json:
         return json_text({"findings": [f.as_json() for f in findings], "summary": summary})
     if fmt is OutputFormat.table and not each:
@@ -36,11 +38,11 @@ def check_text(
     return text
 
 
-def grouped_rows(findings: Sequence[Any]) -> list[list[Any]]:
+def grouped_rows(findings: Sequence[Finding]) -> list[list[Any]]:
     """One row (GROUPED_COLUMNS) per rule and span name (and `topic`: missing-group's group), in the order the
     findings come: how many, the range of their iterations ("2", "2-5", "" when none has one), and the example
     of the earliest iteration (the first listed among equals), its span id and message."""
-    groups: dict[tuple[str, str, str], list[Any]] = {}
+    groups: dict[tuple[str, str, str], list[Finding]] = {}
     for finding in findings:
         groups.setdefault((finding.rule, finding.name, finding.topic), []).append(finding)
     rows = []

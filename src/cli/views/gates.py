@@ -1,6 +1,11 @@
-"""The gates' option values and verdicts (SPEC section 10): `--fail-under 0.6|60%`, `--fail-over PCT`."""
+"""The gates' option values and verdicts (SPEC sections 9 and 10): `--fail-under 0.6|60%`, `--fail-over PCT`."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rollup import Diff
 
 
 def goodput_share(text: str) -> float:
@@ -38,3 +43,18 @@ def percent_over(text: str) -> float:
     if number < 0 or number != number:
         raise ValueError(f"expected a percentage of 0 or more, got {text!r}")
     return number
+
+
+def slower_verdict(diff: Diff, percent: float) -> str | None:
+    """Why `diff --fail-over PCT` fails: the candidate's median step is more than PCT percent slower than the
+    baseline's; None when it is not. Without a median step on both sides there is nothing to hold, and it fails."""
+    before, after = diff.baseline.median["wall_s"], diff.candidate.median["wall_s"]
+    if before is None or after is None:
+        side = "baseline" if before is None else "candidate"
+        return f"diff gate failed: the {side} has no iteration, so there is no median step to compare"
+    if after > before * (1 + percent / 100):
+        ratio = diff.ratio("wall_s")
+        change = f"{100 * ratio:+.1f}%" if ratio is not None else f"{after - before:+.3f} s"
+        return (f"diff gate failed: median step {change} ({before:.3f} s -> {after:.3f} s), more than "
+                f"--fail-over {percent:g}%")  # fmt: skip
+    return None

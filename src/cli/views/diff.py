@@ -7,11 +7,19 @@ phases' rows, in one table (`kind` says which).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from rollup import FIGURES
 
 from .formats import OutputFormat, json_text, render_rows
 from .narrow import Fit
 from .tables import table_text
+
+if TYPE_CHECKING:
+    from rollup import Diff
+
+# The figures compared, in the report's order (`rollup.diff` compares these).
+_COMPARED = [figure for figure in FIGURES if figure.in_diff]
 
 # The phases listed in the table; JSON, CSV and Markdown list them all.
 TABLE_NAMES = 15
@@ -22,73 +30,75 @@ def _signed_seconds(value: float) -> str:
     return f"{value:+.3f} s"
 
 
-def verdict_line(diff: dict[str, Any]) -> str:
+def verdict_line(diff: Diff) -> str:
     """`median step +12.4% (1.100 s -> 1.236 s): generation +0.300 s, refit bubble +0.090 s`."""
-    before, after = diff["baseline"]["median"]["wall_s"], diff["candidate"]["median"]["wall_s"]
+    before, after = diff.baseline.median["wall_s"], diff.candidate.median["wall_s"]
     if before is None or after is None:
         side = "baseline" if before is None else "candidate"
         return f"no median step: the {side} has no iteration"
-    ratio = diff["ratio"]["wall_s"]
+    ratio = diff.ratio("wall_s")
     change = f"{100 * ratio:+.1f}%" if ratio is not None else _signed_seconds(after - before)
-    movers = [n for n in diff["names"] if n["delta_s"] != 0][:MOVERS_IN_VERDICT]
-    moved = ", ".join(f"{n['name']} ({n['bucket']}) {_signed_seconds(n['delta_s'])}" for n in movers)
+    movers = [n for n in diff.names if n.delta_s != 0][:MOVERS_IN_VERDICT]
+    moved = ", ".join(f"{n.name} ({n.bucket}) {_signed_seconds(n.delta_s)}" for n in movers)
     return f"median step {change} ({before:.3f} s -> {after:.3f} s)" + (f": {moved}" if moved else ": no phase moved")
 
 
-def _figure(value: float | None, key: str) -> str:
+def _shown(value: float | None, share: bool) -> str:
     if value is None:
         return ""
-    return f"{100 * value:.1f}%" if key == "goodput" else f"{value:.3f}"
+    return f"{100 * value:.1f}%" if share else f"{value:.3f}"
 
 
-def _figure_rows(diff: dict[str, Any]) -> list[list[str]]:
+def _figure_rows(diff: Diff) -> list[list[str]]:
     rows = []
-    for key, before in diff["baseline"]["median"].items():
-        after, delta, ratio = diff["candidate"]["median"][key], diff["delta"][key], diff["ratio"][key]
-        shown_delta = "" if delta is None else (f"{100 * delta:+.1f} pt" if key == "goodput" else f"{delta:+.3f}")
-        rows.append([key, _figure(before, key), _figure(after, key), shown_delta,
+    for figure in _COMPARED:
+        key, share = figure.key, figure.unit == "share"
+        before, after = diff.baseline.median[key], diff.candidate.median[key]
+        delta, ratio = diff.delta(key), diff.ratio(key)
+        shown_delta = "" if delta is None else (f"{100 * delta:+.1f} pt" if share else f"{delta:+.3f}")
+        rows.append([key, _shown(before, share), _shown(after, share), shown_delta,
                      "" if ratio is None else f"{100 * ratio:+.1f}%"])  # fmt: skip
     return rows
 
 
-def diff_table(diff: dict[str, Any], *, width: int) -> str:
+def diff_table(diff: Diff, *, width: int) -> str:
     """The verdict, the medians table and the top phases by absolute change."""
-    base, cand = diff["baseline"], diff["candidate"]
-    title = f"median of {base['iterations']} baseline and {cand['iterations']} candidate iterations"
+    title = f"median of {diff.baseline.iterations} baseline and {diff.candidate.iterations} candidate iterations"
     right = [False, True, True, True, True]
     out = [verdict_line(diff) + "\n\n"]
     out.append(
         table_text(["figure", "baseline", "candidate", "delta", "change"], _figure_rows(diff), title=title,
                    title_justify="left", right=right, width=width)
     )  # fmt: skip
-    names = diff["names"][:TABLE_NAMES]
+    names = diff.names[:TABLE_NAMES]
     if names:
-        rows = [[n["name"], n["bucket"], f"{n['baseline_s']:.3f}", f"{n['candidate_s']:.3f}",
-                 _signed_seconds(n["delta_s"]).removesuffix(" s")] for n in names]  # fmt: skip
+        rows = [[n.name, n.bucket, f"{n.baseline_s:.3f}", f"{n.candidate_s:.3f}",
+                 _signed_seconds(n.delta_s).removesuffix(" s")] for n in names]  # fmt: skip
         fits = [Fit("elide"), Fit("text", drop=1), Fit("figure"), Fit("figure"), Fit("figure")]
-        more = len(diff["names"]) - len(names)
+        more = len(diff.names) - len(names)
         title = "median seconds per step by phase, largest change first" + (f" ({more} more in JSON)" if more else "")
         out += ["\n", table_text(["name", "bucket", "baseline s", "candidate s", "delta s"], rows, title=title,
                                  title_justify="left", right=[False, *right], width=width, fits=fits)]  # fmt: skip
     return "".join(out)
 
 
-def diff_rows(diff: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
+def diff_rows(diff: Diff) -> tuple[list[str], list[list[Any]]]:
     """CSV / Markdown: `kind` (figure or name), what, bucket, baseline, candidate, delta, ratio."""
     head = ["kind", "what", "bucket", "baseline", "candidate", "delta", "ratio"]
     rows: list[list[Any]] = [
-        ["figure", key, None, before, diff["candidate"]["median"][key], diff["delta"][key], diff["ratio"][key]]
-        for key, before in diff["baseline"]["median"].items()
-    ]
-    for n in diff["names"]:
-        ratio = n["candidate_s"] / n["baseline_s"] - 1 if n["baseline_s"] else None
-        rows.append(["name", n["name"], n["bucket"], n["baseline_s"], n["candidate_s"], n["delta_s"], ratio])
+        ["figure", f.key, None, diff.baseline.median[f.key], diff.candidate.median[f.key], diff.delta(f.key),
+         diff.ratio(f.key)]
+        for f in _COMPARED
+    ]  # fmt: skip
+    for n in diff.names:
+        ratio = n.candidate_s / n.baseline_s - 1 if n.baseline_s else None
+        rows.append(["name", n.name, n.bucket, n.baseline_s, n.candidate_s, n.delta_s, ratio])
     return head, rows
 
 
-def diff_text(diff: dict[str, Any], fmt: OutputFormat, *, width: int) -> str:
+def diff_text(diff: Diff, fmt: OutputFormat, *, width: int) -> str:
     if fmt is OutputFormat.json:
-        return json_text(diff)
+        return json_text(diff.json())
     if fmt is OutputFormat.table:
         return diff_table(diff, width=width)
     return render_rows(*diff_rows(diff), fmt, width=width)

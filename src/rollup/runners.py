@@ -1,0 +1,44 @@
+"""Where a report's and a check's parts are computed: here, one part holding every frame, or elsewhere, in many.
+
+`report.build_report` and `checks.check_findings` are each one function: they find the frames, hand them to a
+runner, and merge the parts it gives back, the same way whoever computed them (`ranges`). `LocalRunner` computes
+one part in this process, over the store's spans; `on_ray.RayRunner` cuts the frames into ranges of windows and
+computes each as a Ray task over its slice of the spans. Both give the same answer, because both run `ranges`' own
+functions and the merge is exact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
+
+from .ranges import CheckPart, ReportPart, account_frames, check_frames
+
+if TYPE_CHECKING:
+    from .spanset import SpanSet
+    from .windows import ReportFrames, Windows
+
+
+class Runner(Protocol):
+    """Computes the parts of a report (`report_parts`) and of a check (`check_parts`) over `spans`."""
+
+    def report_parts(
+        self, spans: SpanSet, frames: ReportFrames, precedence: Sequence[str], by: str | None
+    ) -> list[ReportPart]: ...
+
+    def check_parts(self, spans: SpanSet, windows: Windows, expect: Sequence[str]) -> list[CheckPart]: ...
+
+
+class LocalRunner:
+    """In this process: one part holding every frame, over every span."""
+
+    def report_parts(
+        self, spans: SpanSet, frames: ReportFrames, precedence: Sequence[str], by: str | None
+    ) -> list[ReportPart]:
+        return [account_frames(spans, frames.windows, frames.lost.stretches, frames.outside, precedence, by)]
+
+    def check_parts(self, spans: SpanSet, windows: Windows, expect: Sequence[str]) -> list[CheckPart]:
+        return [check_frames(spans, windows, expect)]
+
+    def __repr__(self) -> str:
+        return "LocalRunner()"
