@@ -27,6 +27,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
+
 def cpu_seconds() -> float:
     """This process's CPU time so far, every thread's (DuckDB's included): steadier than wall time on a busy
     machine."""

@@ -322,9 +322,7 @@ def main() -> None:
     print()
     print(f"{'figure':34} {'value':>9} {'baseline':>9} {'ratio':>7} {'bar':>7} {'aim':>6}")
 
-    def ratio_line(
-        label: str, figure: Measured, baseline: Measured, bar: float | None, aim: float | None
-    ) -> None:
+    def ratio_line(label: str, figure: Measured, baseline: Measured, bar: float | None, aim: float | None) -> None:
         if not (figure.ok and baseline.ok):
             print(f"{label:34} {'n/a (a run failed)':>9}")
             return
@@ -351,6 +349,7 @@ def main() -> None:
             f"{label:34} {item.peak_bytes / 1e9:7.2f}GB {baseline.peak_bytes / 1e9:7.2f}GB"
             f" {item.peak_bytes / baseline.peak_bytes:6.2f}x {PEAK_MEMORY_BAR_BYTES / 1e9:5.1f}GB {'-':>6}  {verdict}"
         )
+
 
 if __name__ == "__main__":
     main()

@@ -122,7 +122,6 @@ def main() -> None:
         f"(bar 2 us; empty loop {results['loop']:.3f} us)"
     )
 
-
     if not args.no_ray:
         end_of_call(args.calls, args.repeats)
 

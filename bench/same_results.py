@@ -118,13 +118,14 @@ def main() -> int:
     parser.add_argument("--save", action="store_true", help="save the outputs as the set to compare with")
     parser.add_argument("--trace", action="append", type=Path, help="a bench trace (default: the 1M-span .otlp)")
     parser.add_argument("--no-samples", action="store_true", help="leave out sample_traces/*")
-    parser.add_argument("--only", action="append", choices=sorted([*COMMANDS, *DIFF_COMMANDS]),
-                        help="run these commands only")
+    parser.add_argument(
+        "--only", action="append", choices=sorted([*COMMANDS, *DIFF_COMMANDS]), help="run these commands only"
+    )
     parser.add_argument("--saved", type=Path, default=SAVED, help=f"where the set is saved (default {SAVED})")
     parser.add_argument("--src", type=Path, help="run the goodput of this source tree (e.g. an older worktree's src/)")
     args = parser.parse_args()
     traces = [] if args.no_samples else sorted(p for p in (ROOT / "sample_traces").iterdir() if p.is_dir())
-    traces += args.trace or [t for t in DEFAULT_TRACES if t.exists()]
+    traces += [t.resolve() for t in args.trace] if args.trace else [t for t in DEFAULT_TRACES if t.exists()]
     names = args.only or [*COMMANDS, *DIFF_COMMANDS]
     differences = 0
     for trace in traces:

@@ -607,9 +607,7 @@ def check_against_official_encoders(spans: int = 2_000, batch_spans: int = 256) 
         for span_id, parent_id, name, start_ns, end_ns, flags, attributes in rows:
             parent = None
             if parent_id is not None:
-                parent = SpanContext(
-                    trace_id, int.from_bytes(parent_id, "big"), is_remote=flags == REMOTE_PARENT_FLAGS
-                )
+                parent = SpanContext(trace_id, int.from_bytes(parent_id, "big"), is_remote=flags == REMOTE_PARENT_FLAGS)
             context = SpanContext(
                 trace_id, int.from_bytes(span_id, "big"), is_remote=False, trace_flags=TraceFlags(TraceFlags.SAMPLED)
             )

@@ -36,8 +36,17 @@ def traces(draw) -> list[S]:
     spans: list[S] = []
     for n in iterations:
         start, end = sorted(draw(st.lists(grid, min_size=2, max_size=2, unique=True)))
-        spans.append(S(f"step{n}", "rl.grpo.step", start, end, iteration=n, group="step",
-                       process=draw(st.sampled_from(PROCESSES))))
+        spans.append(
+            S(
+                f"step{n}",
+                "rl.grpo.step",
+                start,
+                end,
+                iteration=n,
+                group="step",
+                process=draw(st.sampled_from(PROCESSES)),
+            )
+        )
     for j in range(draw(st.integers(0, 15))):
         start, end = sorted(draw(st.lists(grid, min_size=2, max_size=2)))  # zero-length leaves too
         spans.append(

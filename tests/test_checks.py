@@ -16,7 +16,15 @@ from conftest import invoke
 from tracebuild import S, span_id_of, step, write_trace
 
 FINDING_KEYS = {
-    "rule", "severity", "trace_id", "span_id", "name", "iteration", "related_span_id", "message", "overlap_s",
+    "rule",
+    "severity",
+    "trace_id",
+    "span_id",
+    "name",
+    "iteration",
+    "related_span_id",
+    "message",
+    "overlap_s",
 }
 
 
@@ -54,7 +62,6 @@ def only_finding(payload: dict, rule: str) -> dict:
     return payload["findings"][0]
 
 
-
 def grpo_step(n: int, t0: float) -> list[S]:
     """One realistic GRPO step of 15 s: rollout umbrella, generation on two Ray workers, reward, logprob, training,
     a refit bubble; every leaf under an umbrella, never under another leaf."""
@@ -63,17 +70,58 @@ def grpo_step(n: int, t0: float) -> list[S]:
         step(s, n, t0, t0 + 15, parent="job"),
         S(r, "rl.grpo.rollout", t0 + 0, t0 + 8, parent=s, group="rollout", iteration=n),
         # Ray workers: other processes, no rl.iteration of their own, parented through the carrier.
-        S(f"gen-a{n}", "rl.grpo.generation", t0 + 1, t0 + 6, parent=r, bucket="productive", group="generation",
-          process="worker-a"),
-        S(f"gen-b{n}", "rl.grpo.generation", t0 + 1, t0 + 7, parent=r, bucket="productive", group="generation",
-          process="worker-b"),
+        S(
+            f"gen-a{n}",
+            "rl.grpo.generation",
+            t0 + 1,
+            t0 + 6,
+            parent=r,
+            bucket="productive",
+            group="generation",
+            process="worker-a",
+        ),
+        S(
+            f"gen-b{n}",
+            "rl.grpo.generation",
+            t0 + 1,
+            t0 + 7,
+            parent=r,
+            bucket="productive",
+            group="generation",
+            process="worker-b",
+        ),
         S(f"reward{n}", "rl.grpo.reward", t0 + 7, t0 + 8, parent=r, bucket="productive", group="reward", iteration=n),
-        S(f"lp{n}", "rl.grpo.logprob", t0 + 8, t0 + 10, parent=s, bucket="overhead", group="logprob",
-          process="worker-a"),
-        S(f"train{n}", "rl.grpo.policy_training", t0 + 10, t0 + 14, parent=s, bucket="productive",
-          group="policy_update", iteration=n),
-        S(f"bubble{n}", "rl.idle.refit_bubble", t0 + 14, t0 + 15, parent=s, bucket="idle", group="efficiency",
-          iteration=n, attrs={"rl.efficiency.category": "idle/refit_bubble"}),
+        S(
+            f"lp{n}",
+            "rl.grpo.logprob",
+            t0 + 8,
+            t0 + 10,
+            parent=s,
+            bucket="overhead",
+            group="logprob",
+            process="worker-a",
+        ),
+        S(
+            f"train{n}",
+            "rl.grpo.policy_training",
+            t0 + 10,
+            t0 + 14,
+            parent=s,
+            bucket="productive",
+            group="policy_update",
+            iteration=n,
+        ),
+        S(
+            f"bubble{n}",
+            "rl.idle.refit_bubble",
+            t0 + 14,
+            t0 + 15,
+            parent=s,
+            bucket="idle",
+            group="efficiency",
+            iteration=n,
+            attrs={"rl.efficiency.category": "idle/refit_bubble"},
+        ),
     ]
 
 
@@ -82,14 +130,28 @@ def clean_run() -> list[S]:
         S("job", "rl.grpo.job", 0, 40, group="job"),
         S("startup", "rl.startup", 0, 4, parent="job", group="setup"),
         S("setup-model", "rl.setup.model", 0.5, 3, parent="startup", group="setup"),
-        S("init", "rl.init.total", 0, 4, parent="startup", group="efficiency",
-          attrs={"rl.efficiency.category": "init/total"}),  # emitted unbucketed (SPEC section 1)
+        S(
+            "init",
+            "rl.init.total",
+            0,
+            4,
+            parent="startup",
+            group="efficiency",
+            attrs={"rl.efficiency.category": "init/total"},
+        ),  # emitted unbucketed (SPEC section 1)
         *grpo_step(1, 5),
         *grpo_step(2, 20),
         S("ckpt", "rl.checkpoint.finalize", 35, 38, parent="job", bucket="overhead", group="checkpoint"),
         # The collector loop's waits are unbucketed too, in their own process, concurrent with everything.
-        S("wait", "rl.idle.refit_event_wait", 18, 21, group="efficiency", process="collector",
-          attrs={"rl.efficiency.category": "idle/refit_event_wait"}),
+        S(
+            "wait",
+            "rl.idle.refit_event_wait",
+            18,
+            21,
+            group="efficiency",
+            process="collector",
+            attrs={"rl.efficiency.category": "idle/refit_event_wait"},
+        ),
     ]
 
 
@@ -187,8 +249,16 @@ def test_nested_bucket_across_processes(tmp_path):
         [
             step("step1", 1, 0, 10),
             S("call", "rl.grpo.generation", 1, 9, parent="step1", bucket="productive", group="generation"),
-            S("remote", "rl.grpo.generation", 2, 8.5, parent="call", bucket="productive", group="generation",
-              process="worker"),
+            S(
+                "remote",
+                "rl.grpo.generation",
+                2,
+                8.5,
+                parent="call",
+                bucket="productive",
+                group="generation",
+                process="worker",
+            ),
         ],
         expect_exit=1,
     )
@@ -451,8 +521,7 @@ def test_the_parent_in_another_file_lends_its_iteration(tmp_path):
     driver, worker = _handoff_files(tmp_path)
     write_trace(
         tmp_path / "worker2.jsonl",
-        [S("w2", "rl.grpo.generation", 2, 6, parent="rollout", bucket="productive", process="worker-2",
-           iteration=5)],
+        [S("w2", "rl.grpo.generation", 2, 6, parent="rollout", bucket="productive", process="worker-2", iteration=5)],
         "jsonl",
     )
     result = run(["check", str(driver), str(worker), str(tmp_path / "worker2.jsonl"), "--format", "json"])

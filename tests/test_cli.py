@@ -70,10 +70,7 @@ def test_query_in_every_format(tmp_path, fmt):
 
 def test_query_exposes_attribute_maps_and_promoted_columns(tmp_path):
     path = two_steps(tmp_path)
-    sql = (
-        "SELECT attributes['rl.bucket'] AS b, bucket, span_group, process FROM spans"
-        " WHERE name = 'rl.grpo.logprob'"
-    )
+    sql = "SELECT attributes['rl.bucket'] AS b, bucket, span_group, process FROM spans WHERE name = 'rl.grpo.logprob'"
     result = run(["query", str(path), sql, "-f", "json"])
     assert json.loads(result.stdout) == [
         {"b": "overhead", "bucket": "overhead", "span_group": "logprob", "process": "driver"}
@@ -131,10 +128,16 @@ def test_ray_takes_an_optional_address_without_eating_a_path(tmp_path):
     existing = str(tmp_path)
     assert rewrite_ray_address(["ingest", "run/", "--ray"]) == ["ingest", "run/", "--ray"]
     assert rewrite_ray_address(["ingest", "--ray", "auto", "run/"]) == [
-        "ingest", "--ray", "--ray-address", "auto", "run/"
+        "ingest",
+        "--ray",
+        "--ray-address",
+        "auto",
+        "run/",
     ]
     assert rewrite_ray_address(["ingest", "--ray=ray://head:10001", "x"])[1:4] == [
-        "--ray", "--ray-address", "ray://head:10001"
+        "--ray",
+        "--ray-address",
+        "ray://head:10001",
     ]
     assert rewrite_ray_address(["ingest", "--ray", "10.0.0.1:6379"])[2:] == ["--ray-address", "10.0.0.1:6379"]
     assert rewrite_ray_address(["ingest", "--ray", existing]) == ["ingest", "--ray", existing]
@@ -146,7 +149,9 @@ TABLES = {
     "centered-title": (["a", "bb"], [["1", "2"]], {"title": "A title much longer than"}),
     "title-wider-than-table": (["a", "b"], [["1", "2"]], {"title": "A title much longer than the table"}),
     "wide-characters": (
-        ["num", "name"], [["1", "héllo"], ["22", "日本語"], ["3", ""]], {"right": [True], "section_at": 2}
+        ["num", "name"],
+        [["1", "héllo"], ["22", "日本語"], ["3", ""]],
+        {"right": [True], "section_at": 2},
     ),
     "report-like": (
         ["iter", "x"],

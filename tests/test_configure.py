@@ -136,7 +136,7 @@ def test_the_standard_otel_traces_exporter_variable_is_honoured_when_nothing_els
     with managed_span(RLSpanGroup.REWARD, "rl.grpo.reward"):
         pass
     instrument.shutdown()
-    assert "\"name\": \"rl.grpo.reward\"" in capsys.readouterr().out
+    assert '"name": "rl.grpo.reward"' in capsys.readouterr().out
     assert os.environ["GOODPUT_EXPORTER"] == "console"
 
 

@@ -515,8 +515,10 @@ def test_chunks_are_record_aligned_and_add_up_to_the_whole_file(tmp_path, sdk_sp
     whole = tmp_path / "whole.parquet"
     result = convert_chunk(Chunk(str(path), 0, -1, 0), str(whole))
     assert result.spans == chunked.num_rows == 12 * len(sdk_spans)
-    assert pq.read_table(whole).sort_by([("span_id", "ascending"), ("start_ns", "ascending")]).equals(
-        chunked.sort_by([("span_id", "ascending"), ("start_ns", "ascending")])
+    assert (
+        pq.read_table(whole)
+        .sort_by([("span_id", "ascending"), ("start_ns", "ascending")])
+        .equals(chunked.sort_by([("span_id", "ascending"), ("start_ns", "ascending")]))
     )
 
 

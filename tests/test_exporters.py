@@ -297,7 +297,9 @@ def test_record_torn_by_a_failed_write_is_cut_off(tmp_path, exporter_class, read
     path = tmp_path / name
     job = subprocess.run(
         [sys.executable, "-c", PARTIAL_WRITE_JOB, str(path), exporter_class.__name__],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert job.returncode == 0, job.stderr
     assert "goodput: could not write 1 spans" in job.stderr

@@ -161,15 +161,16 @@ HANDED_OVER = {
     "snake-case": b'{"resource_spans": [{"scope_spans": [{"spans": [{"trace_id": "' + b"ab" * 16 + b'"}]}]}]}\n',
     "no-resource-spans": json.dumps(one_span_line()).encode() + b'\n{"resourceLogs": []}\n',
     "short-id": json.dumps(one_span_line(spanId="abcd")).encode() + b"\n",
-    "bool-bucket": json.dumps(
-        one_span_line(attributes=[{"key": "rl.bucket", "value": {"boolValue": True}}])
-    ).encode() + b"\n",
+    "bool-bucket": json.dumps(one_span_line(attributes=[{"key": "rl.bucket", "value": {"boolValue": True}}])).encode()
+    + b"\n",
     "zero-padded-iteration": json.dumps(
         one_span_line(attributes=[{"key": "rl.iteration", "value": {"stringValue": "007"}}])
-    ).encode() + b"\n",
+    ).encode()
+    + b"\n",
     "double-iteration": json.dumps(
         one_span_line(attributes=[{"key": "rl.iteration", "value": {"doubleValue": 4.0}}])
-    ).encode() + b"\n",
+    ).encode()
+    + b"\n",
     "time-with-exponent": json.dumps(one_span_line(startTimeUnixNano=1.7e18)).encode() + b"\n",
     "torn-tail": json.dumps(one_span_line()).encode() + b'\n{"resourceSpans": [{"scop',
     "not-utf8": json.dumps(one_span_line(name="caf\u00e9"), ensure_ascii=False).encode().replace(b"\xc3\xa9", b"\xe9")

@@ -173,7 +173,7 @@ def test_the_timeline_of_some_iterations_shows_what_spans_lists_for_each(tmp_pat
         listed |= {row["span_id"] for row in run_json(["spans", path, "--iteration", str(iteration), "--no-cache"])}
     result = invoke(["timeline", path, "--iterations", f"{low}:{high}", "--no-cache", "--output", "-"])
     assert result.exit_code == 0, result.output
-    trace = json.loads(result.stdout[result.stdout.index("{"):])
+    trace = json.loads(result.stdout[result.stdout.index("{") :])
     shown = {e["args"]["span_id"] for e in trace["traceEvents"] if e["ph"] == "X" and e["pid"] != 1}
     assert shown == listed
 
@@ -188,7 +188,7 @@ def test_the_timeline_of_two_windows_keeps_what_touches_them_and_not_what_only_m
     spans += [S(label, "rl.grpo.generation", a, b, bucket="productive") for label, (a, b, _) in leaves.items()]
     path = str(write_trace(tmp_path / "run.otlp", spans))
     result = invoke(["timeline", path, "--iterations", "1:2", "--no-cache", "--output", "-"])
-    trace = json.loads(result.stdout[result.stdout.index("{"):])
+    trace = json.loads(result.stdout[result.stdout.index("{") :])
     shown = {e["args"]["span_id"] for e in trace["traceEvents"] if e["ph"] == "X" and e["pid"] != 1}
     expected = {span_id_of(label) for label, (_, _, kept) in leaves.items() if kept}
     assert shown == expected | {span_id_of("step1"), span_id_of("step2")}
@@ -229,7 +229,6 @@ def test_spans_in_a_parent_cycle_keep_their_own_iteration_and_the_rest_line_up(t
     assert found == {span_id_of(label): iteration for label, iteration in expected.items()}
 
 
-
 def test_a_parent_key_two_spans_share_hands_down_the_nearest_ones_lineage(tmp_path):
     """Span ids are unique once loaded (SPEC section 3), and the walk then takes its short road: no guard against a
     second visit, no choice among visits. Two distinct ids may still share a key the walk joins on (a hash, or
@@ -262,6 +261,7 @@ def test_a_parent_key_two_spans_share_hands_down_the_nearest_ones_lineage(tmp_pa
         assert len(found) == len(rows) == len(spans)  # each span once, with one lineage
         assert found[span_id_of("c")] == ([9, a2, []] if shared else [5, r, [r, a]])
         assert found[span_id_of("d")] == [5, r, [r]] and found[a] == [5, r, [r]] and found[a2] == [9, None, []]
+
 
 # --- spans cut to stretches of time, by bins or by the range join ---------------------------------------------------
 

@@ -187,9 +187,7 @@ def test_a_report_under_a_tiny_limit_spills_and_gives_the_same_json(generated_tr
         spilled = Path(setting(store, "temp_directory")).is_dir()  # DuckDB makes the folder on its first spill
         spans = store.spans()
         windows = [(w.start_ns, w.end_ns) for w in iteration_windows(spans)]
-        sweeps = time_batches(
-            spans, windows, swept_spans_sql(spans), sweep_batch_spans(spans.limit_bytes)
-        )
+        sweeps = time_batches(spans, windows, swept_spans_sql(spans), sweep_batch_spans(spans.limit_bytes))
     assert spilled
     assert len(sweeps) > 1  # the windows were charged in several sweeps, each within the limit
     monkeypatch.delenv(ENV_MEMORY_LIMIT)
@@ -295,8 +293,7 @@ def test_the_goodput_command_itself_imports_no_numpy_and_with_ray_it_does_not_hi
     assert _modules_after(code, ("numpy",), env) == []
     # With --ray the finder is not installed (Ray converts through pyarrow's numpy interop): numpy stays visible.
     probe = (
-        "from cli import main\nimport sys\ntry:\n    main(['report', '--ray', '--help'])\n"
-        "except SystemExit:\n    pass"
+        "from cli import main\nimport sys\ntry:\n    main(['report', '--ray', '--help'])\nexcept SystemExit:\n    pass"
     )
     hidden = f"{probe}\nprint(any(type(f).__name__ == '_PyarrowWithoutNumpy' for f in sys.meta_path))"
     result = subprocess.run([sys.executable, "-c", hidden], capture_output=True, text=True, env=env, cwd=REPO)

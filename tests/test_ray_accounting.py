@@ -195,9 +195,14 @@ def test_ingest_on_ray_then_report_on_ray(ray_cluster, small_ranges, tmp_path):
 @given(
     steps=st.lists(st.tuples(st.floats(0.2, 3.0), st.floats(0.0, 1.0)), min_size=1, max_size=6),
     leaves=st.lists(
-        st.tuples(st.integers(0, 5), st.floats(-1.0, 3.0), st.floats(0.0, 4.0),
-                  st.sampled_from(["productive", "overhead", "idle", "wasted"]), st.sampled_from(["gen", "rew"]),
-                  st.sampled_from(["driver", "w1", "w2"])),
+        st.tuples(
+            st.integers(0, 5),
+            st.floats(-1.0, 3.0),
+            st.floats(0.0, 4.0),
+            st.sampled_from(["productive", "overhead", "idle", "wasted"]),
+            st.sampled_from(["gen", "rew"]),
+            st.sampled_from(["driver", "w1", "w2"]),
+        ),
         max_size=12,
     ),  # fmt: skip
     range_windows=st.integers(1, 3),

@@ -25,7 +25,6 @@ def buckets(item: dict) -> tuple[float, ...]:
     return tuple(item[k] for k in ("productive_s", "overhead_s", "idle_s", "wasted_s", "unaccounted_s"))
 
 
-
 def test_nested_bucketed_spans_count_once_in_wall_clock_and_twice_in_span_seconds(tmp_path):
     out = report(
         tmp_path,

@@ -24,12 +24,18 @@ rows_strategy = st.lists(
         iteration=st.integers(-(2**40), 2**40),
         start_ns=nanoseconds,
         end_ns=nanoseconds,
-        figures=st.builds(Figures, wall_ns=nanoseconds, bucket_ns=buckets, unaccounted_ns=nanoseconds,
-                          span_ns=buckets),  # fmt: skip
+        figures=st.builds(
+            Figures, wall_ns=nanoseconds, bucket_ns=buckets, unaccounted_ns=nanoseconds, span_ns=buckets
+        ),  # fmt: skip
         process=st.one_of(st.none(), st.sampled_from(["driver", "worker-1", ""])),
         run_id=st.sampled_from(["", "job-a", "job-b"]),
-        names=st.one_of(st.none(), st.lists(st.builds(NameShare, st.text(max_size=5), st.sampled_from(BUCKETS),
-                                                      nanoseconds, nanoseconds), max_size=3)),  # fmt: skip
+        names=st.one_of(
+            st.none(),
+            st.lists(
+                st.builds(NameShare, st.text(max_size=5), st.sampled_from(BUCKETS), nanoseconds, nanoseconds),
+                max_size=3,
+            ),
+        ),  # fmt: skip
         outliers=st.lists(st.sampled_from(["wall_s", "idle_s"]), max_size=2, unique=True),
     ),
     max_size=12,

@@ -14,15 +14,22 @@ from conftest import invoke
 from tracebuild import S, span_id_of, step, write_trace
 
 COLUMNS = [
-    "start_offset_s", "duration_s", "process", "bucket", "span_group", "name", "iteration", "span_id",
-    "parent_span_id", "trace_id",
+    "start_offset_s",
+    "duration_s",
+    "process",
+    "bucket",
+    "span_group",
+    "name",
+    "iteration",
+    "span_id",
+    "parent_span_id",
+    "trace_id",
 ]
 WINDOW_START, WINDOW_END = 10.0, 20.0  # step 2 of `timeline`
 
 
 def run(args: list[str]):
     return invoke(args, width=160)
-
 
 
 def timeline() -> list[S]:
@@ -106,7 +113,10 @@ def test_json_rows_have_every_column(tmp_path):
 def test_the_first_window_lists_what_ends_at_its_end_but_not_what_starts_there(tmp_path):
     rows = spans_json(tmp_path, "--iteration", "1")
     assert [r["span_id"] for r in rows] == [
-        span_id_of("job"), span_id_of("step1"), span_id_of("gen1"), span_id_of("save1"),
+        span_id_of("job"),
+        span_id_of("step1"),
+        span_id_of("gen1"),
+        span_id_of("save1"),
     ]
     assert [r["start_offset_s"] for r in rows] == [0.0, 0.0, 1.0 - 0.0, 8.0 - 0.0]
 

@@ -153,8 +153,13 @@ def test_the_expected_goodput_of_a_sync_step_is_the_documented_formula():
     (plan,) = schedule.make_plan(SEED, 1)  # one step: it is also the failed one
     assert plan.failed and not plan.validation and not plan.checkpoint
     wall_s = (
-        max(plan.generation_s[0], schedule.FAIL_S) + schedule.RETRY_S
-        + plan.reward_s + plan.logprob_s + plan.advantage_s + plan.train_s + plan.refit_s
+        max(plan.generation_s[0], schedule.FAIL_S)
+        + schedule.RETRY_S
+        + plan.reward_s
+        + plan.logprob_s
+        + plan.advantage_s
+        + plan.train_s
+        + plan.refit_s
     )
     productive_s = plan.generation_s[0] + schedule.RETRY_S + plan.reward_s + plan.train_s
     assert schedule.expected_goodput([plan], "sync") == {1: pytest.approx(productive_s / wall_s)}

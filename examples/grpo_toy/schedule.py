@@ -223,7 +223,11 @@ def planned_step_work_s(plans: Sequence[StepPlan], mode: str) -> dict[int, float
     if mode == "sync":
         return {plan.step: _sync_step(plan)[1] for plan in plans}
     return {
-        plan.step: plan.reward_s + plan.logprob_s + plan.advantage_s + plan.train_s + plan.refit_s
+        plan.step: plan.reward_s
+        + plan.logprob_s
+        + plan.advantage_s
+        + plan.train_s
+        + plan.refit_s
         + _validation_and_checkpoint_s(plan)
         for plan in plans
     }

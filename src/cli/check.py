@@ -29,8 +29,10 @@ def check(
     output: Path | None = shell.OutputOption,
     no_cache: bool = shell.NoCacheOption,
     ray: bool = typer.Option(
-        False, "--ray", help="Run the rules as Ray tasks, by ranges of iterations: --ray [ADDRESS] (default: "
-        "RAY_ADDRESS, else a local cluster). Same findings as without."
+        False,
+        "--ray",
+        help="Run the rules as Ray tasks, by ranges of iterations: --ray [ADDRESS] (default: "
+        "RAY_ADDRESS, else a local cluster). Same findings as without.",
     ),
     ray_address: str | None = typer.Option(None, "--ray-address", hidden=True),
 ) -> None:

@@ -43,8 +43,6 @@ def query(
     shell.emit(render_rows(columns, rows, fmt, width=shell.terminal_width()), output)
 
 
-
-
 def spans(
     paths: list[str] = typer.Argument(..., metavar="PATH...", help="Trace files, directories or globs."),
     iteration: int | None = typer.Option(
@@ -86,8 +84,6 @@ def spans(
     columns, rows = arrow_rows(table)
     title = spans_title(window, table["start_offset_s"].to_pylist(), table["duration_s"].to_pylist())
     shell.emit(render_rows(columns, rows, fmt, title=title, width=shell.terminal_width()), output)
-
-
 
 
 def timeline(

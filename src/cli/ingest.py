@@ -48,8 +48,6 @@ def ingest(
     shell.emit(render_rows(["file", "spans", "parts", "state"], rows, fmt, width=shell.terminal_width()), output)
 
 
-
-
 def rewrite_ray_address(argv: list[str]) -> list[str]:
     """Let `--ray` take an optional address (`--ray`, `--ray auto`, `--ray=host:6379`) without eating a PATH."""
     out: list[str] = []

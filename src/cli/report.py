@@ -39,8 +39,10 @@ def report(
     output: Path | None = shell.OutputOption,
     no_cache: bool = shell.NoCacheOption,
     ray: bool = typer.Option(
-        False, "--ray", help="Charge the windows as Ray tasks, by ranges of iterations: --ray [ADDRESS] (default: "
-        "RAY_ADDRESS, else a local cluster). Same output as without."
+        False,
+        "--ray",
+        help="Charge the windows as Ray tasks, by ranges of iterations: --ray [ADDRESS] (default: "
+        "RAY_ADDRESS, else a local cluster). Same output as without.",
     ),
     ray_address: str | None = typer.Option(None, "--ray-address", hidden=True),
 ) -> None:

@@ -127,6 +127,7 @@ OutputOption = typer.Option(
 )
 NoCacheOption = typer.Option(False, "--no-cache", help="Parse the files afresh; neither read nor write the cache.")
 
+
 def stderr() -> Console:
     return Console(stderr=True, highlight=False, soft_wrap=True)
 

@@ -289,8 +289,10 @@ def configure(
     from .exporters import make_span_exporter
 
     groups_spec: str | list[str] = (
-        span_groups if isinstance(span_groups, str) else list(span_groups) if span_groups is not None else ""
-    ) or os.environ.get(ENV_SPAN_GROUPS) or "default"
+        (span_groups if isinstance(span_groups, str) else list(span_groups) if span_groups is not None else "")
+        or os.environ.get(ENV_SPAN_GROUPS)
+        or "default"
+    )
     enabled = resolve_span_groups(groups_spec)
     trace_path = os.fspath(path) if path is not None else os.environ.get(ENV_TRACE_PATH) or None
     exporter_kind: str | None = None

@@ -49,7 +49,6 @@ NO_SPAN: Final[ContextManager[None]] = nullcontext()
 """What every helper returns for a disabled group: enters to None, costs nothing."""
 
 
-
 def safe_set_span_attributes(span: Any | None, attributes: dict[str, Any]) -> None:
     """Like `span.set_attributes`, but a no-op when `span` is None.
 
@@ -386,4 +385,3 @@ def umbrella_trace_fn(group: str, name: str, tracer: trace.Tracer | None = None)
         lambda: umbrella_span(group, name, tracer),
         lambda: streaming_umbrella_span(group, name, tracer),
     )
-

@@ -23,7 +23,6 @@ _HOMES: dict[str, str] = {
     **dict.fromkeys(["SpanStore", "open_store", "ingest"], "store"),
     **dict.fromkeys(["Report", "ReportOptions", "WholeRun", "build_report", "report_json"], "report"),
     **dict.fromkeys(["Figures", "IterationRow", "NameShare"], "rows"),
-
     "Attempt": "attempts",
     **dict.fromkeys(["Check", "CheckOptions", "check_findings"], "checks"),
     "Finding": "findings",

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from .spanset import SpanSet
     from .windows import Windows
 
+
 @dataclass(frozen=True, slots=True)
 class Frame:
     """A stretch of time to charge: an iteration window or a stretch outside them all."""

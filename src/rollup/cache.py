@@ -163,6 +163,7 @@ def retire_older_lineage(cached: Path, paths: Iterable[Path]) -> None:
 
 # --- versions ---------------------------------------------------------------------------------------------------
 
+
 def index_path(work_dir: Path, family: str) -> Path:
     """Where the index of `family` (any text naming it, e.g. a trace file's path) lives under the cache folder."""
     return work_dir / INDEX_DIR / f"{hashlib.sha256(family.encode()).hexdigest()[:32]}.json"

@@ -97,8 +97,13 @@ class Diff:
             "delta": {f.key: self.delta(f.key) for f in DIFF_FIGURES},
             "ratio": {f.key: self.ratio(f.key) for f in DIFF_FIGURES},
             "names": [
-                {"name": n.name, "bucket": n.bucket, "baseline_s": n.baseline_s, "candidate_s": n.candidate_s,
-                 "delta_s": n.delta_s}
+                {
+                    "name": n.name,
+                    "bucket": n.bucket,
+                    "baseline_s": n.baseline_s,
+                    "candidate_s": n.candidate_s,
+                    "delta_s": n.delta_s,
+                }
                 for n in self.names
             ],  # fmt: skip
         }

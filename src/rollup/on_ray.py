@@ -173,8 +173,7 @@ def _with_ownership(spans: SpanSet, works: list[RangeWork]) -> list[RangeWork]:
     ]
     needed: list[set[tuple[str, str]]] = [set() for _ in works]
     for trace_id, ancestor, start in spans.rows(
-        f"SELECT trace_id, bucketed_chain[-1], start_ns FROM {spans.lineage} "
-        "WHERE bucketed AND len(bucketed_chain) > 0"
+        f"SELECT trace_id, bucketed_chain[-1], start_ns FROM {spans.lineage} WHERE bucketed AND len(bucketed_chain) > 0"
     ):
         needed[max(0, bisect.bisect_right(starts, start) - 1)].add((trace_id, ancestor))
     return [  # no span-seconds in `check`: no spans by effective iteration

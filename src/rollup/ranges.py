@@ -151,9 +151,7 @@ def process_rows(spans: SpanSet, windows: Windows, order: Sequence[str]) -> tupl
     return rows, row_windows
 
 
-def check_frames(
-    spans: SpanSet, windows: Windows, expect: Sequence[str], positions: array | None = None
-) -> CheckPart:
+def check_frames(spans: SpanSet, windows: Windows, expect: Sequence[str], positions: array | None = None) -> CheckPart:
     """The part of `check` over `spans`: every span rule's findings (of every span `spans` holds: a Ray task keeps
     those it answers for), and the charge and groups present of each of `windows` (at `positions` among the
     report's windows; default 0, 1, ...)."""
@@ -165,4 +163,3 @@ def check_frames(
     if expect and windows:
         present = {positions[i]: groups for i, groups in groups_present(spans, windows, expect).items()}
     return CheckPart(findings, positions, charges, present)
-

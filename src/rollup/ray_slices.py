@@ -141,8 +141,7 @@ def load_slice(
     attempt = "" if dataset.run_id is None else f" AND coalesce(run_id, '') = {sql_text(dataset.run_id)}"
     columns = "*" if for_check else f"* EXCLUDE ({', '.join(CHECK_ONLY_COLUMNS)})"
     connection.execute(
-        f"CREATE TABLE {LINEAGE} AS SELECT {columns} FROM read_parquet({files}) "
-        f"WHERE ({_slice_filter(work)}){attempt}"
+        f"CREATE TABLE {LINEAGE} AS SELECT {columns} FROM read_parquet({files}) WHERE ({_slice_filter(work)}){attempt}"
     )
     if work.ancestors:
         connection.unregister("range_ancestors")

@@ -110,9 +110,7 @@ JOB_NAME_REGEX = span_name_regex(JOB_SPAN_NAME)
 
 def _group_or_name(group_test: str, name_regex: str) -> str:
     """A CASE rather than an OR, so the regular expression only runs for spans without a group."""
-    return (
-        f"(CASE WHEN span_group IS NOT NULL THEN {group_test} ELSE regexp_full_match(name, '{name_regex}') END)"
-    )
+    return f"(CASE WHEN span_group IS NOT NULL THEN {group_test} ELSE regexp_full_match(name, '{name_regex}') END)"
 
 
 IS_STEP_SQL = _group_or_name("span_group = 'step'", STEP_NAME_REGEX)

@@ -106,8 +106,10 @@ def self_overlap_findings(spans: SpanSet, *, batch_spans: int | None = None) -> 
                 QUALIFY row_number() OVER (PARTITION BY tkey, skey ORDER BY r_end DESC, r_start DESC, r_skey DESC) = 1
             ) r USING (tkey, skey)
             """,
-            lambda n, ns, proc: f"{n} overlaps another {n} in process {proc}: concurrent instances should be an "
-            f"umbrella with leaf spans inside; {_seconds(ns)} counted twice",
+            lambda n, ns, proc: (
+                f"{n} overlaps another {n} in process {proc}: concurrent instances should be an "
+                f"umbrella with leaf spans inside; {_seconds(ns)} counted twice"
+            ),
             counted_twice=True,
         )
 
@@ -217,8 +219,10 @@ def bucketed_umbrella_findings(spans: SpanSet) -> list[Finding]:
         "bucketed-umbrella",
         f"SELECT trace_id, span_id, name, eff_iteration, NULL, bucket, span_group FROM {spans.lineage} "
         "WHERE is_umbrella AND bucket IS NOT NULL",
-        lambda n, b, g: f"{n} is an umbrella span ({g or 'by name'}) but carries rl.bucket={b}: umbrellas enclose "
-        "the leaves that are counted, so a bucket on one counts their time again",
+        lambda n, b, g: (
+            f"{n} is an umbrella span ({g or 'by name'}) but carries rl.bucket={b}: umbrellas enclose "
+            "the leaves that are counted, so a bucket on one counts their time again"
+        ),
     )
 
 
@@ -228,8 +232,9 @@ def unknown_bucket_findings(spans: SpanSet) -> list[Finding]:
         "unknown-bucket",
         f"SELECT trace_id, span_id, name, eff_iteration, NULL, bucket FROM {spans.lineage} "
         f"WHERE bucket IS NOT NULL AND bucket NOT IN ({BUCKET_LIST_SQL})",
-        lambda n, b: f"{n} has rl.bucket={b!r}, not one of productive, overhead, idle, wasted: its time is counted "
-        "nowhere",
+        lambda n, b: (
+            f"{n} has rl.bucket={b!r}, not one of productive, overhead, idle, wasted: its time is counted nowhere"
+        ),
     )
 
 
@@ -270,8 +275,10 @@ def overlapping_steps_findings(spans: SpanSet) -> list[Finding]:
             WHERE a.eff_iteration <> b.eff_iteration AND (a.start_ns < b.start_ns OR a.span_id < b.span_id)
             ORDER BY b.trace_id, b.span_id, a.start_ns, a.span_id, a.trace_id
             """,
-            lambda n, i, ai, ns: f"step {i} overlaps step {ai} for {_seconds(ns)}: both windows charge that "
-            "stretch, so totals exceed the run's wall clock",
+            lambda n, i, ai, ns: (
+                f"step {i} overlaps step {ai} for {_seconds(ns)}: both windows charge that "
+                "stretch, so totals exceed the run's wall clock"
+            ),
         )
 
 
@@ -281,8 +288,9 @@ def orphan_span_findings(spans: SpanSet) -> list[Finding]:
         "orphan-span",
         f"SELECT trace_id, span_id, name, eff_iteration, parent_span_id, parent_span_id FROM {spans.lineage} "
         "WHERE parent_span_id IS NOT NULL AND NOT has_parent",
-        lambda n, p: f"{n} names parent {p}, which no loaded file holds: a lost span or a broken trace-context "
-        "hand-off",
+        lambda n, p: (
+            f"{n} names parent {p}, which no loaded file holds: a lost span or a broken trace-context hand-off"
+        ),
     )
 
 
@@ -303,8 +311,9 @@ def inverted_span_findings(spans: SpanSet) -> list[Finding]:
         spans,
         "inverted-span",
         f"SELECT trace_id, span_id, name, eff_iteration, NULL, inverted_ns FROM {spans.lineage} WHERE inverted_ns > 0",
-        lambda n, ns: f"{n} ends {_seconds(ns)} before it starts: counted as zero-length, so its time is counted "
-        "nowhere",
+        lambda n, ns: (
+            f"{n} ends {_seconds(ns)} before it starts: counted as zero-length, so its time is counted nowhere"
+        ),
     )
 
 

@@ -239,9 +239,7 @@ def build_timeline(
     lanes += _lay_spans(spans, next_tid + len(lanes))
     ((count,),) = spans.rows("SELECT count(*) FROM timeline_spans")
     has_attributes = "attributes" in spans.arrow(f"SELECT * FROM {SPANS} LIMIT 0").column_names
-    return Timeline(
-        spans, origin_ns, processes, lanes, windows, int(count), flows, has_attributes, iterations, missing
-    )
+    return Timeline(spans, origin_ns, processes, lanes, windows, int(count), flows, has_attributes, iterations, missing)
 
 
 def _select_spans(spans: SpanSet, windows: list[Window] | None) -> None:

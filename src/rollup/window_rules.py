@@ -24,6 +24,7 @@ from .windows import Window, iteration_windows, stretches_of
 if TYPE_CHECKING:
     from .spanset import SpanSet
 
+
 def parse_groups(values: Iterable[str]) -> list[str]:
     """`--expect` values (each `GROUP` or `GROUP,GROUP,...`) as distinct lowercase group names in the order given;
     ValueError when they name none. Any name is taken: traces from other emitters may use groups of their own."""

@@ -29,7 +29,6 @@ OUTLIER_MARK = "*"
 OUTLIER_NOTE = f"{OUTLIER_MARK} outlier: more than 3 scaled MADs (and 1 ms) above the median of the iterations"
 
 
-
 def _percent(value: float) -> str:
     return f"{100 * value:.1f}%"
 

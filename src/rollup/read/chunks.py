@@ -291,8 +291,7 @@ def _json_batches(
 
 # How an OTLP JSON record begins: of traces (also in Tempo's wrapper), or of another signal sharing the file.
 _RECORD_STARTS = tuple(
-    b'{"' + key.encode() + b'"'
-    for key in ("resourceSpans", "resource_spans", "batches", *JSON_SIGNAL_KEYS)
+    b'{"' + key.encode() + b'"' for key in ("resourceSpans", "resource_spans", "batches", *JSON_SIGNAL_KEYS)
 )
 
 

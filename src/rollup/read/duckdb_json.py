@@ -103,9 +103,9 @@ resources AS (
            CASE WHEN coalesce(len(rs.scopeSpans), 0) > 0 THEN rs.scopeSpans
                 ELSE rs.{LEGACY_NAMES["scopeSpans"]} END AS scope_spans,
            list_transform(rs.resource.attributes,
-                          lambda a: {{'k': a.key, 'v': {string_or_int_sql('a')}}}) AS resource_texts,
+                          lambda a: {{'k': a.key, 'v': {string_or_int_sql("a")}}}) AS resource_texts,
            len(list_filter(rs.resource.attributes,
-                           lambda a: a.key IN ({_RESOURCE_KEY_LIST}) AND ({string_or_int_sql('a')}) IS NULL))
+                           lambda a: a.key IN ({_RESOURCE_KEY_LIST}) AND ({string_or_int_sql("a")}) IS NULL))
                = 0 AS resource_ok_or_null
     FROM resource_spans
 ),
@@ -135,13 +135,13 @@ rows AS (
            lower(s.spanId) AS span_id,
            CASE WHEN s.parentSpanId NOT IN ('', '{NO_PARENT_ID}') THEN lower(s.parentSpanId) END AS parent_span_id,
            coalesce(s.name, '') AS name,
-           s.startTimeUnixNano AS start_text, {_time('s.startTimeUnixNano')} AS start_ns,
-           s.endTimeUnixNano AS end_text, {_time('s.endTimeUnixNano')} AS end_ns,
+           s.startTimeUnixNano AS start_text, {_time("s.startTimeUnixNano")} AS start_ns,
+           s.endTimeUnixNano AS end_text, {_time("s.endTimeUnixNano")} AS end_ns,
            process, host_pid, run_id,
-           bucket_entry, {string_or_int_sql('bucket_entry')} AS bucket,
-           iteration_entry, {canonical_int_sql(string_or_int_sql('iteration_entry'))} AS iteration_text,
+           bucket_entry, {string_or_int_sql("bucket_entry")} AS bucket,
+           iteration_entry, {canonical_int_sql(string_or_int_sql("iteration_entry"))} AS iteration_text,
            TRY_CAST(iteration_text AS BIGINT) AS iteration,
-           span_group_entry, {string_or_int_sql('span_group_entry')} AS span_group
+           span_group_entry, {string_or_int_sql("span_group_entry")} AS span_group
     FROM promoted
 )
 SELECT {", ".join(ACCOUNTING_SCHEMA.names)},
@@ -151,7 +151,7 @@ SELECT {", ".join(ACCOUNTING_SCHEMA.names)},
            AND regexp_full_match(trace_id, '[0-9a-f]{{32}}')
            AND regexp_full_match(span_id, '[0-9a-f]{{16}}')
            AND (parent_span_id IS NULL OR regexp_full_match(parent_span_id, '[0-9a-f]{{16}}'))
-           AND {_time_sure('start_text', 'start_ns')} AND {_time_sure('end_text', 'end_ns')}
+           AND {_time_sure("start_text", "start_ns")} AND {_time_sure("end_text", "end_ns")}
            AND (bucket_entry IS NULL OR bucket IS NOT NULL)
            AND (span_group_entry IS NULL OR span_group IS NOT NULL)
            AND (iteration_entry IS NULL OR iteration_text IS NOT NULL),

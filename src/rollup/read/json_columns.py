@@ -112,9 +112,7 @@ class AttributeRenderer:
         self.connection = connection
         self._value_cache: dict[tuple[str, str], str | None] = {}
 
-    def maps(
-        self, lists: pa.Array, names: Callable[[str], str], keep: frozenset[str] | None = None
-    ) -> pa.MapArray:
+    def maps(self, lists: pa.Array, names: Callable[[str], str], keep: frozenset[str] | None = None) -> pa.MapArray:
         """One map per list (a missing list is an empty map); BadRow names the list of a value that does not decode.
 
         With `keep`, each map holds only those keys (a projection that leaves the full maps out). Value kinds the
@@ -125,9 +123,9 @@ class AttributeRenderer:
         keys = field(entries, "key").fill_null("")
         if keep is not None:  # only these keys are wanted: drop the others before rendering anything
             wanted = pc.is_in(keys, value_set=pa.array(sorted(keep), pa.string()))
-            offsets = pa.concat_arrays(
-                [pa.array([0], pa.int32()), pc.cumulative_sum(wanted.cast(pa.int32()))]
-            ).take(offsets)
+            offsets = pa.concat_arrays([pa.array([0], pa.int32()), pc.cumulative_sum(wanted.cast(pa.int32()))]).take(
+                offsets
+            )
             entries, keys = entries.filter(wanted), keys.filter(wanted)
         if not len(entries):  # no attribute at all (events and links, mostly): nothing to ask DuckDB
             empty = pa.array([], pa.string())

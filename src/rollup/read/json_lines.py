@@ -116,4 +116,3 @@ def json_line_batches(
             return
         offset += complete
         carry = [text[complete:]] if complete < len(text) else []
-

@@ -201,8 +201,5 @@ def json_any_value(value: Any) -> Any:
         items = value["kvlistValue"].get("values") if isinstance(value["kvlistValue"], dict) else None
         if not isinstance(items, list):
             return {}
-        return {
-            str(item.get("key", "")): json_any_value(item.get("value")) for item in items if isinstance(item, dict)
-        }
+        return {str(item.get("key", "")): json_any_value(item.get("value")) for item in items if isinstance(item, dict)}
     return None
-

@@ -404,5 +404,3 @@ def _file_verdict(entry: FileEntry, results: list[ChunkResult], kind: str, cache
 
 def _chunk_bytes(chunk: Chunk, file_size: int) -> int:
     return (file_size if chunk.end < 0 else chunk.end) - chunk.start
-
-
