@@ -1,20 +1,25 @@
-"""Fixtures and trace-file readers shared by the test modules."""
+"""Fixtures, command-line helpers and trace-file readers shared by the test modules, and the markers' rule."""
 
 from __future__ import annotations
 
 import base64
 import json
+import logging
 import os
 import struct
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1 import trace_pb2
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import instrument
+from tracebuild import S, write_trace
 
 # What every property test shares: no deadline and no too-slow check (a shared CI machine is slow at times), and
 # function-scoped fixtures such as tmp_path are fine (each example writes its own files in it).
@@ -30,6 +35,84 @@ def invoke(args: list[str], width: int = 160):
     from cli import app
 
     return CliRunner().invoke(app, args, terminal_width=width)
+
+
+GOODPUT = Path(sys.executable).with_name("goodput")
+WIDTHS = [80, 200]  # a narrow terminal and a wide one: what a command says must hold at both
+
+
+def run_goodput(args: list[str], *, env: dict[str, str] | None = None, timeout: float = 120):
+    """`goodput ARGS` as a process of its own, with this session's private cache."""
+    return subprocess.run(
+        [str(GOODPUT), *args], capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})}
+    )
+
+
+def python_path(*folders: Path) -> str:
+    """PYTHONPATH with `folders` first (a `sitecustomize` there runs at start-up), keeping the session's own."""
+    return os.pathsep.join([*map(str, folders), *filter(None, [os.environ.get("PYTHONPATH")])])
+
+
+def one_error_line(stderr: str) -> str:
+    """The one line a failed command writes to stderr: `Error: ...`."""
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith("Error: "), stderr
+    return lines[0]
+
+
+# --- commands whose JSON a test reads -------------------------------------------------------------------------------
+
+
+def run_json(args: list[str], expect_exit: int | None = None):
+    """`goodput ARGS --format json`, parsed; it exits 0, or 1 where findings fail it, or exactly `expect_exit`."""
+    result = invoke([*args, "--format", "json"])
+    if expect_exit is None:
+        assert result.exit_code in (0, 1), result.output
+    else:
+        assert result.exit_code == expect_exit, result.output
+    return json.loads(result.stdout)
+
+
+def json_report(path: Path, *extra: str) -> dict:
+    """`goodput report PATH --format json`, which must succeed."""
+    return run_json(["report", str(path), *extra], expect_exit=0)
+
+
+# The rules about iteration windows (tests/test_checks_gates.py) flag tiny timelines too: their steps are mostly time
+# that no bucketed span covers. A test about the span rules reads their findings alone.
+WINDOW_RULES = {"no-iterations", "mostly-unaccounted", "missing-group"}
+
+
+def span_rules_only(payload: dict) -> dict:
+    """`check --format json`'s payload without the window rules' findings, which its summary no longer counts."""
+    kept = [f for f in payload["findings"] if f["rule"] not in WINDOW_RULES]
+    left_out = len(payload["findings"]) - len(kept)
+    return {"findings": kept, "summary": {**payload["summary"], "warnings": payload["summary"]["warnings"] - left_out}}
+
+
+def check(tmp_path, spans: list[S], *extra: str, expect_exit: int | None = None, shape: str = "framed") -> dict:
+    """`goodput check --format json` on `spans` written as one file; the exit code is 1 exactly when errors exist."""
+    path = write_trace(tmp_path / "run.trace", spans, shape)
+    result = invoke(["check", str(path), "--format", "json", *extra], width=160)
+    assert result.exit_code in (0, 1), result.output
+    payload = json.loads(result.stdout)
+    assert result.exit_code == (1 if payload["summary"]["errors"] else 0)
+    if expect_exit is not None:
+        assert result.exit_code == expect_exit
+    return span_rules_only(payload)
+
+
+def only_finding(payload: dict, rule: str) -> dict:
+    """The single finding of `payload`, which must be of `rule`: the trace triggers that rule and nothing else."""
+    assert [f["rule"] for f in payload["findings"]] == [rule], payload["findings"]
+    return payload["findings"][0]
+
+
+def span_rule_findings(path: Path, *extra: str, expect_exit: int = 0) -> list[dict]:
+    """The span rules' findings of `goodput check PATH`, which must exit `expect_exit`."""
+    findings = run_json(["check", str(path), *extra], expect_exit=expect_exit)["findings"]
+    return [f for f in findings if f["rule"] not in WINDOW_RULES]
 
 
 # --- fixtures -------------------------------------------------------------------------------------------------------
@@ -116,6 +199,24 @@ def memory(memory_with):
     return memory_with("all")
 
 
+def instrument_warnings(caplog) -> list[str]:
+    """What the "instrument" logger said at WARNING or above."""
+    return [r.getMessage() for r in caplog.records if r.name == "instrument" and r.levelno >= logging.WARNING]
+
+
+class BatchRecorder(SpanExporter):
+    """Keeps every span and the size of every batch the processor handed over."""
+
+    def __init__(self) -> None:
+        self.batches: list[int] = []
+        self.names: list[str] = []
+
+    def export(self, spans):
+        self.batches.append(len(spans))
+        self.names.extend(span.name for span in spans)
+        return SpanExportResult.SUCCESS
+
+
 # --- trace files, read the way the formats are specified ------------------------------------------------------------
 
 
@@ -183,3 +284,21 @@ def read_json_lines_spans(path: Path) -> list[dict]:
                     attributes = {a["key"]: _any_value(a.get("value", {})) for a in span.get("attributes", [])}
                     spans.append({**span, "attributes": attributes})
     return spans
+
+
+# --- markers --------------------------------------------------------------------------------------------------------
+# `ray`: the test starts or uses a Ray cluster. `slow`: it takes more than about 0.3 s on a 2-core machine, all its
+# cases together (`pytest --durations=0`). One `goodput` command on a small trace already costs 0.15-0.3 s there, so
+# the fast half (`pytest -m "not ray and not slow"`, about 45 s) keeps what runs a command about once or runs none, and
+# leaves property tests, real processes and jobs, generated traces and headless Chromium to the whole run.
+
+
+def pytest_collection_modifyitems(config, items):
+    """A test that uses the session's Ray cluster must say so (`ray`), so that `-m "not ray"` never starts one."""
+    unmarked = [
+        item.nodeid for item in items if "ray_cluster" in item.fixturenames and not item.get_closest_marker("ray")
+    ]
+    if unmarked:
+        raise pytest.UsageError(
+            "these tests use the ray_cluster fixture without the ray marker: " + ", ".join(unmarked)
+        )

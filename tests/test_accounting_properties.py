@@ -3,7 +3,8 @@
 A trace here is 1-4 step spans of distinct iterations (possibly overlapping) and up to 15 leaves on a 0.5 s grid in
 [0, 40]: random buckets (an invalid one among them), processes, parents among the steps and earlier leaves (so some
 nest), some with an iteration of their own, some roots. The expected figures are computed in plain Python from the
-same timeline: interval unions, clipped to each window.
+same timeline: interval unions, clipped to each window. With `--by process`, every process's total covers the
+whole report and no span-second is lost (the traces of `multi_process_traces`).
 """
 
 from __future__ import annotations
@@ -17,10 +18,12 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from cli import app
-from conftest import PROPERTY_TESTS
+from conftest import PROPERTY_TESTS, json_report
 from rollup.report import ReportOptions, build_report, report_json
 from rollup.store import open_store
-from tracebuild import ORIGIN_NS, S, write_trace
+from tracebuild import ORIGIN_NS, S, step, write_trace
+
+pytestmark = [pytest.mark.slow]
 
 BUCKETS = ("productive", "overhead", "idle", "wasted")
 FIGURES = ("productive_s", "overhead_s", "idle_s", "wasted_s", "unaccounted_s")
@@ -235,3 +238,49 @@ def test_the_command_line_gives_the_same_report_from_every_shape_with_and_withou
     halves = [write_trace(tmp_path / "a.jsonl", spans[:4], "jsonl"), write_trace(tmp_path / "b.pb", spans[4:], "bare")]
     assert cli_report(halves, "--no-cache") == expected
     assert cli_report([*halves, framed]) == expected
+
+
+# --- --by process -----------------------------------------------------------------------------------------------------
+
+
+by_process_grid = st.integers(0, 60).map(lambda k: k / 2)  # 0.5 s steps in [0, 30]
+
+
+@st.composite
+def multi_process_traces(draw) -> list[S]:
+    """1-4 steps of distinct iterations on random processes, then up to 12 leaves on random processes, parented to
+    a step or to nothing, bucketed or not, anywhere in time (inside their step's window or not)."""
+    spans: list[S] = []
+    for n in draw(st.lists(st.integers(1, 6), min_size=1, max_size=4, unique=True)):
+        start, end = sorted(draw(st.lists(by_process_grid, min_size=2, max_size=2)))
+        spans.append(step(f"step{n}", n, start, end, process=draw(st.sampled_from(PROCESSES))))
+    steps = [s.label for s in spans]
+    for j in range(draw(st.integers(0, 12))):
+        start, end = sorted(draw(st.lists(by_process_grid, min_size=2, max_size=2)))
+        spans.append(
+            S(
+                f"leaf{j}",
+                "rl.grpo.generation",
+                start,
+                end,
+                parent=draw(st.none() | st.sampled_from(steps)),
+                bucket=draw(st.sampled_from([*BUCKETS, None])),
+                process=draw(st.sampled_from(PROCESSES)),
+            )
+        )
+    return spans
+
+
+@settings(PROPERTY_TESTS, max_examples=30)
+@given(spans=multi_process_traces())
+def test_every_process_total_covers_the_whole_report(tmp_path_factory, spans):
+    path = write_trace(tmp_path_factory.mktemp("by-process") / "run.otlp", spans)
+    plain = json_report(path, "--no-cache")
+    out = json_report(path, "--no-cache", "--by", "process")
+    for total in out["processes"]:
+        assert total["wall_s"] == plain["total"]["wall_s"]
+        assert sum(total[f] for f in FIGURES) == pytest.approx(total["wall_s"], abs=1e-9)
+    # No span-second is lost: each process's rows together hold every span-second the plain rows hold.
+    for bucket in BUCKETS:
+        by_process = sum(total["span_seconds"][bucket] for total in out["processes"])
+        assert by_process == pytest.approx(plain["total"]["span_seconds"][bucket], abs=1e-9)

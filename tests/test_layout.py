@@ -95,6 +95,7 @@ def _module_graph() -> dict[str, set[str]]:
     return edges
 
 
+@pytest.mark.slow
 def test_the_import_graph_has_no_cycle():
     edges = _module_graph()
     done: set[str] = set()
@@ -115,6 +116,7 @@ def test_the_import_graph_has_no_cycle():
         visit(module)
 
 
+@pytest.mark.slow
 def test_no_module_of_the_library_imports_the_cli():
     edges = _module_graph()
     for module, targets in edges.items():
@@ -122,6 +124,7 @@ def test_no_module_of_the_library_imports_the_cli():
             assert not any(t.split(".")[0] == "cli" for t in targets), module
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("statement", "absent"),
     [
@@ -149,6 +152,7 @@ def _python_text(kind: str, value):
     return render_value(int(value) if kind == "i" else value)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("kind", "value"), SCALARS)
 def test_duckdb_renders_a_scalar_attribute_exactly_as_python_does(kind, value):
     row = {"s": None, "i": None, "b": None, "d": None, kind: value}
@@ -199,6 +203,7 @@ RESOURCES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("resource", RESOURCES)
 def test_duckdb_names_the_process_exactly_as_python_does(resource):
     connection = duckdb.connect()
@@ -238,6 +243,7 @@ def test_the_lean_record_is_a_projection_of_the_full_one_and_duckdb_accepts_its_
 # --- span names: what instrument builds is what the rollup recognizes ----------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("name", "is_job", "is_step", "is_umbrella"),
     [

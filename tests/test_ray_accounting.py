@@ -120,6 +120,8 @@ def same_output(args: list[str]) -> str:
     return local.stdout
 
 
+@pytest.mark.slow
+@pytest.mark.ray
 @pytest.mark.parametrize("sample", SAMPLES, ids=lambda p: p.name)
 def test_report_on_ray_is_the_local_json_on_every_sample(ray_cluster, small_ranges, sample):
     for extra in ([], ["--by", "name"], ["--by", "process"], ["--by", "group"], ["--iterations", "2:3"]):
@@ -127,11 +129,15 @@ def test_report_on_ray_is_the_local_json_on_every_sample(ray_cluster, small_rang
         assert payload["iterations"], extra
 
 
+@pytest.mark.slow
+@pytest.mark.ray
 @pytest.mark.parametrize("sample", SAMPLES, ids=lambda p: p.name)
 def test_check_on_ray_finds_what_the_local_check_finds_on_every_sample(ray_cluster, small_ranges, sample):
     same_output(["check", str(sample), "--format", "json", "--expect", "generation,policy_update"])
 
 
+@pytest.mark.slow
+@pytest.mark.ray
 def test_a_restarted_job_on_ray_keeps_its_attempts_apart(ray_cluster, small_ranges):
     restart = next(s for s in SAMPLES if s.name == "grpo_restart")
     payload = json.loads(same_output(["report", str(restart), "--format", "json"]))
@@ -141,6 +147,7 @@ def test_a_restarted_job_on_ray_keeps_its_attempts_apart(ray_cluster, small_rang
     same_output(["check", str(restart), "--format", "json", "--attempt", "latest"])
 
 
+@pytest.mark.slow
 def test_the_generated_job_is_cut_into_ranges_that_spans_cross(generated_job):
     with open_store([generated_job], accounting=True) as store:
         windows = report_frames(store.spans(), None).windows
@@ -152,6 +159,8 @@ def test_the_generated_job_is_cut_into_ranges_that_spans_cross(generated_job):
     assert all(ns(waste.start) < b < ns(waste.end) for b in boundaries)  # the wasted span crosses every one
 
 
+@pytest.mark.slow
+@pytest.mark.ray
 def test_report_on_ray_is_the_local_json_on_a_generated_job(ray_cluster, generated_job, monkeypatch):
     monkeypatch.setenv(ENV_RANGE_WINDOWS, str(RANGE_WINDOWS))
     path = str(generated_job)
@@ -164,6 +173,8 @@ def test_report_on_ray_is_the_local_json_on_a_generated_job(ray_cluster, generat
         assert payload["iterations"], extra
 
 
+@pytest.mark.slow
+@pytest.mark.ray
 def test_check_on_ray_finds_what_the_local_check_finds_on_a_generated_job(ray_cluster, generated_job, monkeypatch):
     monkeypatch.setenv(ENV_RANGE_WINDOWS, str(RANGE_WINDOWS))
     path = str(generated_job)
@@ -174,6 +185,8 @@ def test_check_on_ray_finds_what_the_local_check_finds_on_a_generated_job(ray_cl
     same_output(["check", path, "--format", "json", "--iterations", "1:1500"])
 
 
+@pytest.mark.slow
+@pytest.mark.ray
 def test_no_cache_on_ray_writes_the_lineage_for_the_tasks_and_gives_the_same_json(ray_cluster, small_ranges):
     sample = str(next(s for s in SAMPLES if s.name == "grpo_buggy"))
     local = invoke(["report", sample, "--format", "json"])
@@ -182,6 +195,8 @@ def test_no_cache_on_ray_writes_the_lineage_for_the_tasks_and_gives_the_same_jso
     assert on_ray.stdout == local.stdout
 
 
+@pytest.mark.slow
+@pytest.mark.ray
 def test_ingest_on_ray_then_report_on_ray(ray_cluster, small_ranges, tmp_path):
     sample = str(next(s for s in SAMPLES if s.name == "grpo_sync"))
     dataset = tmp_path / "dataset"
@@ -191,6 +206,8 @@ def test_ingest_on_ray_then_report_on_ray(ray_cluster, small_ranges, tmp_path):
     assert from_dataset.stdout == invoke(["report", sample, "--format", "json"]).stdout
 
 
+@pytest.mark.slow
+@pytest.mark.ray
 @settings(PROPERTY_TESTS, max_examples=6)
 @given(
     steps=st.lists(st.tuples(st.floats(0.2, 3.0), st.floats(0.0, 1.0)), min_size=1, max_size=6),
@@ -259,6 +276,7 @@ def test_a_span_crossing_a_range_boundary_is_read_by_both_ranges(tmp_path):
     assert works[0].iterations == (1, 1) and works[1].iterations == (2, 2)
 
 
+@pytest.mark.ray
 def test_a_bad_range_setting_is_exit_2_naming_it(ray_cluster, monkeypatch):
     monkeypatch.setenv(ENV_RANGE_WINDOWS, "many")
     result = invoke(["report", str(SAMPLES[0]), "--ray"])
@@ -266,6 +284,7 @@ def test_a_bad_range_setting_is_exit_2_naming_it(ray_cluster, monkeypatch):
     assert result.stderr == f"Error: {ENV_RANGE_WINDOWS} must be a whole number of windows, at least 1; got 'many'\n"
 
 
+@pytest.mark.ray
 def test_a_lineage_table_the_workers_cannot_see_names_the_shared_filesystem_assumption(ray_cluster, tmp_path):
     one = Windows(array("q", [1]), Stretches(array("q", [0]), array("q", [10])), array("q", [0]), ("",))
     work = RangeWork(0, one, array("q", [0]), NO_STRETCHES, NO_STRETCHES, cover=((0, 10),), iterations=(1, 1))
@@ -274,6 +293,8 @@ def test_a_lineage_table_the_workers_cannot_see_names_the_shared_filesystem_assu
         list(run_ranges(ray_cluster, report_task, [(missing, work, ["productive"], None)]))
 
 
+@pytest.mark.slow
+@pytest.mark.ray
 def test_unreachable_cluster_is_exit_2_naming_the_address(tmp_path):
     # In a fresh process: this one is connected to the session's cluster, whatever address a command names.
     import subprocess
@@ -289,6 +310,8 @@ def test_unreachable_cluster_is_exit_2_naming_the_address(tmp_path):
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
+@pytest.mark.ray
 def test_the_html_page_on_ray_is_the_local_page(ray_cluster, small_ranges, tmp_path):
     """The page holds the report by name and the check summary: both come from Ray, in one connection."""
     sample = str(next(s for s in SAMPLES if s.name == "grpo_buggy"))

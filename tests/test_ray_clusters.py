@@ -23,6 +23,8 @@ import pytest
 
 from conftest import invoke
 
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
 DRIVER = textwrap.dedent(
     """
     import os, sys, time

@@ -237,6 +237,8 @@ def read_spans(directory: Path) -> dict[str, dict]:
     return spans
 
 
+@pytest.mark.slow
+@pytest.mark.ray
 def test_a_worker_of_a_cluster_started_after_configure_inherits_it_bare(ray_cluster, ray_inherited_trace_dir):
     # No runtime_env here: the worker's bare configure() finds the GOODPUT_* variables the session's driver had
     # when it called ray.init() (see the ray_cluster fixture), as a job that configures first gets them.
@@ -256,6 +258,8 @@ def test_a_worker_of_a_cluster_started_after_configure_inherits_it_bare(ray_clus
     assert span["attributes"]["rl.iteration"] == 5  # the driver's iteration_scope, carried as baggage
 
 
+@pytest.mark.slow
+@pytest.mark.ray
 @pytest.mark.parametrize("exporter", ["json-file", "otlp-file"])
 def test_worker_spans_join_the_driver_trace(ray_cluster, tmp_path, exporter):
     instrument.configure(exporter=exporter, path=tmp_path, span_groups="all", service_name="driver")
@@ -306,6 +310,8 @@ def refusals(caplog, name):
     return [record for record in caplog.records if record.name == "instrument" and name in record.getMessage()]
 
 
+@pytest.mark.slow
+@pytest.mark.ray
 def test_undecorated_actor_method_still_runs_and_warns_once(ray_cluster, memory, caplog):
     actor = UntracedWorker.remote()
     try:
@@ -323,6 +329,7 @@ def test_undecorated_actor_method_still_runs_and_warns_once(ray_cluster, memory,
     assert "test_ray_dispatch.py" in record.stack_info  # points at the dispatching call site
 
 
+@pytest.mark.ray
 def test_undecorated_remote_function_still_runs_and_warns_once(ray_cluster, memory, caplog):
     name = f"{__name__}.untraced_task"
     with caplog.at_level(logging.WARNING, logger="instrument"), umbrella_span(RLSpanGroup.U_STEP, "driver"):
@@ -333,12 +340,14 @@ def test_undecorated_remote_function_still_runs_and_warns_once(ray_cluster, memo
     assert len(refusals(caplog, name)) == 1
 
 
+@pytest.mark.ray
 def test_decorated_remote_function_is_parented(ray_cluster, memory):
     with umbrella_span(RLSpanGroup.U_STEP, "driver") as span:
         assert ray.get(dispatch_with_trace_context(traced_task, 1)) == span.get_span_context().trace_id + 1
     assert f"{__name__}.traced_task" not in STATE.carrier_refused
 
 
+@pytest.mark.ray
 def test_a_type_error_not_about_the_carrier_propagates(ray_cluster, memory):
     with (
         umbrella_span(RLSpanGroup.U_STEP, "driver"),
@@ -361,6 +370,8 @@ class PairWorker:
         return "b", trace.get_current_span().get_span_context().trace_id
 
 
+@pytest.mark.slow
+@pytest.mark.ray
 def test_ray_method_options_survive_either_decorator_order(ray_cluster, memory):
     worker = PairWorker.remote()
     try:

@@ -82,6 +82,8 @@ def invoke(args: list[str]):
     return CliRunner().invoke(cli.app, cli.rewrite_ray_address(args), env={"COLUMNS": "200"}, terminal_width=200)
 
 
+@pytest.mark.slow
+@pytest.mark.ray
 def test_ingest_on_ray_fills_the_cache_that_later_loads_read(ray_cluster, traces, cache_dir):
     runner = RayRunner(None)
     job_counts: list[int] = []
@@ -111,6 +113,8 @@ def test_ingest_on_ray_fills_the_cache_that_later_loads_read(ray_cluster, traces
         assert rows.equals(fresh.sql(ALL_ROWS))
 
 
+@pytest.mark.slow
+@pytest.mark.ray
 def test_a_large_file_spreads_over_ray_tasks_whatever_the_driver_cores(ray_cluster, tmp_path, cache_dir):
     path = write_trace(tmp_path / "big.otlp", "otlp-file", 200)  # one framed record a step
     runner = RayRunner(None)
@@ -140,6 +144,8 @@ def test_nothing_to_convert_does_not_touch_ray(traces, cache_dir):
     assert all(entry.cached for entry in entries)
 
 
+@pytest.mark.slow
+@pytest.mark.ray
 def test_ingest_to_a_folder_on_ray_is_a_dataset_query_reads_like_the_traces(ray_cluster, traces, cache_dir, tmp_path):
     dataset = tmp_path / "dataset"
     ingested = invoke(["ingest", "--ray", *map(str, traces), "--to", str(dataset), "--format", "json"])
@@ -163,6 +169,7 @@ def test_ingest_to_a_folder_on_ray_is_a_dataset_query_reads_like_the_traces(ray_
     assert len(json.loads(every_row.stdout)) == SPANS_PER_STEP * sum(2 + i for i in range(len(traces)))
 
 
+@pytest.mark.ray
 def test_corrupt_record_on_ray_is_the_same_one_line_error_as_locally(ray_cluster, corrupt_trace, traces, cache_dir):
     path, record_offset = corrupt_trace
     with pytest.raises(TraceFormatError) as local:
@@ -182,6 +189,8 @@ def test_corrupt_record_on_ray_is_the_same_one_line_error_as_locally(ray_cluster
     assert ray_cluster.is_initialized()
 
 
+@pytest.mark.slow
+@pytest.mark.ray
 def test_cli_ingest_with_ray_fills_the_cache_end_to_end(ray_cluster, traces, cache_dir):
     result = invoke(["ingest", *map(str, traces), "--ray"])
     assert result.exit_code == 0, result.output
@@ -199,6 +208,7 @@ def test_cli_ingest_with_ray_fills_the_cache_end_to_end(ray_cluster, traces, cac
     assert {row["state"] for row in json.loads(again.stdout)} == {"cached"}
 
 
+@pytest.mark.ray
 def test_parts_the_driver_cannot_see_name_the_shared_filesystem_assumption(ray_cluster, traces, cache_dir, monkeypatch):
     # What a cluster without a shared filesystem looks like from the driver: the workers' parts are not there.
     monkeypatch.setattr("rollup.read.ray_tasks._part_visible", lambda out_path: False)
@@ -213,6 +223,8 @@ def test_missing_ray_is_an_install_hint(monkeypatch):
         RayRunner(None)
 
 
+@pytest.mark.slow
+@pytest.mark.ray
 def test_unreachable_cluster_is_an_error_naming_the_address(traces, cache_dir):
     # In a fresh process: this one is connected to the session's cluster, and a connected runner ignores the address.
     result = subprocess.run(
@@ -226,6 +238,7 @@ def test_unreachable_cluster_is_an_error_naming_the_address(traces, cache_dir):
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 def test_importing_the_rollup_does_not_import_ray():
     code = "import sys, rollup.store, rollup.read.ray_tasks, cli; assert 'ray' not in sys.modules, 'ray imported'"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

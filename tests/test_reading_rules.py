@@ -1,5 +1,6 @@
 """SPEC section 3's reading rules beyond the two plain formats: base64 ids, Tempo's wrapper and pre-1.0 names, `{}`
-lines, other signals in a trace file, files that are no trace inside a directory, span events and links.
+lines, other signals in a trace file, files that are no trace inside a directory, span events and links; and an
+all-zero parent id, which means no parent whichever reader reads it.
 
 Files are written the way their writers write them: protobuf through the `opentelemetry.proto` classes, JSON in the
 shapes protobuf's own JSON mapping (`MessageToDict`: base64 ids), Grafana Tempo (`batches`) and the Collector
@@ -22,13 +23,13 @@ from opentelemetry.proto.metrics.v1 import metrics_pb2
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1 import trace_pb2
 
-from conftest import invoke
+from conftest import invoke, json_report, run_json, span_rule_findings
 from rollup import ingest
 from rollup.errors import TraceFormatError
 from rollup.read.chunks import convert_chunk, plan_chunks
 from rollup.store import open_store
-from test_decode import make_sdk_spans, read_back, write_project_framed, write_project_json_lines
-from test_fast_json import careful_rows, fast_rows
+from test_reading_duckdb_json import careful_rows, fast_rows
+from test_reading_formats import make_sdk_spans, read_back, write_project_framed, write_project_json_lines
 from tracebuild import S, ns, step, to_json_record, to_request, write_trace
 
 T0 = ns(0)
@@ -173,6 +174,7 @@ def spans_table(path: Path, tmp_path: Path):
     return table.drop_columns(["source_file"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", ["protobuf-json-lines", "protobuf-json-document", "tempo", "tempo-lines"])
 def test_base64_ids_and_tempo_shapes_read_as_the_protobuf_file(tmp_path, shape):
     spans = run_spans()
@@ -195,6 +197,7 @@ def test_base64_ids_and_tempo_shapes_read_as_the_protobuf_file(tmp_path, shape):
         assert report_json(str(path), *extra) == report_json(str(reference), *extra)
 
 
+@pytest.mark.slow
 def test_the_fast_path_gives_base64_and_tempo_files_back_or_reads_them_alike(tmp_path):
     spans = run_spans()
     base64_lines = tmp_path / "base64.jsonl"
@@ -251,6 +254,7 @@ def test_pre_1_0_protobuf_field_1000_reads_as_scope_spans(tmp_path):
 # --- 3. `{}` is an empty batch -------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_an_empty_object_line_is_an_empty_batch(tmp_path):
     spans = run_spans()
     path = tmp_path / "run.jsonl"
@@ -304,6 +308,7 @@ def mixed_framed(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("writer", [mixed_json_lines, mixed_framed])
 def test_other_signals_in_a_trace_file_are_skipped_with_one_note(tmp_path, writer):
     path = writer(tmp_path)
@@ -317,6 +322,7 @@ def test_other_signals_in_a_trace_file_are_skipped_with_one_note(tmp_path, write
         ]
 
 
+@pytest.mark.slow
 def test_other_signals_counted_once_per_file_across_chunks(tmp_path):
     """A large file is cut into chunks: still one note for the file, with every chunk's records counted."""
     spans = [step(f"s{i}", i, i * 10, i * 10 + 9) for i in range(1, 40)]
@@ -331,6 +337,7 @@ def test_other_signals_counted_once_per_file_across_chunks(tmp_path):
     assert entries[0].notices == [f"{path}: 13 OTLP metrics records skipped: other signals than traces share this file"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "name, content, words",
     [
@@ -384,6 +391,7 @@ def run_folder(tmp_path: Path, names=NOT_TRACES) -> Path:
     return folder
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("extra", [[], ["--no-cache"]])
 def test_files_that_are_no_trace_in_a_directory_are_skipped_with_a_note(tmp_path, extra):
     folder = run_folder(tmp_path)
@@ -408,6 +416,7 @@ def test_files_that_are_no_trace_in_a_directory_are_skipped_with_a_note(tmp_path
         )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(name.strip() for name in NOT_TRACES))
 def test_the_same_file_named_directly_is_still_an_error(tmp_path, name):
     folder = run_folder(tmp_path)
@@ -452,6 +461,7 @@ def test_a_corrupt_trace_in_a_directory_is_still_an_error(tmp_path):
 # --- 6. span events and links ----------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("writer", [write_project_framed, write_project_json_lines])
 def test_record_exception_events_and_links_can_be_queried(tmp_path, writer):
     sdk_spans = make_sdk_spans()
@@ -563,3 +573,50 @@ def test_span_parquet_of_an_older_version_is_told_as_such(tmp_path):
     result = invoke(["report", str(tmp_path / "old.parquet")])
     assert result.exit_code == 2
     assert "a goodput span table of an older version (no events, links): ingest its traces again" in result.stderr
+
+
+# --- 7. an all-zero parent id is no parent ----------------------------------------------------------------------------
+
+
+ZERO_PARENT_SPANS = [
+    step("step1", 1, 0, 10),
+    S("gen", "rl.grpo.generation", 1, 4, bucket="productive", iteration=1, process="worker"),
+]
+
+
+def write_with_zero_parent(path: Path, shape: str) -> Path:
+    """ZERO_PARENT_SPANS with `gen`'s parent id written as sixteen zeros, as some emitters write a root's."""
+    if shape == "framed":
+        request = to_request(ZERO_PARENT_SPANS)
+        request.resource_spans[1].scope_spans[0].spans[0].parent_span_id = bytes(8)
+        body = request.SerializeToString()
+        path.write_bytes(struct.pack(">I", len(body)) + body)
+    else:
+        record = to_json_record(ZERO_PARENT_SPANS)
+        record["resourceSpans"][1]["scopeSpans"][0]["spans"][0]["parentSpanId"] = "0" * 16
+        path.write_text(json.dumps(record) + "\n")
+    return path
+
+
+# Each reader: protobuf; JSON Lines read by DuckDB itself (no cache to fill); JSON Lines read by the careful reader.
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("shape", "cache"), [("framed", []), ("jsonl", ["--no-cache"]), ("jsonl", [])], ids=["proto", "duckdb", "json"]
+)
+def test_an_all_zero_parent_id_means_no_parent(tmp_path, monkeypatch, shape, cache):
+    monkeypatch.setenv("GOODPUT_CACHE_DIR", str(tmp_path / "cache"))
+    path = write_with_zero_parent(tmp_path / f"run.{shape}", shape)
+    assert span_rule_findings(path, *cache) == []  # no orphan-span: the span is a root
+    (listed,) = [
+        row
+        for row in run_json(["spans", str(path), "-i", "1", *cache], expect_exit=0)
+        if row["name"] == "rl.grpo.generation"
+    ]
+    assert listed["parent_span_id"] is None
+    roots = run_json(
+        ["query", str(path), "SELECT name FROM spans WHERE parent_span_id IS NULL ORDER BY name", *cache],
+        expect_exit=0,
+    )
+    assert roots == [{"name": "rl.grpo.generation"}, {"name": "rl.grpo.step"}]
+    (one,) = json_report(path, *cache)["iterations"]
+    assert (one["productive_s"], one["span_seconds"]["productive"]) == (4.0 - 1.0, 4.0 - 1.0)

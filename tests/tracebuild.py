@@ -206,3 +206,94 @@ def write_trace(
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data)
     return path
+
+
+# --- traces the command-line tests share -----------------------------------------------------------------------------
+
+
+def run_resource(process: str, run_id: str) -> dict[str, Any]:
+    """The default resource of `process`, with `goodput.run.id` naming its attempt."""
+    return {**_resource(process), "goodput.run.id": run_id}
+
+
+def two_steps(tmp_path):
+    """Iterations 1 and 2, [0, 4) and [4, 8) s: 3 s of productive generation in the first, 1 s of overhead in the
+    second."""
+    return write_trace(
+        tmp_path / "run.otlp",
+        [
+            S("s1", "rl.grpo.step", 0, 4, iteration=1, group="step"),
+            S("g1", "rl.grpo.generation", 0, 3, parent="s1", bucket="productive", group="generation"),
+            S("s2", "rl.grpo.step", 4, 8, iteration=2, group="step"),
+            S("l2", "rl.grpo.logprob", 4, 5, parent="s2", bucket="overhead", group="logprob"),
+        ],
+    )
+
+
+def three_steps(tmp_path: Path, name: str = "run.otlp") -> Path:
+    """A 12 s job of iterations 1-3, 4 s each: 3 s productive in the first, 1 s overhead in the second, 1 s idle in
+    the third."""
+    return write_trace(
+        tmp_path / name,
+        [
+            S("job", "rl.grpo.job", 0, 12, group="job"),
+            step("s1", 1, 0, 4, parent="job"),
+            S("g1", "rl.grpo.generation", 0, 3, parent="s1", bucket="productive", group="generation"),
+            step("s2", 2, 4, 8, parent="job"),
+            S("l2", "rl.grpo.logprob", 4, 5, parent="s2", bucket="overhead", group="logprob"),
+            step("s3", 3, 8, 12, parent="job"),
+            S("w3", "rl.idle.buffer_starvation", 8, 9, parent="s3", bucket="idle", group="efficiency"),
+        ],
+    )
+
+
+def many_small_files(folder: Path, count: int = 20) -> Path:
+    """`count` files of one step each: enough jobs for the worker processes (IN_PROCESS_JOBS)."""
+    for index in range(count):
+        start = 10.0 * index
+        write_trace(
+            folder / f"worker-{index:02d}.otlp",
+            [
+                step(f"s{index}", index, start, start + 4, trace=f"t{index}"),
+                S(f"g{index}", "rl.grpo.generation", start, start + 3, parent=f"s{index}", bucket="productive",
+                  trace=f"t{index}"),
+            ],
+        )  # fmt: skip
+    return folder
+
+
+def service_processes(tmp_path: Path) -> Path:
+    """A driver and two generation workers named as SPEC section 1 shows processes without an instance id
+    (`service.name@host:pid`), and a nemo-lens rank that shares its name with the driver's."""
+
+    def resource(service: str, pid: int, instance: str | None = None) -> dict:
+        attributes = {"service.name": service, "host.name": "vm", "process.pid": pid}
+        return {**attributes, "service.instance.id": instance} if instance else attributes
+
+    resources = {
+        "driver": resource("grpo-driver", 10),
+        "gen-a": resource("grpo-generation", 11),
+        "gen-b": resource("grpo-generation", 12),
+        "rank-a": resource("lens", 20, "run7-rank0"),
+        "rank-b": resource("lens", 21, "run7-rank0"),
+    }
+    spans = [
+        step("s1", 1, 0, 10, process="driver"),
+        S("ga", "rl.grpo.generation", 1, 5, parent="s1", bucket="productive", process="gen-a"),
+        S("gb", "rl.grpo.generation", 2, 6, parent="s1", bucket="productive", process="gen-b"),
+        S("ra", "rl.grpo.policy_training", 6, 8, parent="s1", bucket="productive", process="rank-a"),
+        S("rb", "rl.grpo.policy_training", 6, 9, parent="s1", bucket="productive", process="rank-b"),
+    ]
+    return write_trace(tmp_path / "run.otlp", spans, resources=resources)
+
+
+def steps_lasting(walls: Sequence[float], gen_share: float = 0.8, process: str = "driver") -> list[S]:
+    """Step i lasting `walls[i]`, a second after the one before, its first `gen_share` a productive `generation`
+    span."""
+    spans, t = [], 0.0
+    for i, wall in enumerate(walls):
+        spans.append(step(f"{process}-s{i}", i, t, t + wall, process=process))
+        spans.append(S(f"{process}-g{i}", "generation", t, t + wall * gen_share, parent=f"{process}-s{i}",
+                       bucket="productive", process=process))  # fmt: skip
+        t += wall + 1.0
+    return spans

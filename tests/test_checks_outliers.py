@@ -1,0 +1,71 @@
+"""Outliers (SPEC section 10: above the median by more than 3 x 1.4826 x MAD and by more than 1 ms, with 8 rows or
+more). The report's gate `--fail-under` is with the other gates, in tests/test_checks_gates.py."""
+
+from __future__ import annotations
+
+import json
+from statistics import median
+
+import pytest
+
+from conftest import invoke
+from tracebuild import S, steps_lasting, write_trace
+
+
+def report_json(tmp_path, spans, *extra: str) -> dict:
+    path = write_trace(tmp_path / "run.trace", spans)
+    result = invoke(["report", str(path), "--format", "json", "--no-cache", *extra])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+@pytest.mark.slow
+def test_a_slow_step_among_ten_is_an_outlier_in_wall_and_in_its_bucket(tmp_path):
+    walls = [1.0 + 0.01 * i for i in range(10)]
+    walls[6] = 1.9
+    out = report_json(tmp_path, steps_lasting(walls))
+    flagged = {row["iteration"]: row["outliers"] for row in out["iterations"]}
+    # the bar, worked out: median of the walls and of their deviations from it
+    middle = median(walls)
+    mad = median(abs(w - middle) for w in walls)
+    assert 1.9 - middle > 3 * 1.4826 * mad and all(w - middle <= 3 * 1.4826 * mad for w in walls if w != 1.9)
+    assert flagged == {i: (["wall_s", "productive_s"] if i == 6 else []) for i in range(10)}
+    table = invoke(["report", str(tmp_path / "run.trace")], width=160).stdout
+    assert "1.900*" in table and "1.520*" in table and "* outlier" in table
+
+
+def test_fewer_than_eight_rows_flag_nothing(tmp_path):
+    walls = [1.0, 1.01, 1.02, 1.03, 1.04, 1.05, 9.0]
+    out = report_json(tmp_path, steps_lasting(walls))
+    assert [row["outliers"] for row in out["iterations"]] == [[]] * 7
+
+
+def test_a_figure_that_never_varies_has_no_outlier_even_where_another_does(tmp_path):
+    walls = [1.0] * 9 + [3.0]
+    out = report_json(tmp_path, steps_lasting(walls))
+    # every wall but one is 1.0: the MAD is 0, so nothing is an outlier (SPEC: nothing where the MAD is 0)
+    assert all(row["outliers"] == [] for row in out["iterations"])
+
+
+@pytest.mark.slow
+def test_an_excess_under_a_millisecond_is_never_an_outlier(tmp_path):
+    walls = [1.0 + 0.00001 * i for i in range(9)] + [1.0009]  # 0.9 ms above the rest, far beyond 3 scaled MADs
+    out = report_json(tmp_path, steps_lasting(walls))
+    assert all(row["outliers"] == [] for row in out["iterations"])
+    walls[-1] = 1.0015  # 1.5 ms: now it is
+    out = report_json(tmp_path, steps_lasting(walls))
+    assert out["iterations"][-1]["outliers"] == ["wall_s", "productive_s"]
+
+
+def test_by_process_compares_each_process_with_its_own_steps(tmp_path):
+    fast = steps_lasting([1.0 + 0.01 * i for i in range(9)], process="fast")
+    step_spans = [x for x in fast if x.name == "rl.grpo.step"]
+    slow = [
+        S(f"w{i}", "work", s.start, s.start + 0.5 + (0.4 if i == 4 else 0.01 * i), parent=s.label, bucket="overhead",
+          process="slow")
+        for i, s in enumerate(step_spans)
+    ]  # fmt: skip
+    out = report_json(tmp_path, fast + slow, "--by", "process")
+    flagged = {(r["iteration"], r["process"]): r["outliers"] for r in out["iterations"]}
+    assert flagged[(4, "slow")] == ["overhead_s"]
+    assert all(v == [] for k, v in flagged.items() if k != (4, "slow"))

@@ -1,0 +1,75 @@
+"""Process identity (SPEC section 1) on traces as NeMo-RL's nemo-lens writes them: shared instance ids, no groups."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import invoke
+from tracebuild import S, write_trace
+
+RUN = "grpo-20261130-abc123"
+HOST = "gpu-node-7"
+
+
+def nemo_lens(rank: int, pid: int) -> dict:
+    """A nemo-lens resource: `<run id>-rank<N>` is shared by the driver and the rank-0 worker of every group."""
+    return {
+        "service.name": "nemo-rl",
+        "service.instance.id": f"{RUN}-rank{rank}",
+        "host.name": HOST,
+        "process.pid": pid,
+        "nemo.run.id": RUN,
+        "dl.rank": rank,
+        "dl.world_size": 2,
+    }
+
+
+RESOURCES = {"driver": nemo_lens(0, 100), "policy0": nemo_lens(0, 200), "policy1": nemo_lens(1, 300)}
+
+
+def nemo_lens_trace() -> list[S]:
+    """Step 1 [0, 10) s on the driver; `rl.grpo.generation` concurrently on the driver's rank-0 policy worker and
+    on the driver itself, as two processes that share the instance id; no `rl.span_group` anywhere."""
+    return [
+        S("step1", "rl.grpo.step", 0, 10, iteration=1),
+        S("gen-driver", "rl.grpo.generation", 1, 5, parent="step1", bucket="productive", process="driver"),
+        S("gen-rank0", "rl.grpo.generation", 2, 6, parent="step1", bucket="productive", process="policy0"),
+        S("gen-rank1", "rl.grpo.generation", 2, 7, parent="step1", bucket="productive", process="policy1"),
+    ]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shape", ["framed", "jsonl"])
+def test_processes_that_share_an_instance_id_stay_apart(tmp_path, shape):
+    path = write_trace(tmp_path / f"run.{shape}", nemo_lens_trace(), shape, resources=RESOURCES)
+    for extra in ([], ["--no-cache"]):
+        checked = invoke(["check", str(path), "--format", "json", *extra])
+        assert checked.exit_code == 0, checked.output  # no false self-overlap between driver and rank-0 worker
+        assert json.loads(checked.stdout)["findings"] == []
+        by_process = invoke(["report", str(path), "--by", "process", "--format", "json", *extra])
+        assert by_process.exit_code == 0, by_process.output
+        rows = json.loads(by_process.stdout)["iterations"]
+        assert {row["process"]: row["productive_s"] for row in rows} == {
+            f"{RUN}-rank0 [{HOST}:100]": 5.0 - 1.0,
+            f"{RUN}-rank0 [{HOST}:200]": 6.0 - 2.0,
+            f"{RUN}-rank1": 7.0 - 2.0,  # its name is its own: nothing appended
+        }
+
+
+def test_a_name_shared_in_one_file_is_told_apart_in_the_spans_listing_too(tmp_path):
+    path = write_trace(tmp_path / "run.otlp", nemo_lens_trace(), resources=RESOURCES)
+    listed = invoke(["spans", str(path), "--iteration", "1", "--format", "json"])
+    assert listed.exit_code == 0, listed.output
+    generation = [row["process"] for row in json.loads(listed.stdout) if row["name"] == "rl.grpo.generation"]
+    assert sorted(generation) == [f"{RUN}-rank0 [{HOST}:100]", f"{RUN}-rank0 [{HOST}:200]", f"{RUN}-rank1"]
+
+
+def test_without_an_instance_id_a_process_is_shown_as_service_at_host_pid(tmp_path):
+    resources = {"w": {"service.name": "learner", "host.name": "node-1", "process.pid": 4242}}
+    spans = [S("step1", "rl.grpo.step", 0, 2, iteration=1, process="w")]
+    path = write_trace(tmp_path / "run.jsonl", spans, "jsonl", resources=resources)
+    result = invoke(["query", str(path), "SELECT process, host_pid, run_id FROM spans"])
+    assert result.exit_code == 0, result.output
+    assert "learner@node-1:4242" in result.stdout and "node-1:4242" in result.stdout
