@@ -247,12 +247,8 @@ def summed_names(parts: Sequence[Sequence[NameShare]]) -> list[NameShare]:
 def process_totals(rows: IterationRows, wall_ns: int) -> dict[str, Figures]:
     """Each process's rows summed, stretched to every window's wall clock (`wall_ns`): the windows it had no row
     in are unaccounted for it, so every process's total `wall_s` is the report's. Sorted by process."""
-    by_process: dict[str, list[Figures]] = {}
-    for row in rows:
-        by_process.setdefault(row.process or "", []).append(row.figures)
-    return {
-        process: over_every_window(sum_figures(figures), wall_ns) for process, figures in sorted(by_process.items())
-    }
+    summed = rows.totals_by_process()
+    return {p or "": over_every_window(summed[p], wall_ns) for p in sorted(summed, key=lambda p: p or "")}
 
 
 def over_every_window(figures: Figures, wall_ns: int) -> Figures:
@@ -281,15 +277,22 @@ def figures_json(figures: Figures, keys: frozenset[str] | None = None) -> dict[s
     `goodput` null where there is no wall clock; `span_seconds` by bucket. `keys`: only those figures (a whole-run
     row's, `WholeRun.keys`)."""
     out: dict[str, Any] = {}
-    for figure in FIGURES:
-        if not figure.json or (keys is not None and figure.key not in keys):
-            continue
-        key, *inner = figure.json
-        if inner:
-            out.setdefault(key, {})[inner[0]] = figure.value(figures)
+    for key, inner, value in _json_plan(keys):
+        if inner is None:
+            out[key] = value(figures)
         else:
-            out[key] = figure.value(figures)
+            out.setdefault(key, {})[inner] = value(figures)
     return out
+
+
+@functools.cache
+def _json_plan(keys: frozenset[str] | None) -> tuple[tuple[str, str | None, Callable[[Figures], Any]], ...]:
+    """`figures_json`'s figures for `keys`, worked out once: (JSON key, key inside it or None, value)."""
+    return tuple(
+        (figure.json[0], figure.json[1] if len(figure.json) > 1 else None, figure.value)
+        for figure in FIGURES
+        if figure.json and (keys is None or figure.key in keys)
+    )
 
 
 def attempt_json(attempt: Attempt) -> dict[str, Any]:

@@ -315,13 +315,31 @@ class IterationRows(Sequence[IterationRow]):
 
     def total(self) -> Figures:
         """The rows' figures summed (exact integers)."""
+        return self._summed(range(len(self)))
+
+    def totals_by_process(self) -> dict[str | None, Figures]:
+        """Each process's rows' figures summed (exact integers), read from the columns: no row is made."""
+        by_process: dict[int, array] = {}
+        for index, process in enumerate(self._processes):
+            by_process.setdefault(process, array("q")).append(index)
+        return {
+            None if process == _NO_LABEL else self._labels[process]: self._summed(indices)
+            for process, indices in by_process.items()
+        }
+
+    def _summed(self, indices: Sequence[int]) -> Figures:
         buckets = len(BUCKETS)
         c = self._columns
+        every = len(indices) == len(self)
+
+        def total(column: array) -> int:
+            return sum(column) if every else sum(column[i] for i in indices)
+
         return Figures(
-            sum(c[3]),
-            {b: sum(c[4 + k]) for k, b in enumerate(BUCKETS)},
-            sum(c[4 + buckets]),
-            {b: sum(c[5 + buckets + k]) for k, b in enumerate(BUCKETS)},
+            total(c[3]),
+            {b: total(c[4 + k]) for k, b in enumerate(BUCKETS)},
+            total(c[4 + buckets]),
+            {b: total(c[5 + buckets + k]) for k, b in enumerate(BUCKETS)},
         )
 
     def __reduce__(self) -> tuple[Any, ...]:  # pickled as its rows (a Ray task's part of a report)
