@@ -4,8 +4,11 @@ Prints, per span: the raw `tracer.start_as_current_span`, `managed_span`, `manag
 `bucket_scope`, and a disabled group; then the ratios the issue sets bars for (1.3x, 1.5x, 2 us). Then, on a local
 Ray cluster, what the end-of-call guarantee costs (spans ended in a dispatched call are in the worker's file when
 the caller has the result): a dispatched call that ends 10 spans, with and without it, against the same-run round
-trip of an empty actor call (bar: at most 10% of that round trip).
-Usage: python bench/instrument.py [--spans N] [--repeats R] [--calls N] [--no-ray]
+trip of an empty actor call (bar: at most 10% of that round trip). And what the end-of-step guarantee costs the step
+loop (a step span and every span ended before it are in the process's file when the step span ends): a step of 10,
+30 and 100 leaf spans written to a framed protobuf file, the step's end timed with the guarantee against the same
+step with the SDK's batching alone, in one run (bar: a few hundred microseconds a step).
+Usage: python bench/instrument.py [--spans N] [--repeats R] [--calls N] [--steps N] [--no-ray]
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ def main() -> None:
     parser.add_argument("--spans", type=int, default=20_000)
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--calls", type=int, default=300, help="actor calls per measurement of the Ray figures")
+    parser.add_argument("--steps", type=int, default=300, help="steps per measurement of the end-of-step figures")
     parser.add_argument("--no-ray", action="store_true", help="skip the end-of-call figures")
     args = parser.parse_args()
 
@@ -122,8 +126,57 @@ def main() -> None:
         f"(bar 2 us; empty loop {results['loop']:.3f} us)"
     )
 
+    end_of_step(args.steps, args.repeats)
     if not args.no_ray:
         end_of_call(args.calls, args.repeats)
+
+
+def end_of_step(steps: int, repeats: int) -> None:
+    """The end-of-step guarantee's cost on the step loop: how long ending a step span takes (the span's own end, and
+    with the guarantee the encode and write of every span ended since the last step), with it and without it, for
+    steps of several sizes; medians over interleaved blocks, on one framed protobuf file."""
+    import statistics
+    import tempfile
+
+    from instrument import iteration_scope, umbrella_span
+    from instrument.provider import STATE
+
+    trace_dir = tempfile.mkdtemp(prefix="goodput-bench-step-")
+    instrument.configure(exporter="otlp-file", path=trace_dir, span_groups="per_step", service_name="bench-steps")
+    processor = STATE.processor
+    assert processor is not None and processor.flush_on_step
+
+    def step_end_us(leaves: int, work_s: float) -> float:
+        ends = []
+        for step in range(steps):
+            with iteration_scope(step):
+                span = umbrella_span(RLSpanGroup.U_STEP, "rl.grpo.step")
+                span.__enter__()
+                for _ in range(leaves):
+                    with managed_span(RLSpanGroup.GENERATION, "rl.grpo.generation"):
+                        if work_s:
+                            time.sleep(work_s)
+                start = time.perf_counter_ns()
+                span.__exit__(None, None, None)
+                ends.append(time.perf_counter_ns() - start)
+        return statistics.median(ends) / 1e3
+
+    print(f"\nend of a step: {repeats} interleaved blocks of {steps} steps, median of each step's end (framed protobuf)")
+    for work_s in (0.0, WORK_S):
+        what = "empty leaf spans" if not work_s else f"leaf spans of {work_s * 1e3:g} ms GIL-free work"
+        for leaves in (10, 30, 100):
+            samples: dict[bool, list[float]] = {True: [], False: []}
+            for _ in range(repeats):
+                for on in (True, False):
+                    processor.flush_on_step = on
+                    samples[on].append(step_end_us(leaves, work_s))
+                    instrument.force_flush()
+            with_it, without = statistics.median(samples[True]), statistics.median(samples[False])
+            print(
+                f"  a step of {leaves:3d} {what}: its end takes {with_it:7.1f} us with the guarantee, "
+                f"{without:6.1f} us without ({with_it - without:+.1f} us a step; bar a few hundred)"
+            )
+    instrument.shutdown()
 
 
 WORK_S = 0.0005  # what each span wraps in the second case: GIL-free work, as a GPU kernel or an RPC is

@@ -12,7 +12,7 @@ from .views.diff import diff_text
 from .views.formats import OutputFormat
 from .views.gates import goodput_gate_verdict, goodput_share, percent_over, slower_verdict
 from .views.html import check_counts
-from .views.report import report_chunks
+from .views.report import report_chunks, report_notes
 
 
 def report(
@@ -76,6 +76,7 @@ def report(
             checks = check_counts(check_findings(store, CheckOptions(attempt=attempt), runner).findings)
     width = shell.terminal_width()
     shell.emit(report_chunks(built, fmt, width=width, checks=checks, total_only=total_only), output)
+    shell.print_notices(report_notes(built))
     if gate is not None:
         verdict = goodput_gate_verdict(built.total.goodput, gate)
         if verdict is not None:

@@ -1,11 +1,18 @@
-"""The batch span processor goodput installs: the SDK's, plus a count of dropped spans and the end-of-call guarantee.
+"""The batch span processor goodput installs: the SDK's, plus a count of dropped spans, the end-of-call guarantee and
+the end-of-step one.
 
 Ray ends actor processes without running atexit handlers, so a span still waiting in the batch queue when the
 driver exits or kills the actor is lost. Spans that end inside a dispatched Ray call (`ray_dispatch`) are therefore
 written before the call returns (`flush_ended_spans`). To keep that off the caller's clock, they are also handed to
 a writer thread as they end: while the call does work that releases the GIL (a GPU kernel, I/O, a sleep), the
-thread encodes and writes what has ended, and the return only writes the rest. Spans ending anywhere else are
-batched as the SDK batches them.
+thread encodes and writes what has ended, and the return only writes the rest.
+
+A job killed mid-step (SIGKILL, a node lost) runs no exit handler either, and the SDK holds ended spans for up to
+`OTEL_BSP_SCHEDULE_DELAY` (5 s): the steps that had finished would be lost with the one in progress. So when a step
+span ends (`rl.span_group = step`), it and every span ended before it are written to the process's file at once,
+in the thread that ended it (`flush_on_step`, for the file exporters): a crash loses at most the step in progress.
+As in a dispatched call, the spans ended during the step are handed to the writer thread as they end, so the step's
+end writes only the last few. Without a file to write, spans are batched as the SDK batches them.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
 from ._log import logger
+from .wire import RL_SPAN_GROUP_ATTR
 
 # A burst of short spans (per-prompt work, a fast data plane) must not overflow the queue between two exports.
 DEFAULT_MAX_QUEUE_SIZE = 65_536
@@ -28,13 +36,18 @@ _SETTLE_S = 0.001
 
 IN_DISPATCHED_CALL: ContextVar[bool] = ContextVar("goodput_in_dispatched_call", default=False)
 
+# The span group of a step span: ending one writes what has ended (`flush_on_step`).
+_STEP_GROUP = "step"
+
 
 class CountingBatchSpanProcessor(BatchSpanProcessor):
-    """A batch processor that counts the spans it drops when its queue is full, so a lossy trace says so, and that
-    writes the spans of a dispatched call as they end (module docstring)."""
+    """A batch processor that counts the spans it drops when its queue is full, so a lossy trace says so, that
+    writes the spans of a dispatched call as they end and, with `flush_on_step`, everything ended so far when a step
+    span ends (module docstring)."""
 
-    def __init__(self, exporter: SpanExporter, **kwargs: Any) -> None:
+    def __init__(self, exporter: SpanExporter, *, flush_on_step: bool = False, **kwargs: Any) -> None:
         super().__init__(exporter, **kwargs)
+        self.flush_on_step = flush_on_step
         self.dropped = 0
         self._capacity = kwargs.get("max_queue_size") or DEFAULT_MAX_QUEUE_SIZE
         self._queue = getattr(self._batch_processor, "_queue", None)
@@ -47,7 +60,12 @@ class CountingBatchSpanProcessor(BatchSpanProcessor):
         if self._queue is not None and len(self._queue) >= self._capacity:
             self.dropped += 1
         super().on_end(span)
-        if IN_DISPATCHED_CALL.get():
+        if self.flush_on_step:
+            if span.attributes and span.attributes.get(RL_SPAN_GROUP_ATTR) == _STEP_GROUP:
+                flush_ended_spans(self)
+            else:
+                self._wake_writer()
+        elif IN_DISPATCHED_CALL.get():
             self._wake_writer()
 
     def _wake_writer(self) -> None:
@@ -107,4 +125,4 @@ def flush_ended_spans(processor: CountingBatchSpanProcessor | None) -> None:
     try:
         processor.export_pending()
     except Exception:
-        logger.exception("goodput: flushing the spans of a dispatched call failed")
+        logger.exception("goodput: writing the spans ended so far failed")

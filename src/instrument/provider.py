@@ -286,7 +286,7 @@ def configure(
     replaces the earlier set-up, flushing what that one held. An unknown or uninstallable `exporter` argument raises;
     the same named only by the environment gets a warning and the file exporter, since the job did not ask for it.
     """
-    from .exporters import make_span_exporter
+    from .exporters import FramedProtobufFileExporter, JsonLinesFileExporter, make_span_exporter
 
     groups_spec: str | list[str] = (
         (span_groups if isinstance(span_groups, str) else list(span_groups) if span_groups is not None else "")
@@ -320,7 +320,10 @@ def configure(
 
     provider = TracerProvider(resource=resource)
     provider.add_span_processor(_IterationStampProcessor())
-    processor = CountingBatchSpanProcessor(span_exporter, **_batch_settings())
+    # A file is written in this process, at the cost of an encode and a write a step: a crash then loses at most the
+    # step in progress. An exporter to a Collector keeps the SDK's batching (a network round trip a step is not).
+    on_step = isinstance(span_exporter, (FramedProtobufFileExporter, JsonLinesFileExporter))
+    processor = CountingBatchSpanProcessor(span_exporter, flush_on_step=on_step, **_batch_settings())
     provider.add_span_processor(processor)
 
     with _configure_lock:

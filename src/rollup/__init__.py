@@ -23,7 +23,7 @@ _HOMES: dict[str, str] = {
     **dict.fromkeys(["SpanStore", "open_store", "ingest"], "store"),
     **dict.fromkeys(["Report", "ReportOptions", "WholeRun", "build_report", "report_json"], "report"),
     **dict.fromkeys(["Figures", "IterationRow", "NameShare"], "rows"),
-    "Attempt": "attempts",
+    **dict.fromkeys(["Attempt", "attempt_label"], "attempts"),
     **dict.fromkeys(["Check", "CheckOptions", "check_findings"], "checks"),
     "Finding": "findings",
     **dict.fromkeys(["Diff", "measure", "compare"], "diff"),
@@ -39,7 +39,7 @@ __all__ = list(_HOMES)
 __getattr__, __dir__ = lazy_exports(__name__, _HOMES)
 
 if TYPE_CHECKING:
-    from .attempts import Attempt
+    from .attempts import Attempt, attempt_label
     from .checks import Check, CheckOptions, check_findings
     from .diff import Diff, compare, measure
     from .errors import GoodputError, InputError, OptionError, TraceFormatError

@@ -14,9 +14,15 @@ from typing import TYPE_CHECKING
 
 from .errors import GoodputError, OptionError
 from .findings import ERROR, RULES, WARNING, Finding
+from .run_rules import (
+    duplicate_step_findings,
+    lost_step_findings,
+    no_iterations_findings,
+    no_spans_findings,
+    overlapping_attempts_findings,
+)
 from .runners import LocalRunner, Runner
-from .span_rules import overlapping_attempts_findings
-from .window_rules import no_iterations_findings, parse_groups, step_spans, window_findings_from
+from .window_rules import parse_groups, step_spans, window_findings_from
 from .windows import iteration_windows, missing_in
 
 if TYPE_CHECKING:
@@ -79,6 +85,7 @@ def check_findings(store: SpanStore, options: CheckOptions | None = None, runner
     rule_order = list(RULES)
     found = [finding for part in parts for finding in part.findings]
     findings = sorted(found, key=lambda f: (rule_order.index(f.rule), f.trace_id, f.span_id))
+    findings += lost_step_findings(spans) + duplicate_step_findings(spans) + no_spans_findings(spans)
     findings += sorted(overlapping_attempts_findings(spans), key=lambda f: (f.trace_id, f.span_id))
     findings += no_iterations_findings(spans)
     charges, present = _by_position(parts)

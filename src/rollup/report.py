@@ -23,11 +23,13 @@ from .figures import FIGURES
 from .outliers import outliers_of_columns
 from .ranges import ReportPart
 from .rows import Figures, IterationRow, IterationRows, NameShare, seconds, share, sum_figures
+from .run_rules import duplicate_step_findings, lost_step_findings
 from .runners import LocalRunner, Runner
 from .schema import BUCKETS
 from .windows import missing_in, report_frames
 
 if TYPE_CHECKING:
+    from .findings import Finding
     from .store import SpanStore
 
 _Params = ParamSpec("_Params")
@@ -114,7 +116,12 @@ class JobFigures:
 class Report:
     """The report of SPEC sections 4 and 7: a row per window, their total, the time outside every window, the
     superseded windows (rework), the time between attempts (downtime), and the attempts themselves. `missing`: why
-    the iterations asked for hold none of the traces' (None when they hold some, or none was asked for)."""
+    the iterations asked for hold none of the traces' (None when they hold some, or none was asked for).
+    `lost_steps`: the iterations (among those asked for) whose spans were read but not their step span, counted
+    outside (`check`'s lost-step). `fresh_starts`: each (later, earlier) pair of consecutive attempts where the
+    later starts at or below the earlier's first iteration: a new job or a restart from nothing in the same folder,
+    not a resumption. `duplicate_steps`: the iterations (among those asked for) with two step spans in one attempt
+    that do not overlap: two runs without run ids read as one (`check`'s duplicate-step)."""
 
     iterations: IterationRows  # a list of `IterationRow`s given here is turned into columns
     total: Figures
@@ -127,6 +134,9 @@ class Report:
     attempts: list[Attempt] = field(default_factory=list)
     total_names: list[NameShare] | None = None
     missing: str | None = None
+    lost_steps: tuple[int, ...] = ()
+    duplicate_steps: tuple[int, ...] = ()
+    fresh_starts: list[tuple[Attempt, Attempt]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not isinstance(self.iterations, IterationRows):
@@ -203,6 +213,9 @@ def build_report(store: SpanStore, options: ReportOptions | None = None, runner:
         attempts=attempts,
         by=options.by,
         missing=missing,
+        lost_steps=tuple(_selected(_iterations_of(lost_step_findings(spans)), options.iterations)),
+        duplicate_steps=tuple(_selected(_iterations_of(duplicate_step_findings(spans)), options.iterations)),
+        fresh_starts=fresh_starts(attempts),
     )
     if options.by == "process":
         report.process_totals = process_totals(rows, total.wall_ns)
@@ -211,6 +224,28 @@ def build_report(store: SpanStore, options: ReportOptions | None = None, runner:
     del parts
     mark_outliers(report.iterations)
     return report
+
+
+def _iterations_of(findings: Sequence[Finding]) -> list[int]:
+    """The iterations the findings are about, sorted, each once."""
+    return sorted({f.iteration for f in findings if f.iteration is not None})
+
+
+def _selected(iterations: Sequence[int], selected: tuple[int, int] | None) -> list[int]:
+    return [i for i in iterations if selected is None or selected[0] <= i <= selected[1]]
+
+
+def fresh_starts(attempts: Sequence[Attempt]) -> list[tuple[Attempt, Attempt]]:
+    """(later, earlier) for each two consecutive attempts, both with windows, where the later starts at or below the
+    earlier's first iteration: a resumed job starts past where the crashed one began (SPEC section 7)."""
+    with_windows = [a for a in attempts if a.first_iteration is not None]
+    return [
+        (later, earlier)
+        for earlier, later in zip(with_windows, with_windows[1:], strict=False)
+        if later.first_iteration is not None
+        and earlier.first_iteration is not None
+        and later.first_iteration <= earlier.first_iteration
+    ]
 
 
 def merged_rows(parts: Sequence[ReportPart]) -> tuple[IterationRows, Figures]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from .attempts import ATTEMPT_SQL, attempt_label, find_attempts, overlapping_attempts
+from .attempts import ATTEMPT_SQL
 from .findings import RULES, Finding
 from .intervals import start_cuts
 from .memory import sweep_batch_spans
@@ -315,38 +315,6 @@ def inverted_span_findings(spans: SpanSet) -> list[Finding]:
             f"{n} ends {_seconds(ns)} before it starts: counted as zero-length, so its time is counted nowhere"
         ),
     )
-
-
-def overlapping_attempts_findings(spans: SpanSet) -> list[Finding]:
-    """Two attempts whose extents overlap: two jobs writing into one folder. Each window then charges the other
-    job's spans too, so neither job's figures are its own. One finding per pair, on the later attempt's
-    earliest-starting span, related to the earlier attempt's."""
-    pairs = overlapping_attempts(find_attempts(spans))
-    if not pairs:
-        return []
-    earliest = {
-        run_id: first
-        for run_id, first in spans.rows(
-            f"""
-            SELECT {ATTEMPT_SQL}, min({{'start_ns': start_ns, 'span_id': span_id, 'trace_id': trace_id, 'name': name,
-                                        'iteration': eff_iteration}})
-            FROM {spans.lineage} GROUP BY ALL
-            """
-        )
-    }
-    findings = []
-    for later, earlier, overlap_ns in pairs:
-        span, related = earliest[later.run_id], earliest[earlier.run_id]
-        message = (
-            f"attempt {attempt_label(later.run_id)} overlaps attempt {attempt_label(earlier.run_id)} for "
-            f"{_seconds(overlap_ns)}: two jobs writing into one folder? Every window charges both jobs' spans; "
-            "read one with --attempt"
-        )
-        findings.append(
-            Finding("overlapping-attempts", RULES["overlapping-attempts"], span["trace_id"], span["span_id"],
-                    span["name"], span["iteration"], related["span_id"], message)
-        )  # fmt: skip
-    return findings
 
 
 # The rules that look at spans one by one (or pairwise), each a query over the lineage, in SPEC section 5's order.

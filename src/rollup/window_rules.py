@@ -39,19 +39,6 @@ def parse_groups(values: Iterable[str]) -> list[str]:
     return groups
 
 
-def no_iterations_findings(spans: SpanSet) -> list[Finding]:
-    """One finding when spans were read but none has an effective iteration: the job never entered
-    `iteration_scope` (or a foreign emitter sets no `rl.iteration`), so every instant is outside any window."""
-    ((read, with_iteration),) = spans.rows(f"SELECT count(*), count(eff_iteration) FROM {spans.lineage}")
-    if not read or with_iteration:
-        return []
-    message = (
-        f"{read} spans read and none carries rl.iteration, on itself or an ancestor: the job never entered "
-        "iteration_scope, so there is no iteration window and every second is outside"
-    )
-    return [Finding("no-iterations", RULES["no-iterations"], "", "", "", None, None, message)]
-
-
 def window_findings(spans: SpanSet, expect: Sequence[str] = ()) -> list[Finding]:
     """`mostly-unaccounted` for each window whose unaccounted seconds exceed half its wall clock, then
     `missing-group` for each window and each group of `expect` (lowercase names) with no span active in it.

@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any
 from instrument.groups import BUCKETS
 from rollup import FIGURES, GoodputError
 
+from .notes import number_ranges
+
 if TYPE_CHECKING:
     from rollup import Attempt, Figure, Figures, IterationRow, NameShare, Report
 
@@ -368,17 +370,6 @@ def _utc(ns: int | None) -> str:
     if ns is None:
         return ""
     return datetime.fromtimestamp(ns / 1e9, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
-
-
-def number_ranges(numbers: Sequence[int]) -> str:
-    """`1-3, 7, 9-10`."""
-    runs: list[list[int]] = []
-    for number in sorted(set(numbers)):
-        if runs and runs[-1][1] == number - 1:
-            runs[-1][1] = number
-        else:
-            runs.append([number, number])
-    return ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in runs)
 
 
 def _attempts_table(attempts: Sequence[Attempt]) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 
@@ -46,3 +47,14 @@ def version_text() -> str:
         return f"goodput {version('goodput')}"
     except PackageNotFoundError:  # run from a source tree that was never installed
         return "goodput unknown (not installed)"
+
+
+def number_ranges(numbers: Sequence[int]) -> str:
+    """`1-3, 7, 9-10`."""
+    runs: list[list[int]] = []
+    for number in sorted(set(numbers)):
+        if runs and runs[-1][1] == number - 1:
+            runs[-1][1] = number
+        else:
+            runs.append([number, number])
+    return ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in runs)

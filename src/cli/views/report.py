@@ -15,6 +15,7 @@ from rollup import FIGURES
 from .breakdown import breakdown_text
 from .formats import OutputFormat, json_chunks, json_text, render_rows
 from .narrow import Fit
+from .notes import number_ranges
 from .tables import table_text
 
 if TYPE_CHECKING:
@@ -171,3 +172,34 @@ def report_text(
     if fmt is OutputFormat.table:
         return report_table(report, width=width)
     return render_rows(*report_rows(report), fmt, width=width)
+
+
+def report_notes(report: Report) -> list[str]:
+    """The one-line notes said under a report (on stderr, so every format's output stays as it is): iterations
+    whose step span was lost, and attempts that look like another job rather than a resumption."""
+    from rollup import attempt_label
+
+    notes = []
+    if report.lost_steps:
+        numbers = number_ranges(report.lost_steps)
+        noun = "iteration" if len(report.lost_steps) == 1 else "iterations"
+        notes.append(
+            f"note: {noun} {numbers}: spans were read but not the step span (its process ended before writing it), "
+            "so that time is counted outside; `goodput check` lists it as lost-step"
+        )
+    if report.duplicate_steps:
+        count = len(report.duplicate_steps)
+        notes.append(
+            f"note: {count} iteration{'s' * (count != 1)} ({number_ranges(report.duplicate_steps)}) "
+            f"{'have' if count != 1 else 'has'} two step spans that do not overlap: two runs without run ids read as "
+            "one? Each such window covers both runs and everything between; `goodput check` lists them as "
+            "duplicate-step"
+        )
+    for later, earlier in report.fresh_starts:
+        notes.append(
+            f"note: attempt {attempt_label(later.run_id)} starts at iteration {later.first_iteration}, at or below "
+            f"attempt {attempt_label(earlier.run_id)}'s first ({earlier.first_iteration}): a new job, or a restart "
+            "from nothing, in the same folder? Its rework and downtime are not a resumption's; read one job with "
+            "--attempt ID"
+        )
+    return notes
