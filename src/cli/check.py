@@ -8,7 +8,7 @@ import typer
 
 from . import shell
 from .views.check import check_text
-from .views.formats import OutputFormat
+from .views.formats import TabularFormat
 
 
 def check(
@@ -25,7 +25,7 @@ def check(
         "missing-group for each window without one. Repeatable.",
     ),
     each: bool = typer.Option(False, "--all", help="List each finding on a line of its own in the table."),
-    fmt: OutputFormat | None = shell.FormatOption,
+    fmt: TabularFormat | None = shell.FormatOption,
     output: Path | None = shell.OutputOption,
     no_cache: bool = shell.NoCacheOption,
     ray: bool = typer.Option(

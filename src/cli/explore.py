@@ -11,14 +11,17 @@ from instrument.groups import BUCKETS
 
 from . import shell
 from .views.check import spans_title
-from .views.formats import OutputFormat, arrow_rows, render_rows
+from .views.formats import OutputFormat, TabularFormat, arrow_rows, render_rows
+
+# Where `goodput timeline` writes when no --output is given (and says so).
+DEFAULT_TIMELINE = "timeline.json"
 
 
 def query(
     paths_and_sql: list[str] = typer.Argument(
         ..., metavar="PATH... SQL", help="Trace files, directories or globs, then the SQL."
     ),
-    fmt: OutputFormat | None = shell.FormatOption,
+    fmt: TabularFormat | None = shell.FormatOption,
     output: Path | None = shell.OutputOption,
     no_cache: bool = shell.NoCacheOption,
 ) -> None:
@@ -58,7 +61,7 @@ def spans(
         "NAME [host:pid]).",
     ),
     attempt: str | None = shell.AttemptOption,
-    fmt: OutputFormat | None = shell.FormatOption,
+    fmt: TabularFormat | None = shell.FormatOption,
     output: Path | None = shell.OutputOption,
     no_cache: bool = shell.NoCacheOption,
 ) -> None:
@@ -88,13 +91,16 @@ def spans(
 
 def timeline(
     paths: list[str] = typer.Argument(..., metavar="PATH...", help="Trace files, directories or globs."),
-    output: Path = typer.Option(..., "--output", "-o", help="Write the trace to FILE ('-': standard output)."),
+    output: Path = typer.Option(
+        Path(DEFAULT_TIMELINE), "--output", "-o", help="Write the trace to FILE ('-': standard output)."
+    ),
     iteration: int | None = shell.IterationOption,
     iterations: str | None = shell.IterationsOption,
     attempt: str | None = shell.AttemptOption,
     no_cache: bool = shell.NoCacheOption,
 ) -> None:
-    """Write the spans as a Chrome/Perfetto trace: open FILE in ui.perfetto.dev or chrome://tracing.
+    """Write the spans as a Chrome/Perfetto trace: open FILE (default timeline.json) in ui.perfetto.dev or
+    chrome://tracing.
 
     One process per emitting process, concurrent spans on separate lanes, an 'iterations' process with each
     window (and each superseded one), arrows from a parent to its children in other processes. Times are

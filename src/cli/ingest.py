@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from . import shell
-from .views.formats import OutputFormat, render_rows
+from .views.formats import TabularFormat, render_rows
 from .views.progress import LoadProgress
 
 _RAY_ADDRESS = re.compile(r"^(auto|local|ray://\S+|[\w.\-]+:\d+)$")
@@ -21,7 +21,7 @@ def ingest(
         False, "--ray", help="Convert as Ray tasks: --ray [ADDRESS] (default: RAY_ADDRESS, else a local cluster)."
     ),
     ray_address: str | None = typer.Option(None, "--ray-address", hidden=True),
-    fmt: OutputFormat | None = shell.FormatOption,
+    fmt: TabularFormat | None = shell.FormatOption,
     output: Path | None = shell.OutputOption,
 ) -> None:
     """Convert trace files to Parquet once, locally or on a Ray cluster.

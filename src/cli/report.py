@@ -9,7 +9,7 @@ from rich.markup import escape
 
 from . import shell
 from .views.diff import diff_text
-from .views.formats import OutputFormat
+from .views.formats import OutputFormat, TabularFormat
 from .views.gates import goodput_gate_verdict, goodput_share, percent_over, slower_verdict
 from .views.html import check_counts
 from .views.report import report_chunks, report_notes
@@ -35,8 +35,8 @@ def report(
         None, "--fail-under", help="Exit 1 (after printing) when the total goodput is below G: 0.6 or 60%."
     ),
     attempt: str | None = shell.AttemptOption,
-    fmt: OutputFormat | None = shell.FormatOption,
-    output: Path | None = shell.OutputOption,
+    fmt: OutputFormat | None = shell.ReportFormatOption,
+    output: Path | None = shell.ReportOutputOption,
     no_cache: bool = shell.NoCacheOption,
     ray: bool = typer.Option(
         False,
@@ -108,7 +108,7 @@ def diff(
     fail_over: str | None = typer.Option(
         None, "--fail-over", help="Exit 1 (after printing) when the candidate's median step is more than PCT% slower."
     ),
-    fmt: OutputFormat | None = shell.FormatOption,
+    fmt: TabularFormat | None = shell.FormatOption,
     output: Path | None = shell.OutputOption,
     no_cache: bool = shell.NoCacheOption,
 ) -> None:

@@ -24,7 +24,7 @@ from rich.console import Console
 from rich.markup import escape
 from typer.core import TyperGroup
 
-from .views.formats import OutputFormat, format_for_output, tabular_format
+from .views.formats import OutputFormat, TabularFormat, format_for_output, tabular_format
 from .views.notes import internal_error_text, iteration_range, no_iterations_note, version_text
 from .views.progress import LoadProgress
 
@@ -119,11 +119,25 @@ FormatOption = typer.Option(
     help="Output as a table, JSON, CSV or Markdown (default: from --output's extension, else a table).",
     show_default=False,
 )
+ReportFormatOption = typer.Option(
+    None,
+    "--format",
+    "-f",
+    help="Output as a table, JSON, CSV, Markdown, a self-contained HTML page or JSON Lines (default: from "
+    "--output's extension, else a table).",
+    show_default=False,
+)
 OutputOption = typer.Option(
     None,
     "--output",
     "-o",
     help="Write the output to FILE instead of standard output; .json, .csv and .md choose the format.",
+)
+ReportOutputOption = typer.Option(
+    None,
+    "--output",
+    "-o",
+    help="Write the output to FILE instead of standard output; .json, .csv, .md, .html and .jsonl choose the format.",
 )
 NoCacheOption = typer.Option(False, "--no-cache", help="Parse the files afresh; neither read nor write the cache.")
 
@@ -145,10 +159,13 @@ def _internal_error(exc: BaseException, *, debug: bool) -> typer.Exit:
     return fail(internal_error_text(exc, debug=debug), EXIT_INTERNAL)
 
 
-def output_format(fmt: OutputFormat | None, output: Path | None, *, report: bool = False) -> OutputFormat:
+def output_format(
+    fmt: OutputFormat | TabularFormat | None, output: Path | None, *, report: bool = False
+) -> OutputFormat:
     """`--format` when given; else the format `--output`'s extension names (SPEC section 6); else a table. The HTML
-    page and JSON Lines are the report's alone (`report`): another command refuses them, exit 2."""
-    chosen = fmt if fmt is not None else format_for_output(output)
+    page and JSON Lines are the report's alone (`report`): another command refuses an `--output` naming them, exit
+    2 (its `--format` does not offer them)."""
+    chosen = OutputFormat(fmt.value) if fmt is not None else format_for_output(output)
     if report:
         return chosen
     try:
@@ -214,9 +231,16 @@ def selected_iterations(iteration: int | None, iterations: str | None) -> tuple[
     if iteration is not None:
         return iteration, iteration
     try:
-        return iteration_range(iterations) if iterations is not None else None
+        selected = iteration_range(iterations) if iterations is not None else None
     except ValueError:
         raise typer.BadParameter(f"expected A:B, got {iterations!r}", param_hint="--iterations") from None
+    if selected is not None and selected[0] > selected[1]:
+        low, high = selected
+        raise typer.BadParameter(
+            f"{iterations!r} is reversed: it starts after it ends (did you mean {high}:{low}?)",
+            param_hint="--iterations",
+        )
+    return selected
 
 
 IterationOption = typer.Option(None, "--iteration", "-i", help="Only iteration N.")

@@ -383,10 +383,20 @@ def resolve_span_groups(span_groups: str | Iterable[str]) -> frozenset[str] | Ev
     return enabled
 
 
+def nearest_group(name: str, *, presets: bool = False) -> str | None:
+    """The group goodput knows (or, with `presets`, the preset) that `name` is most likely a typo of; None when it
+    is one already or none is close."""
+    known = [*_GROUP_ORDER, *(SPAN_GROUP_PRESETS if presets else ())]
+    if name.lower() in known:
+        return None
+    close = difflib.get_close_matches(name.lower(), known, n=1, cutoff=0.75)
+    return close[0] if close else None
+
+
 def report_unknown_group(group: object, *, in_spec: bool) -> None:
     """Log, once per name and process, a group name goodput does not know, with the valid names."""
-    close = difflib.get_close_matches(str(group).lower(), [*_GROUP_ORDER, *SPAN_GROUP_PRESETS], n=1, cutoff=0.75)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    close = nearest_group(str(group), presets=True)
+    hint = f" (did you mean {close!r}?)" if close else ""
     consequence = (
         "in span_groups it turns on only a job's own group of that name"
         if in_spec

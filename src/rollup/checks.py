@@ -19,6 +19,7 @@ from .run_rules import (
     lost_step_findings,
     no_iterations_findings,
     no_spans_findings,
+    orphan_span_findings,
     overlapping_attempts_findings,
 )
 from .runners import LocalRunner, Runner
@@ -28,6 +29,7 @@ from .windows import iteration_windows, missing_in
 if TYPE_CHECKING:
     from .attribution import Charge
     from .ranges import CheckPart
+    from .spanset import SpanSet
     from .store import SpanStore
 
 
@@ -55,8 +57,8 @@ class CheckOptions:
 
 @dataclass(frozen=True)
 class Check:
-    """What a check found: its findings (errors first, then in SPEC section 5's order of rules; a span rule's by
-    trace and span, a window rule's by iteration) and `missing`, why the iterations asked for hold none of the
+    """What a check found: its findings (errors first, then in SPEC section 5's order of rules, then by iteration,
+    those of no iteration last, then by the span's start) and `missing`, why the iterations asked for hold none of the
     traces' (None when they hold some, or none was asked for)."""
 
     findings: list[Finding]
@@ -85,13 +87,36 @@ def check_findings(store: SpanStore, options: CheckOptions | None = None, runner
     rule_order = list(RULES)
     found = [finding for part in parts for finding in part.findings]
     findings = sorted(found, key=lambda f: (rule_order.index(f.rule), f.trace_id, f.span_id))
+    findings += orphan_span_findings(spans)
     findings += lost_step_findings(spans) + duplicate_step_findings(spans) + no_spans_findings(spans)
     findings += sorted(overlapping_attempts_findings(spans), key=lambda f: (f.trace_id, f.span_id))
     findings += no_iterations_findings(spans)
     charges, present = _by_position(parts)
     findings += window_findings_from(windows, lambda keys: step_spans(spans, keys), charges, present, options.expect)
-    findings.sort(key=lambda f: (f.severity != ERROR, rule_order.index(f.rule)))  # stable: each rule's order kept
+    starts = _starts(spans, findings)
+    findings.sort(
+        key=lambda f: (
+            f.severity != ERROR, rule_order.index(f.rule), f.iteration is None, f.iteration or 0,
+            starts.get((f.trace_id, f.span_id), 0),
+        )
+    )  # fmt: skip  # stable: findings of one rule, iteration and span keep their rule's order
     return Check(_in_iterations(findings, options.iterations), missing)
+
+
+def _starts(spans: SpanSet, findings: Sequence[Finding]) -> dict[tuple[str, str], int]:
+    """Each finding's span start (the findings are listed by rule, then iteration, then start)."""
+    import pyarrow as pa
+
+    ids = sorted({(f.trace_id, f.span_id) for f in findings if f.span_id})
+    if not ids:
+        return {}
+    table = pa.table({"trace_id": [t for t, _ in ids], "span_id": [s for _, s in ids]})
+    with spans.registered("finding_spans", table) as wanted:
+        rows = spans.rows(
+            f"SELECT trace_id, span_id, min(start_ns) FROM {spans.own} SEMI JOIN {wanted} USING (trace_id, span_id) "
+            "GROUP BY ALL"
+        )
+    return {(t, s): int(start) for t, s, start in rows}
 
 
 def _by_position(parts: Sequence[CheckPart]) -> tuple[Sequence[Charge] | Mapping[int, Charge], dict[int, set[str]]]:

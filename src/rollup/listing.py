@@ -36,8 +36,8 @@ def spans_in_window(
 
     `bucket` is one of the four buckets. `process` selects the process shown as that name and those shown as
     `<process>@host:pid` or `<process> [host:pid]`, i.e. every process of a service when the name is its service
-    name (SPEC section 1's display names). An unknown bucket, a process these traces do not have, and an iteration
-    with no window are GoodputErrors naming what there is.
+    name (SPEC section 1's display names), in any case. An unknown bucket, a process these traces do not have, and
+    an iteration with no window are GoodputErrors naming what there is.
     """
     if bucket is not None and bucket not in BUCKETS:
         raise GoodputError(f"no bucket {bucket!r}; buckets: {', '.join(BUCKETS)}")
@@ -69,9 +69,11 @@ def spans_in_window(
     return window, table
 
 
-# The processes `--process NAME` selects: NAME itself, and NAME as the service or shared name of a display name.
+# The processes `--process NAME` selects: NAME itself, and NAME as the service or shared name of a display name, in
+# any case (as span groups are).
 _PROCESS_MATCH_SQL = (
-    "(process = $process OR starts_with(process, $process || '@') OR starts_with(process, $process || ' ['))"
+    "(lower(process) = lower($process) OR starts_with(lower(process), lower($process) || '@') "
+    "OR starts_with(lower(process), lower($process) || ' ['))"
 )
 
 

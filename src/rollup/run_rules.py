@@ -74,6 +74,34 @@ def no_iterations_findings(spans: SpanSet) -> list[Finding]:
     return [Finding("no-iterations", RULES["no-iterations"], "", "", "", None, None, message)]
 
 
+def orphan_span_findings(spans: SpanSet) -> list[Finding]:
+    """Spans whose parent id names no loaded span: a lost span or a broken trace-context hand-off; or, where the
+    span's trace has no root at all, a parent still open when its process ended (a crash leaves the job and step
+    spans unwritten, and every span under them an orphan). Worked out over the whole run, since a trace's root may
+    lie anywhere in time. By trace and span."""
+    rows = spans.rows(
+        f"""
+        WITH rooted AS (SELECT DISTINCT trace_id FROM {spans.own} WHERE parent_span_id IS NULL)
+        SELECT s.trace_id, s.span_id, s.name, s.eff_iteration, s.parent_span_id, r.trace_id IS NOT NULL
+        FROM {spans.lineage} s LEFT JOIN rooted r USING (trace_id)
+        WHERE s.parent_span_id IS NOT NULL AND NOT s.has_parent
+        ORDER BY s.trace_id, s.span_id
+        """
+    )
+    findings = []
+    for trace_id, span_id, name, iteration, parent, rooted in rows:
+        why = (
+            "a lost span or a broken trace-context hand-off"
+            if rooted
+            else "its trace has no root span, so the parent was most likely still open when its process ended "
+            "(a crash or a kill: the job and step spans of a dying process are never written)"
+        )
+        message = f"{name} names parent {parent}, which no loaded file holds: {why}"
+        findings.append(Finding("orphan-span", RULES["orphan-span"], trace_id, span_id, name, iteration, parent,
+                                message))  # fmt: skip
+    return findings
+
+
 def no_spans_findings(spans: SpanSet) -> list[Finding]:
     """One finding when nothing was read: every file empty or skipped. A CI gate (`check --strict`) must not pass
     on a run it could not see."""

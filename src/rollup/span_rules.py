@@ -282,26 +282,15 @@ def overlapping_steps_findings(spans: SpanSet) -> list[Finding]:
         )
 
 
-def orphan_span_findings(spans: SpanSet) -> list[Finding]:
-    return _findings(
-        spans,
-        "orphan-span",
-        f"SELECT trace_id, span_id, name, eff_iteration, parent_span_id, parent_span_id FROM {spans.lineage} "
-        "WHERE parent_span_id IS NOT NULL AND NOT has_parent",
-        lambda n, p: (
-            f"{n} names parent {p}, which no loaded file holds: a lost span or a broken trace-context hand-off"
-        ),
-    )
-
-
 def iteration_mismatch_findings(spans: SpanSet) -> list[Finding]:
     return _findings(
         spans,
         "iteration-mismatch",
         "SELECT trace_id, span_id, name, iteration, ancestor_iteration_span, iteration, ancestor_iteration "
         f"FROM {spans.lineage} "
-        "WHERE iteration IS NOT NULL AND ancestor_iteration IS NOT NULL AND iteration <> ancestor_iteration",
-        lambda n, i, a: f"{n} says rl.iteration={i} but its nearest ancestor with one says {a}",
+        "WHERE iteration IS NOT NULL AND ancestor_iteration IS NOT NULL AND iteration < ancestor_iteration",
+        lambda n, i, a: f"{n} says rl.iteration={i} but its nearest ancestor with one says {a}: work filed under a "
+        "step that had already ended (an iteration_scope left open?)",
     )
 
 
@@ -324,7 +313,6 @@ SPAN_RULES: tuple[Callable[[SpanSet], list[Finding]], ...] = (
     bucketed_umbrella_findings,
     unknown_bucket_findings,
     overlapping_steps_findings,
-    orphan_span_findings,
     iteration_mismatch_findings,
     inverted_span_findings,
 )

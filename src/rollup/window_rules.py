@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from instrument.groups import nearest_group
+
 from .attempts import ATTEMPT_SQL
 from .attribution import Charge, charge_stretches
 from .findings import RULES, Finding
@@ -77,7 +79,7 @@ def window_findings_from(
             if group not in present.get(index, ()):
                 message = (
                     f"no span of group {group} is active in its window: a disabled span group, a phase that "
-                    "did not run, or a lost worker file"
+                    "did not run, or a lost worker file" + _typo_hint(group)
                 )
                 flagged.append(("missing-group", index, message, group))
     if not flagged:
@@ -90,6 +92,12 @@ def window_findings_from(
         text = f"iteration {window.iteration}: {message}"
         findings.append(Finding(rule, RULES[rule], trace_id, span_id, name, window.iteration, None, text, topic=topic))
     return findings
+
+
+def _typo_hint(group: str) -> str:
+    """` (did you mean 'generation'?)` for a group name that is a typo of one goodput knows, else nothing."""
+    close = nearest_group(group)
+    return f" (did you mean {close!r}? --expect takes rl.span_group names)" if close else ""
 
 
 def step_spans(spans: SpanSet, keys: Sequence[tuple[str, int]]) -> dict[tuple[str, int], tuple[str, str, str]]:

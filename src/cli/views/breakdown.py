@@ -45,9 +45,14 @@ def _goodput(figures: Figures) -> str:
 
 
 def breakdown_table(report: Report, *, width: int, total_only: bool = False) -> str:
-    """One block per iteration (none with `total_only`), then the total's."""
+    """One block per iteration (none with `total_only`), then the total's; one block alone for one iteration, whose
+    total is itself."""
     key = report.by or "name"
     blocks = []
+    if len(report.iterations) == 1 and not total_only:
+        row = report.iterations[0]
+        title = f"iteration {row.iteration}: {row.figures.wall_s:.3f} s window{_goodput(row.figures)}"
+        return _block(title, row.names or [], row.figures.wall_s, key, width)
     if not total_only:
         for row in report.iterations:
             title = f"iteration {row.iteration}: {row.figures.wall_s:.3f} s window{_goodput(row.figures)}"

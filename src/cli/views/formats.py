@@ -42,6 +42,15 @@ class OutputFormat(str, Enum):
 REPORT_ONLY_FORMATS = (OutputFormat.html, OutputFormat.jsonl)
 
 
+class TabularFormat(str, Enum):
+    """`--format` of every command but `report`: the formats every command writes (`OutputFormat`'s first four)."""
+
+    table = "table"
+    json = "json"
+    csv = "csv"
+    markdown = "markdown"
+
+
 def tabular_format(fmt: OutputFormat) -> OutputFormat:
     """`fmt` when a command other than `report` can write it; ValueError naming the formats it can otherwise (the
     CLI turns it into a bad --format, exit 2)."""

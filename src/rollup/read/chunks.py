@@ -22,7 +22,7 @@ import pyarrow as pa
 from ..errors import GoodputError, InputError, TraceFormatError
 from ..schema import SPAN_SCHEMA
 from .signals import JSON_SIGNAL_KEYS, NotATrace, not_a_trace_error
-from .sniff import DECOMPRESSION_ERRORS, compression_of, open_plain, read_failure, sniff_format
+from .sniff import DECOMPRESSION_ERRORS, compression_of, open_plain, read_failure, sniff_format, torn_notice
 
 if TYPE_CHECKING:  # imported where a Parquet file is read or written: a load from the cache alone never does
     import pyarrow.parquet as pq
@@ -172,8 +172,12 @@ def _convert(
 ) -> ChunkResult:
     path = chunk.path
     kind = sniff_format(path)
-    if kind == "empty":
-        return ChunkResult(chunk, 0, [f"{path}: empty file skipped"])
+    if kind == "empty":  # nothing but whitespace; or a compressed file cut before its first whole block
+        with open_plain(path) as stream:
+            while stream.read(1 << 20):
+                pass
+            torn = torn_notice(path, stream)
+        return ChunkResult(chunk, 0, [torn or f"{path}: empty file skipped"])
     writer: pq.ParquetWriter | None = None
     pending: list[pa.RecordBatch] = []
     pending_rows = written = 0
@@ -233,6 +237,9 @@ def _batches(
             yield from decode_records(records, path, where, min(batch_rows, DECODE_ROWS), schema, other_signals)
         else:
             yield from _json_batches(stream, chunk, kind, compressed, notices, schema, other_signals)
+        torn = torn_notice(path, stream)
+        if torn is not None:
+            notices.append(torn)
 
 
 def _json_batches(

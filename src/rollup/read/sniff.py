@@ -19,7 +19,7 @@ import struct
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import zstandard
 
@@ -68,13 +68,15 @@ def _open_raw(path: str) -> BinaryIO:
 
 @contextmanager
 def open_plain(path: str) -> Iterator[BinaryIO]:
-    """The file's uncompressed content as a binary stream (a stream of several zstd frames reads as one)."""
+    """The file's uncompressed content as a binary stream (several gzip members, or several zstd frames, read as
+    one). A compressed file cut inside its last member or frame reads as the content decompressed before the cut,
+    the stream's `torn` set once its end is reached (SPEC section 3: a job or Collector killed mid-write); corruption
+    before the end still raises."""
     kind = compression_of(path)
     raw = _open_raw(path)
     try:
         if kind == "gzip":
-            with gzip.GzipFile(fileobj=raw, mode="rb") as stream:
-                yield stream  # type: ignore[misc]
+            yield GzipMembers(raw)  # type: ignore[misc]
         elif kind == "zstd":
             yield ZstdFrames(raw)  # type: ignore[misc]
         else:
@@ -83,23 +85,33 @@ def open_plain(path: str) -> Iterator[BinaryIO]:
         raw.close()
 
 
-class ZstdFrames:
-    """A readable stream of the content of one or more zstd frames, one after another.
+class _Members:
+    """A readable stream of the content of compressed members (gzip) or frames (zstd) one after another, which says
+    when the input ends inside one (`torn`) rather than passing a torn file for a complete one, or failing it.
 
-    zstandard's own `stream_reader(read_across_frames=True)` returns a frame cut short as if it had ended; a torn
-    compressed file must not pass for a complete one, so this reader raises ZstdError when the input ends inside a
-    frame.
-    """
+    zstandard's `stream_reader(read_across_frames=True)` returns a frame cut short as if it had ended, and Python's
+    `gzip` raises on one, losing the records decompressed before the cut; neither is what a torn tail needs."""
 
     _INPUT_BYTES = 1 << 16
+    what = "member"
 
     def __init__(self, raw: BinaryIO) -> None:
         self._raw = raw
-        self._decompressor = zstandard.ZstdDecompressor()
-        self._frame = self._decompressor.decompressobj()
-        self._in_frame = False
+        self._member = self._new_member()
+        self._in_member = False
         self._buffer = bytearray()
         self._done = False
+        self.torn = False  # the input ended inside a member: what came before it is all there is
+
+    def _new_member(self) -> Any:
+        raise NotImplementedError
+
+    def _ended(self, member: Any) -> bool:
+        return bool(member.eof)
+
+    def _padding(self, data: bytes) -> bool:
+        """Whether `data`, met where a member would begin, is padding to skip rather than a member."""
+        return False
 
     def read(self, size: int = -1) -> bytes:
         while not self._done and (size < 0 or len(self._buffer) < size):
@@ -114,18 +126,54 @@ class ZstdFrames:
     def _fill(self) -> None:
         data = self._raw.read(self._INPUT_BYTES)
         if not data:
-            if self._in_frame:
-                raise zstandard.ZstdError("the zstd stream ends inside a frame (the file is cut short)")
+            self.torn = self._in_member
             self._done = True
             return
         while data:
-            self._in_frame = True
-            self._buffer += self._frame.decompress(data)
-            if not self._frame.eof:
+            if not self._in_member and self._padding(data):
                 return
-            data = self._frame.unused_data
-            self._frame = self._decompressor.decompressobj()
-            self._in_frame = False
+            self._in_member = True
+            self._buffer += self._member.decompress(data)
+            if not self._ended(self._member):
+                return
+            data = self._member.unused_data
+            self._member = self._new_member()
+            self._in_member = False
+
+
+class ZstdFrames(_Members):
+    """One or more zstd frames, one after another (`zstd` and `pzstd` append frames)."""
+
+    what = "frame"
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self._decompressor = zstandard.ZstdDecompressor()
+        super().__init__(raw)
+
+    def _new_member(self) -> Any:
+        return self._decompressor.decompressobj()
+
+
+class GzipMembers(_Members):
+    """One or more gzip members, one after another (each checked against its CRC as it ends)."""
+
+    def _new_member(self) -> Any:
+        return zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+
+    def _padding(self, data: bytes) -> bool:
+        """Zeros after a member are padding (tape blocks), as gzip and Python's `gzip` skip them."""
+        return not data.strip(b"\x00")
+
+
+def torn_notice(path: str, stream: Any) -> str | None:
+    """The notice for a compressed file cut inside its last member or frame (`_Members.torn`), else None."""
+    if not getattr(stream, "torn", False):
+        return None
+    kind = "zstd" if isinstance(stream, ZstdFrames) else "gzip"
+    return (
+        f"{path}: the {kind} stream ends inside its last {stream.what} (the file was cut short, by a job or "
+        f"Collector still writing or killed): the records decompressed before the cut are used"
+    )
 
 
 def read_failure(path: str, error: BaseException) -> Exception:
