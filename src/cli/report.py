@@ -30,7 +30,9 @@ def report(
         help="'process': each process's own breakdown within the windows; 'name' or 'group': which phase (span name or "
         "rl.span_group) each bucket's seconds went to.",
     ),
-    total_only: bool = typer.Option(False, "--total", help="With --by name or group: the total's breakdown only."),
+    total_only: bool = typer.Option(
+        False, "--total", help="With --by: the totals only (each process's, or the total's breakdown by name or group)."
+    ),
     fail_under: str | None = typer.Option(
         None, "--fail-under", help="Exit 1 (after printing) when the total goodput is below G: 0.6 or 60%."
     ),
@@ -55,8 +57,8 @@ def report(
     downtime, and the job's goodput over all of it is shown below. Figures far above their median over the
     iterations (3 scaled MADs) are marked as outliers.
     """
-    if total_only and by not in ("name", "group"):
-        raise typer.BadParameter("--total goes with --by name or --by group", param_hint="--total")
+    if total_only and by is None:
+        raise typer.BadParameter("--total goes with --by process, name or group", param_hint="--total")
     gate = _goodput_gate(fail_under)
     selected = shell.selected_iterations(iteration, iterations)
     fmt = shell.output_format(fmt, output, report=True)

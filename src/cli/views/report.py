@@ -70,10 +70,10 @@ def cell(figure: Figure, figures: Figures, flagged: Sequence[str] = ()) -> str:
     return f"{value:.3f}" + (OUTLIER_MARK if figure.key in flagged else "")
 
 
-def report_rows(report: Report) -> tuple[list[str], list[list[Any]]]:
-    """Columns and rows of the report for CSV and Markdown: one row an iteration, then `total`, `outside` and the
-    job's rows (see `whole_run_rows`, and the job when there were several attempts); a figure a row does not have
-    is left empty."""
+def report_rows(report: Report, *, total_only: bool = False) -> tuple[list[str], list[list[Any]]]:
+    """Columns and rows of the report for CSV and Markdown: one row an iteration (none with `total_only`), with
+    `--by process` a `total` row per process, then `total`, `outside` and the job's rows (see `whole_run_rows`, and
+    the job when there were several attempts); a figure a row does not have is left empty."""
     by_process = report.by_process
     shown = [figure for figure in FIGURES if figure.csv]
     head = ["iteration"] + (["process"] if by_process else []) + [figure.key for figure in shown]
@@ -82,16 +82,18 @@ def report_rows(report: Report) -> tuple[list[str], list[list[Any]]]:
         values = [figure.value(figures) if keys is None or figure.key in keys else None for figure in shown]
         return [label] + ([process] if by_process else []) + values
 
-    rows = [row(r.iteration, r.process, r.figures, None) for r in report.iterations]
+    rows = [] if total_only else [row(r.iteration, r.process, r.figures, None) for r in report.iterations]
+    rows += [row("total", process, figures, None) for process, figures in report.process_totals.items()]
     rows += [row(w.label, None, w.figures, w.keys) for w in whole_run_rows(report)]
     return head, rows
 
 
-def report_table(report: Report, *, width: int) -> str:
-    """The report as a boxed table: seconds to the millisecond, goodput in percent, span-seconds and their ratio.
+def report_table(report: Report, *, width: int, total_only: bool = False) -> str:
+    """The report as a boxed table: seconds to the millisecond, goodput in percent, span-seconds and their ratio;
+    with `--by process`, each process's totals over every window below its rows (`total_only`: those alone).
 
     Too narrow for it (80 columns), the span-seconds columns go first, then headers wrap onto two lines and process
-    names keep their tail; a figure is never cut (see `narrow`).
+    names give way (see `narrow`); a figure is never cut.
     """
     by_process = report.by_process
     shown = [figure for figure in FIGURES if figure.header is not None]
@@ -106,13 +108,19 @@ def report_table(report: Report, *, width: int) -> str:
             out.append("" if hidden else cell(figure, figures, flagged))
         return out
 
-    rows = [cells(str(r.iteration), r.process, r.figures, r.outliers, None) for r in report.iterations]
+    rows = (
+        []
+        if total_only
+        else [cells(str(r.iteration), r.process, r.figures, r.outliers, None) for r in report.iterations]
+    )
+    section_at = len(rows)
+    rows += [cells("total", process, figures, (), None) for process, figures in report.process_totals.items()]
     rows += [cells(w.label, None, w.figures, (), w.keys) for w in whole_run_rows(report) if w.label != "job"]
     right = [header != "process" for header in headers]
     fits = [_KEY_FITS.get(header) or Fit("figure") for header in headers[: 1 + by_process]]
     fits += [Fit("figure", drop=figure.drop, short=figure.short) for figure in shown]
     line = job_line(report)
-    if any(r.outliers for r in report.iterations):
+    if not total_only and any(r.outliers for r in report.iterations):
         line = (f"{line}\n" if line else "") + OUTLIER_NOTE
     return table_text(
         headers,
@@ -120,7 +128,7 @@ def report_table(report: Report, *, width: int) -> str:
         title=REPORT_TITLE,
         title_justify="left",
         right=right,
-        section_at=len(report.iterations),
+        section_at=section_at or None,
         width=width,
         fits=fits,
     ) + (f"{line}\n" if line else "")
@@ -170,8 +178,8 @@ def report_text(
     if report.total_names is not None:  # --by name / --by group: the breakdown is what the table and rows show
         return breakdown_text(report, fmt, width=width, total_only=total_only)
     if fmt is OutputFormat.table:
-        return report_table(report, width=width)
-    return render_rows(*report_rows(report), fmt, width=width)
+        return report_table(report, width=width, total_only=total_only)
+    return render_rows(*report_rows(report, total_only=total_only), fmt, width=width)
 
 
 def report_notes(report: Report) -> list[str]:
