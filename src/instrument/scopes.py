@@ -42,7 +42,8 @@ def iteration_scope(iteration: int | None) -> Iterator[None]:
     those of auto-instrumented libraries on the configured provider. A span that passes the attribute itself keeps
     its own value. Does not cross threads or processes: the rollup follows parent links for those. `None` (a step
     not known yet, a loop that has none) makes a scope that changes nothing, as does a value that is not an
-    integer, which is reported once: telemetry never raises into the loop.
+    integer, or one OTLP cannot carry (outside 64 bits), which is reported once: telemetry never raises into the
+    loop, and the spans are kept.
     """
     if iteration is None:
         yield
@@ -54,6 +55,16 @@ def iteration_scope(iteration: int | None) -> Iterator[None]:
             f"iteration-scope:{type(iteration).__name__}",
             "goodput: iteration_scope(%r) is not an integer iteration; spans inside it carry no rl.iteration",
             iteration,
+            stack_info=True,
+        )
+        yield
+        return
+    if not -(2**63) <= value < 2**63:
+        warn_once(
+            "iteration-scope:out-of-range",
+            "goodput: iteration_scope(%d) is outside the 64-bit range an OTLP attribute holds; spans inside it carry "
+            "no rl.iteration",
+            value,
             stack_info=True,
         )
         yield

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -58,8 +58,21 @@ def map_array(sets: Sequence[Sequence[tuple[str, str | None]]]) -> pa.MapArray:
     )
 
 
-def first_invalid_span(batch: pa.RecordBatch, *, check_hex: bool = True) -> tuple[int, str] | None:
-    """(row, problem) of the first row whose ids are not OTLP ids (16-byte trace id, 8-byte span and parent ids).
+class InvalidSpan(NamedTuple):
+    """A row whose ids are not OTLP ids: which row, which column, the value as normalized, what was expected."""
+
+    row: int
+    column: str
+    value: Any
+    expected: str
+
+    @property
+    def problem(self) -> str:
+        return f"a span has {self.column} {self.value!r}, expected {self.expected}"
+
+
+def first_invalid_span(batch: pa.RecordBatch, *, check_hex: bool = True) -> InvalidSpan | None:
+    """The first row whose ids are not OTLP ids (16-byte trace id, 8-byte span and parent ids), None when all are.
 
     Requiring real ids is what tells a trace from bytes that merely parse as some protobuf or JSON object. Ids made
     from bytes by `bytes.hex()` need only their length checked (`check_hex=False`); ids read as text need both.
@@ -69,7 +82,7 @@ def first_invalid_span(batch: pa.RecordBatch, *, check_hex: bool = True) -> tupl
         ("span_id", 16, "an 8-byte span id"),
         ("parent_span_id", 16, "an 8-byte parent span id or none"),
     ]
-    found: tuple[int, str] | None = None
+    found: InvalidSpan | None = None
     for name, length, expected in checks:
         column = batch.column(name)
         ok = pc.equal(pc.binary_length(column), length)
@@ -80,8 +93,8 @@ def first_invalid_span(batch: pa.RecordBatch, *, check_hex: bool = True) -> tupl
         bad = pc.invert(ok.fill_null(False))
         if pc.any(bad).as_py():
             row = pc.index(bad, True).as_py()
-            if found is None or row < found[0]:
-                found = (row, f"a span has {name} {column[row].as_py()!r}, expected {expected}")
+            if found is None or row < found.row:
+                found = InvalidSpan(row, name, column[row].as_py(), expected)
     return found
 
 

@@ -28,7 +28,7 @@ from ..connection import connect, spill_directory
 from ..errors import TraceFormatError
 from ..memory import WORKER_LIMIT_BYTES
 from ..schema import EVENT, LINK, PROMOTED_KEYS, SPAN_SCHEMA, accounting_only
-from .batch import ResourceInfo, first_invalid_span, span_record_batch
+from .batch import InvalidSpan, ResourceInfo, first_invalid_span, span_record_batch
 from .events import EVENTS, LINKS
 from .json_columns import (
     AttributeRenderer,
@@ -310,11 +310,26 @@ class JsonDecoder:
             raise TraceFormatError(self.path, self._where(records, span_line[bad.row].as_py()), bad.problem) from None
         invalid = first_invalid_span(batch)
         if invalid is not None:
-            row, problem = invalid
-            raise TraceFormatError(self.path, self._where(records, span_line[row].as_py()), problem)
+            raise self._invalid_id(records, span_line[invalid.row].as_py(), invalid, spans, names)
         for signal, count in skipped.items():
             self.other_signals[signal] = self.other_signals.get(signal, 0) + count
         return batch
+
+    def _invalid_id(
+        self, records: JsonRecords, index: int, invalid: InvalidSpan, spans: pa.Array, names: Callable[[str], str]
+    ) -> TraceFormatError:
+        """The error for a span whose id is not an OTLP id: the id as the file writes it (not as normalized), and
+        the line it is on (in a pretty-printed document, the line of the id, not of the document's start)."""
+        key = {"trace_id": "traceId", "span_id": "spanId", "parent_span_id": "parentSpanId"}[invalid.column]
+        written = field(spans, names(key))[invalid.row].as_py()
+        line = records.line_numbers[index]
+        if isinstance(written, str):
+            text = records.text(index)
+            at = text.find(json.dumps(written).encode())
+            if at >= 0:
+                line += text.count(b"\n", 0, at)
+        problem = f"a span has {key} {written!r}, expected {invalid.expected}"
+        return TraceFormatError(self.path, self.where(line, records.offset(index)), problem)
 
     def _events(self, lists: pa.Array, names: Callable[[str], str]) -> pa.Array | None:
         """The events column (`schema.EVENT`), when the schema has it; BadRow names the span of a bad event."""

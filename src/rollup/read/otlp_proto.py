@@ -225,8 +225,7 @@ class ProtoBatchBuilder:
             raise TraceFormatError(self.path, self.where(self._offset_of_row(bad.row)), bad.problem) from None
         invalid = first_invalid_span(batch, check_hex=False)
         if invalid is not None:
-            row, problem = invalid
-            raise TraceFormatError(self.path, self.where(self._offset_of_row(row)), problem)
+            raise TraceFormatError(self.path, self.where(self._offset_of_row(invalid.row)), invalid.problem)
         self._reset()
         return batch
 

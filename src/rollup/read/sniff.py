@@ -39,6 +39,9 @@ _WHITESPACE = b" \t\r\n"
 _PROBE_BYTES = 1 << 16
 _TEXT_WINDOW = 256
 _CONTROL_BYTES = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+# How the SDK's ConsoleSpanExporter (`ReadableSpan.to_json`) begins each span: a name, then its context with a hex
+# trace id. Not OTLP, whose objects begin with `resourceSpans`.
+_CONSOLE_SPAN = re.compile(rb'\{\s*"name":\s*"[^"]*",\s*"context":\s*\{\s*"trace_id":\s*"0x[0-9a-f]{32}"')
 
 # What a failing decompressor raises; `read_failure` turns these into a TraceFormatError.
 DECOMPRESSION_ERRORS: tuple[type[BaseException], ...] = (EOFError, zlib.error, gzip.BadGzipFile, zstandard.ZstdError)
@@ -209,6 +212,11 @@ def _sniff_stream(stream: BinaryIO, path: str) -> str:
         head += more
         stripped = more.lstrip(_WHITESPACE)
     if stripped[:1] in (b"{", b"[") and _looks_like_text(head):
+        if _CONSOLE_SPAN.match(stripped):
+            raise NotATrace(
+                path, "", "ConsoleSpanExporter output (the OpenTelemetry SDK's console exporter prints each span as "
+                "its own JSON object), not OTLP: export with goodput's json-file or otlp-file exporter"
+            )  # fmt: skip
         return _json_shape(stream, head)
     return _proto_shape(stream, head, path)
 
