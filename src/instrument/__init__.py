@@ -31,14 +31,15 @@ _HOMES: dict[str, str] = {
     **dict.fromkeys(["dispatch_with_trace_context", "accepts_trace_context"], "ray_dispatch"),
     **dict.fromkeys(["bucket_scope", "iteration_scope", "per_prompt_scope", "in_per_prompt_scope"], "scopes"),
     **dict.fromkeys(
-        ["Bucket", "RLSpanGroup", "UMBRELLA_GROUPS", "EFFICIENCY_CATEGORY_BUCKET", "COLLECTOR_LOOP_CATEGORIES",
-         "UNBUCKETED_SPAN_CATEGORIES", "SPAN_GROUP_PRESETS", "EveryGroupBut", "bucket_for_span_group",
+        ["Bucket", "RLSpanGroup", "UMBRELLA_GROUPS", "UMBRELLA_GROUP_VALUES", "EFFICIENCY_CATEGORY_BUCKET",
+         "COLLECTOR_LOOP_CATEGORIES", "UNBUCKETED_SPAN_CATEGORIES", "INIT_TOTAL_CATEGORY",
+         "RUN_WINDOW_WALL_CLOCK_CATEGORIES", "SPAN_GROUP_PRESETS", "EveryGroupBut", "bucket_for_span_group",
          "bucket_for_efficiency_category"],
         "groups",
     ),
     **dict.fromkeys(
         ["RL_ALGORITHM", "RL_BUCKET_ATTR", "RL_EFFICIENCY_CATEGORY_ATTR", "RL_ITERATION_ATTR", "RL_IDLE_POLLS_ATTR",
-         "RL_SPAN_GROUP_ATTR", "RL_CHECKPOINT_ASYNC_SAVE_ATTR"],
+         "RL_SPAN_GROUP_ATTR", "RL_CHECKPOINT_ASYNC_SAVE_ATTR", "RL_CHECKPOINT_ASYNC_ATTR"],
         "wire",
     ),
     **dict.fromkeys(["configure", "shutdown", "force_flush", "dropped_spans"], "provider"),
@@ -47,8 +48,21 @@ _HOMES: dict[str, str] = {
 
 __all__ = list(_HOMES)
 
+# The reference module's private state and helpers, for code written against it (NeMo-RL's tests clear the
+# warn-once sets between tests): the very objects goodput uses, not copies. Not in `__all__`.
+_PRIVATE_HOMES: dict[str, str] = {
+    **dict.fromkeys(
+        ["_LEAF_GROUP_AT_UMBRELLA_CALL", "_warn_leaf_group_at_umbrella_call", "_no_span_activation",
+         "_efficiency_span_name_and_attrs", "_F"],
+        "spans",
+    ),
+    **dict.fromkeys(["_CARRIER_REFUSED", "_dispatch_method_name", "_advertise_carrier"], "ray_dispatch"),
+    **dict.fromkeys(["_BUCKET_OVERRIDE", "_PER_PROMPT_SCOPE"], "scopes"),
+    "_DEFAULT_GROUP_BUCKET": "groups",
+}  # fmt: skip
 
-__getattr__, __dir__ = lazy_exports(__name__, _HOMES)
+
+__getattr__, __dir__ = lazy_exports(__name__, {**_HOMES, **_PRIVATE_HOMES})
 
 if TYPE_CHECKING:  # what type checkers and editors see: the same names, imported eagerly
     from ._log import logger
@@ -63,7 +77,10 @@ if TYPE_CHECKING:  # what type checkers and editors see: the same names, importe
     from .groups import (
         COLLECTOR_LOOP_CATEGORIES,
         EFFICIENCY_CATEGORY_BUCKET,
+        INIT_TOTAL_CATEGORY,
+        RUN_WINDOW_WALL_CLOCK_CATEGORIES,
         SPAN_GROUP_PRESETS,
+        UMBRELLA_GROUP_VALUES,
         UMBRELLA_GROUPS,
         UNBUCKETED_SPAN_CATEGORIES,
         Bucket,
@@ -96,6 +113,7 @@ if TYPE_CHECKING:  # what type checkers and editors see: the same names, importe
     from .wire import (
         RL_ALGORITHM,
         RL_BUCKET_ATTR,
+        RL_CHECKPOINT_ASYNC_ATTR,
         RL_CHECKPOINT_ASYNC_SAVE_ATTR,
         RL_EFFICIENCY_CATEGORY_ATTR,
         RL_IDLE_POLLS_ATTR,

@@ -122,6 +122,8 @@ They enclose other spans, and often overlap other instances of themselves (concu
 them would count the same wall clock twice. Start-up (`setup`) is among them: its phases nest freely, and the
 waits inside it are measured by `init/*` efficiency spans instead.
 """
+# NeMo-RL's name for the same set, the values of the `U_` aliases (`nemo_rl.telemetry.span_groups`).
+UMBRELLA_GROUP_VALUES: frozenset[str] = UMBRELLA_GROUPS
 
 _DEFAULT_GROUP_BUCKET: Mapping[str, Bucket] = MappingProxyType(
     {
@@ -157,7 +159,11 @@ is thread-seconds, and bucketing it would overcount.
 COLLECTOR_LOOP_CATEGORIES: frozenset[str] = frozenset({"idle/refit_event_wait", "idle/generation_limit_pause"})
 """Waits of the async collector loop. They overlap the trainer's own spans, so they are emitted unbucketed."""
 
-UNBUCKETED_SPAN_CATEGORIES: frozenset[str] = COLLECTOR_LOOP_CATEGORIES | {"init/total"}
+# The efficiency category covering start-up, measured once before the training loop; and the wall-clock categories
+# whose value covers the whole run rather than one step (NeMo-RL's names, `nemo_rl.telemetry.vocabulary`).
+INIT_TOTAL_CATEGORY = "init/total"
+RUN_WINDOW_WALL_CLOCK_CATEGORIES: frozenset[str] = frozenset({INIT_TOTAL_CATEGORY})
+UNBUCKETED_SPAN_CATEGORIES: frozenset[str] = COLLECTOR_LOOP_CATEGORIES | RUN_WINDOW_WALL_CLOCK_CATEGORIES
 """Categories whose spans carry no bucket: visible in a trace, invisible to a rollup.
 
 `init/total` covers start-up phases that have spans of their own; the collector waits overlap the trainer.

@@ -72,8 +72,8 @@ class _Telemetry:
         self.tracer: trace.Tracer | None = None
         self.provider: TracerProvider | None = None
         self.processor: CountingBatchSpanProcessor | None = None
-        # Ray methods whose signature rejected the trace carrier once (see `ray_dispatch`); a new set-up may come
-        # with redefined actors, so it starts empty again.
+        # Ray methods whose signature rejected the trace carrier once (`ray_dispatch._CARRIER_REFUSED`); a new
+        # set-up may come with redefined actors, so configure() empties it again (in place: one set object).
         self.carrier_refused: set[str] = set()
         # The set-up a carrier hands on as W3C baggage (wire.BAGGAGE_*), so a worker that never called configure()
         # is configured like its caller (see `worker_setup`).
@@ -333,7 +333,7 @@ def configure(
         STATE.tracer = provider.get_tracer(INSTRUMENTATION_SCOPE)
         STATE.enabled = enabled
         STATE.gate = group_gate(enabled)
-        STATE.carrier_refused = set()
+        STATE.carrier_refused.clear()  # the same set `ray_dispatch._CARRIER_REFUSED` is
     _install_global_proxy()
     groups_text = groups_spec if isinstance(groups_spec, str) else ",".join(str(name) for name in groups_spec)
     _export_choice_to_environment(groups_text, exporter_kind, trace_path)

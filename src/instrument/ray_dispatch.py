@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from typing import Any, TypeVar, cast
 
-from ._log import warn_once
+from ._log import logger
 from .context import (
     TRACE_CARRIER_KWARG,
     attached_context,
@@ -41,6 +41,10 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 #: Where :func:`accepts_trace_context` keeps the decorated original. Not `__wrapped__`: see the decorator.
 _ORIGINAL_ATTR = "__trace_context_original__"
 
+# Ray methods whose signature rejected the trace carrier once, by `_dispatch_method_name`: later dispatches skip the
+# carrier. The reference module's name for it; one set for the process, emptied (not replaced) by `configure()`.
+_CARRIER_REFUSED: set[str] = STATE.carrier_refused
+
 
 def dispatch_with_trace_context(remote_method: Any, /, *args: Any, **kwargs: Any) -> Any:
     """`remote_method.remote(...)`, plus the caller's trace context.
@@ -58,16 +62,15 @@ def dispatch_with_trace_context(remote_method: Any, /, *args: Any, **kwargs: Any
     if not carrier or TRACE_CARRIER_KWARG in kwargs:
         return remote_method.remote(*args, **kwargs)
     name = _dispatch_method_name(remote_method)
-    if name in STATE.carrier_refused:  # refused once: later dispatches skip the carrier instead of failing again
+    if name in _CARRIER_REFUSED:  # refused once: later dispatches skip the carrier instead of failing again
         return remote_method.remote(*args, **kwargs)
     try:
         return remote_method.remote(*args, **kwargs, **{TRACE_CARRIER_KWARG: carrier})
     except TypeError as exc:
         if f"'{TRACE_CARRIER_KWARG}'" not in str(exc):
             raise  # the caller's own arguments are wrong: that is their bug, not ours to hide
-    STATE.carrier_refused.add(name)
-    warn_once(
-        f"carrier-refused:{name}",
+    _CARRIER_REFUSED.add(name)  # warned once per method: clearing the set (as a test does) warns again
+    logger.warning(
         "goodput: %s does not accept %r (decorate it with accepts_trace_context); its spans will start a new trace",
         name,
         TRACE_CARRIER_KWARG,
@@ -77,7 +80,7 @@ def dispatch_with_trace_context(remote_method: Any, /, *args: Any, **kwargs: Any
 
 
 def _dispatch_method_name(remote_method: Any) -> str:
-    """Name of the method behind a dispatch handle, for the warning key and `STATE.carrier_refused`.
+    """Name of the method behind a dispatch handle, for `_CARRIER_REFUSED`.
 
     `.options(...)` on an actor method hands back `_ActorMethodOptionsWrapper`, which keeps the real ActorMethod in
     `_actor_method`; on a remote function it hands back a `FuncWrapper` holding the RemoteFunction only in the

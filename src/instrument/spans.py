@@ -16,7 +16,7 @@ from typing import Any, Final, TypeVar, cast
 from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode
 
-from ._log import warn_once
+from ._log import logger, warn_once
 from .context import attached_context, wrap_in_context
 from .groups import (
     _DEFAULT_GROUP_BUCKET,
@@ -154,14 +154,21 @@ def managed_span(group: str, name: str, tracer: trace.Tracer | None = None, **at
     return tracer.start_as_current_span(name, attributes=_span_attributes(group, bucketed, attributes))
 
 
+# The span names `umbrella_span` was handed a leaf group for, each reported once (the reference module's name; a
+# test clears it to hear the warning again).
+_LEAF_GROUP_AT_UMBRELLA_CALL: set[str] = set()
+
+
 def _warn_leaf_group_at_umbrella_call(group: str, name: str) -> None:
     """Report `umbrella_span` being handed a leaf group, once per span name, with the call site.
 
     A warning rather than an exception: umbrella spans open at very different points of a run, so a raise would
     turn a mistyped group into a job that dies hours in, even with tracing switched off.
     """
-    warn_once(
-        f"leaf-at-umbrella:{name}",
+    if name in _LEAF_GROUP_AT_UMBRELLA_CALL:
+        return
+    _LEAF_GROUP_AT_UMBRELLA_CALL.add(name)
+    logger.warning(
         "goodput: umbrella_span(%r, %r) was handed a leaf group; the span is emitted as a bucketed leaf",
         group,
         name,

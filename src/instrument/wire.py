@@ -18,6 +18,7 @@ RL_ITERATION_ATTR = "rl.iteration"
 RL_IDLE_POLLS_ATTR = "rl.idle.polls"
 RL_SPAN_GROUP_ATTR = "rl.span_group"
 RL_CHECKPOINT_ASYNC_SAVE_ATTR = "rl.checkpoint.async_save"  # on rl.checkpoint.finalize, where the caller knows it
+RL_CHECKPOINT_ASYNC_ATTR = RL_CHECKPOINT_ASYNC_SAVE_ATTR  # NeMo-RL's name for it
 
 # --- resource attributes -----------------------------------------------------------------------------------------
 
