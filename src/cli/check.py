@@ -28,6 +28,7 @@ def check(
     fmt: TabularFormat | None = shell.FormatOption,
     output: Path | None = shell.OutputOption,
     no_cache: bool = shell.NoCacheOption,
+    keep_going: bool = shell.KeepGoingOption,
     ray: bool = typer.Option(
         False,
         "--ray",
@@ -45,14 +46,14 @@ def check(
     Markdown list each finding.
     """
     selected = shell.selected_iterations(iteration, iterations)
-    fmt = shell.output_format(fmt, output)
+    chosen = shell.output_format(fmt, output)
     from rollup import CheckOptions, check_findings
 
     options = shell.checked(lambda: CheckOptions(attempt, expect or (), selected, exact=iteration is not None))
-    with shell.runner(ray, ray_address) as runner, shell.opened_store(paths, no_cache) as store:
+    with shell.runner(ray, ray_address) as runner, shell.opened_store(paths, no_cache, keep_going=keep_going) as store:
         found = check_findings(store, options, runner)
         if found.missing is not None:
             shell.print_notices([f"note: {found.missing}"])
-    shell.emit(check_text(found, fmt, width=shell.terminal_width(), each=each), output)
+    shell.emit(check_text(found, chosen, width=shell.terminal_width(), each=each), output)
     if found.summary["errors"] or (strict and found.summary["warnings"]):
         raise typer.Exit(shell.EXIT_FINDINGS)

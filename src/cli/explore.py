@@ -24,6 +24,7 @@ def query(
     fmt: TabularFormat | None = shell.FormatOption,
     output: Path | None = shell.OutputOption,
     no_cache: bool = shell.NoCacheOption,
+    keep_going: bool = shell.KeepGoingOption,
 ) -> None:
     """SQL over the spans: one row a span, in the DuckDB view `spans`.
 
@@ -40,10 +41,10 @@ def query(
     if len(paths_and_sql) < 2:
         raise typer.BadParameter("give at least one PATH and then the SQL", param_hint="PATH... SQL")
     *paths, sql = paths_and_sql
-    fmt = shell.output_format(fmt, output)
-    with shell.opened_store(paths, no_cache, accounting=False) as store:
+    chosen = shell.output_format(fmt, output)
+    with shell.opened_store(paths, no_cache, keep_going=keep_going, accounting=False) as store:
         columns, rows = arrow_rows(store.sql(sql))
-    shell.emit(render_rows(columns, rows, fmt, width=shell.terminal_width()), output)
+    shell.emit(render_rows(columns, rows, chosen, width=shell.terminal_width()), output)
 
 
 def spans(
@@ -64,6 +65,7 @@ def spans(
     fmt: TabularFormat | None = shell.FormatOption,
     output: Path | None = shell.OutputOption,
     no_cache: bool = shell.NoCacheOption,
+    keep_going: bool = shell.KeepGoingOption,
 ) -> None:
     """What else was happening in step N: every span active in its window; without --iteration, every span.
 
@@ -72,7 +74,7 @@ def spans(
     --process NAME selects the process listed as NAME, and those listed as NAME@host:pid or NAME [host:pid]: every
     process of the service NAME (`--process grpo-generation` lists both grpo-generation@vm:13372 and @vm:13373).
     """
-    fmt = shell.output_format(fmt, output)
+    chosen = shell.output_format(fmt, output)
     from rollup import spans_in_window
 
     if bucket is not None:
@@ -80,13 +82,13 @@ def spans(
         if bucket not in BUCKETS:
             known = ", ".join(BUCKETS)
             raise typer.BadParameter(f"{bucket!r} is not a bucket; buckets: {known}", param_hint="--bucket")
-    with shell.opened_store(paths, no_cache) as store:
+    with shell.opened_store(paths, no_cache, keep_going=keep_going) as store:
         window, table = spans_in_window(store, iteration, bucket=bucket, process=process, attempt=attempt)
-    if fmt is OutputFormat.table:  # ids that only a script needs would push the readable columns off the screen
+    if chosen is OutputFormat.table:  # ids that only a script needs would push the readable columns off the screen
         table = table.drop_columns(["parent_span_id", "trace_id"])
     columns, rows = arrow_rows(table)
     title = spans_title(window, table["start_offset_s"].to_pylist(), table["duration_s"].to_pylist())
-    shell.emit(render_rows(columns, rows, fmt, title=title, width=shell.terminal_width()), output)
+    shell.emit(render_rows(columns, rows, chosen, title=title, width=shell.terminal_width()), output)
 
 
 def timeline(
@@ -98,6 +100,7 @@ def timeline(
     iterations: str | None = shell.IterationsOption,
     attempt: str | None = shell.AttemptOption,
     no_cache: bool = shell.NoCacheOption,
+    keep_going: bool = shell.KeepGoingOption,
 ) -> None:
     """Write the spans as a Chrome/Perfetto trace: open FILE (default timeline.json) in ui.perfetto.dev or
     chrome://tracing.
@@ -109,7 +112,7 @@ def timeline(
     selected = shell.selected_iterations(iteration, iterations)
     from rollup import build_timeline
 
-    with shell.opened_store(paths, no_cache, accounting=False) as store:
+    with shell.opened_store(paths, no_cache, keep_going=keep_going, accounting=False) as store:
         built = build_timeline(store, iterations=selected, attempt=attempt, exact=iteration is not None)
         if built.missing is not None or (not built.windows and selected is None):
             shell.print_notices([shell.nothing_note(store, built.missing)])

@@ -23,13 +23,14 @@ def ingest(
     ray_address: str | None = typer.Option(None, "--ray-address", hidden=True),
     fmt: TabularFormat | None = shell.FormatOption,
     output: Path | None = shell.OutputOption,
+    keep_going: bool = shell.KeepGoingOption,
 ) -> None:
     """Convert trace files to Parquet once, locally or on a Ray cluster.
 
     Every later command on the same files then reads Parquet only. Without --to the result is the cache the
     other commands look in; with --to DIR it is a Parquet dataset that they read as a PATH.
     """
-    fmt = shell.output_format(fmt, output)
+    chosen = shell.output_format(fmt, output)
     from rollup import ingest as ingest_files
 
     runner, max_chunk_bytes = None, None
@@ -40,12 +41,14 @@ def ingest(
         max_chunk_bytes = runner.max_chunk_bytes
     progress = LoadProgress(shell.stderr())
     try:
-        entries = ingest_files(paths, to_dir=to, runner=runner, progress=progress, max_chunk_bytes=max_chunk_bytes)
+        entries = ingest_files(
+            paths, to_dir=to, runner=runner, progress=progress, max_chunk_bytes=max_chunk_bytes, keep_going=keep_going
+        )
     finally:
         progress.close()
     shell.print_notices([n for entry in entries for n in entry.notices])
     rows = [[str(e.path), e.spans, len(e.parts), "cached" if e.cached else "converted"] for e in entries]
-    shell.emit(render_rows(["file", "spans", "parts", "state"], rows, fmt, width=shell.terminal_width()), output)
+    shell.emit(render_rows(["file", "spans", "parts", "state"], rows, chosen, width=shell.terminal_width()), output)
 
 
 def rewrite_ray_address(argv: list[str]) -> list[str]:

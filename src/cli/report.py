@@ -40,6 +40,7 @@ def report(
     fmt: OutputFormat | None = shell.ReportFormatOption,
     output: Path | None = shell.ReportOutputOption,
     no_cache: bool = shell.NoCacheOption,
+    keep_going: bool = shell.KeepGoingOption,
     ray: bool = typer.Option(
         False,
         "--ray",
@@ -70,7 +71,7 @@ def report(
         lambda: ReportOptions(selected, precedence, by, attempt, exact=iteration is not None)
     )  # every option checked before a file is read
     checks = None
-    with shell.runner(ray, ray_address) as runner, shell.opened_store(paths, no_cache) as store:
+    with shell.runner(ray, ray_address) as runner, shell.opened_store(paths, no_cache, keep_going=keep_going) as store:
         built = build_report(store, options, runner)
         if not built.iterations:
             shell.print_notices([shell.nothing_note(store, built.missing)])
@@ -113,6 +114,7 @@ def diff(
     fmt: TabularFormat | None = shell.FormatOption,
     output: Path | None = shell.OutputOption,
     no_cache: bool = shell.NoCacheOption,
+    keep_going: bool = shell.KeepGoingOption,
 ) -> None:
     """Did it get worse, and where: the median step of two runs, figure by figure and phase by phase.
 
@@ -127,7 +129,7 @@ def diff(
         except ValueError as error:
             raise typer.BadParameter(str(error), param_hint="--fail-over") from None
     selected = shell.selected_iterations(None, iterations)
-    fmt = shell.output_format(fmt, output)
+    chosen = shell.output_format(fmt, output)
     from concurrent.futures import ThreadPoolExecutor
     from contextlib import ExitStack
 
@@ -137,12 +139,15 @@ def diff(
     # DuckDB connection of its own (half the memory limit each), which works without the GIL.
     sides = [baseline, candidate]
     with ExitStack() as stack:
-        stores = [stack.enter_context(shell.opened_store([path], no_cache, memory_share=0.5)) for path in sides]
+        stores = [
+            stack.enter_context(shell.opened_store([path], no_cache, keep_going=keep_going, memory_share=0.5))
+            for path in sides
+        ]
         with ThreadPoolExecutor(max_workers=2) as pool:
             measured = list(pool.map(lambda store, path: measure(store, [path], iterations=selected,
                                                                  precedence=precedence), stores, sides))  # fmt: skip
     result = compare(*measured)
-    shell.emit(diff_text(result, fmt, width=shell.terminal_width()), output)
+    shell.emit(diff_text(result, chosen, width=shell.terminal_width()), output)
     if percent is not None and (verdict := slower_verdict(result, percent)) is not None:
         shell.stderr().print(escape(verdict))
         raise typer.Exit(shell.EXIT_FINDINGS)

@@ -140,6 +140,11 @@ ReportOutputOption = typer.Option(
     help="Write the output to FILE instead of standard output; .json, .csv, .md, .html and .jsonl choose the format.",
 )
 NoCacheOption = typer.Option(False, "--no-cache", help="Parse the files afresh; neither read nor write the cache.")
+KeepGoingOption = typer.Option(
+    False,
+    "--keep-going",
+    help="Skip a file that cannot be read (its one-line error becomes a warning); exit 2 only when none can be.",
+)
 
 
 def stderr() -> Console:
@@ -181,17 +186,24 @@ def print_notices(notices: Sequence[str]) -> None:
 
 @contextmanager
 def opened_store(
-    paths: Sequence[str], no_cache: bool, *, accounting: bool = True, memory_share: float = 1.0
+    paths: Sequence[str],
+    no_cache: bool,
+    *,
+    accounting: bool = True,
+    memory_share: float = 1.0,
+    keep_going: bool = False,
 ) -> Iterator[SpanStore]:
     """The store for a command; `accounting`: the command reads only what the accounting reads (not `query`);
-    `memory_share`: of GOODPUT_MEMORY_LIMIT, for stores that work at the same time (a diff's two sides: 0.5 each)."""
+    `memory_share`: of GOODPUT_MEMORY_LIMIT, for stores that work at the same time (a diff's two sides: 0.5 each);
+    `keep_going`: skip the files that cannot be read (`--keep-going`)."""
     from rollup import open_store
 
     progress = LoadProgress(stderr())
     try:
         store = open_store(
-            paths, use_cache=not no_cache, progress=progress, accounting=accounting, memory_share=memory_share
-        )
+            paths, use_cache=not no_cache, progress=progress, accounting=accounting, memory_share=memory_share,
+            keep_going=keep_going,
+        )  # fmt: skip
     finally:
         progress.close()
     print_notices(store.notices)

@@ -33,6 +33,10 @@ EXPORTER_KINDS = ("otlp-file", "json-file", "otlp", "console")
 _UNSAFE_NAME_CHARS = re.compile(r"[^A-Za-z0-9._-]")
 
 
+def _spans(count: int) -> str:
+    return f"{count} span" + ("" if count == 1 else "s")
+
+
 def _safe_name_part(text: str, fallback: str) -> str:
     """`text` with every character outside `[A-Za-z0-9._-]` replaced, so it can sit in a file name on any system."""
     return _UNSAFE_NAME_CHARS.sub("_", text) or fallback
@@ -110,14 +114,13 @@ class _LazyFileExporter(SpanExporter, abc.ABC):
                 size_before = os.fstat(self._file.fileno()).st_size
                 self._write_batch(spans)
             except OSError as error:
-                logger.warning(
-                    "goodput: could not write %d spans to %s: %s", len(spans), self._file_path or self._target, error
-                )
+                where = self._file_path or self._target
+                logger.warning("goodput: could not write %s to %s: %s", _spans(len(spans)), where, error)
                 if size_before is not None:
                     self._discard_file(size_before)
                 return SpanExportResult.FAILURE
             except Exception:  # an encoding bug must not reach the training loop either
-                logger.exception("goodput: could not encode %d spans for %s", len(spans), self._file_path)
+                logger.exception("goodput: could not encode %s for %s", _spans(len(spans)), self._file_path)
                 return SpanExportResult.FAILURE
         return SpanExportResult.SUCCESS
 

@@ -22,6 +22,18 @@ MAD_FACTOR = 3.0
 MIN_EXCESS_NS = 1_000_000
 
 
+def compared_groups(indices: Sequence[int], kinds: Sequence[int]) -> list[list[int]]:
+    """The rows `indices` (of one process) split into the groups whose figures are compared (SPEC section 10): by
+    kind (`kinds[i]`: row i's kind, `windows.window_kinds`), when every kind has `MIN_ROWS` rows or more, so a step
+    that validates is compared with the steps that validate; otherwise all of them together."""
+    by_kind: dict[int, list[int]] = {}
+    for index in indices:
+        by_kind.setdefault(kinds[index], []).append(index)
+    if len(by_kind) > 1 and all(len(group) >= MIN_ROWS for group in by_kind.values()):
+        return list(by_kind.values())
+    return [list(indices)]
+
+
 def outliers(rows: Sequence[dict[str, int]]) -> list[list[str]]:
     """For each row (its figures in integer nanoseconds, keyed as `OUTLIER_FIGURES`), the names of its figures that
     are outliers among `rows`, in `OUTLIER_FIGURES` order."""

@@ -20,16 +20,17 @@ from .attribution import parse_precedence, total_charge
 from .breakdown import BREAKDOWN_KEYS
 from .errors import GoodputError, OptionError
 from .figures import FIGURES
-from .outliers import outliers_of_columns
+from .outliers import MIN_ROWS, compared_groups, outliers_of_columns
 from .ranges import ReportPart
 from .rows import Figures, IterationRow, IterationRows, NameShare, seconds, share, sum_figures
 from .run_rules import duplicate_step_findings, lost_step_findings
 from .runners import LocalRunner, Runner
 from .schema import BUCKETS
-from .windows import missing_in, report_frames
+from .windows import missing_in, report_frames, window_kinds
 
 if TYPE_CHECKING:
     from .findings import Finding
+    from .spanset import SpanSet
     from .store import SpanStore
 
 _Params = ParamSpec("_Params")
@@ -222,8 +223,15 @@ def build_report(store: SpanStore, options: ReportOptions | None = None, runner:
     elif options.by is not None:
         report.total_names = summed_names([part.names or [] for part in parts])
     del parts
-    mark_outliers(report.iterations)
+    mark_outliers(report.iterations, _kinds(spans, report.iterations))
     return report
+
+
+def _kinds(spans: SpanSet, rows: IterationRows) -> array | None:
+    """The rows' kinds, when there are enough rows for two kinds to be compared apart (`compared_groups`)."""
+    if len(rows) < 2 * MIN_ROWS:
+        return None
+    return window_kinds(spans, rows.column("start_ns"), rows.column("end_ns"))
 
 
 def _iterations_of(findings: Sequence[Finding]) -> list[int]:
@@ -293,15 +301,21 @@ def over_every_window(figures: Figures, wall_ns: int) -> Figures:
     return replace(figures, wall_ns=wall_ns, unaccounted_ns=wall_ns - charged)
 
 
-def mark_outliers(rows: IterationRows) -> None:
-    """Each row's outlying figures among the rows of its process (all rows when not by process): a process's
+def mark_outliers(rows: IterationRows, kinds: Sequence[int] | None = None) -> None:
+    """Each row's outlying figures among the rows of its process (all rows when not by process) and of its kind
+    (`kinds[i]`, row i's: `windows.window_kinds`; `outliers.compared_groups` says when kinds count): a process's
     steps are compared with its own other steps, never with another process's."""
-    groups: dict[str | None, array] = {}  # each process's rows, by position
+    by_process: dict[str | None, array] = {}  # each process's rows, by position
     for index, process in enumerate(rows.processes()):
-        groups.setdefault(process, array("q")).append(index)
+        by_process.setdefault(process, array("q")).append(index)
     columns = {figure.key: rows.column(figure.ns) for figure in FIGURES if figure.outlier and figure.ns}
-    whole = len(groups) == 1
-    for indices in groups.values():
+    groups = [
+        indices
+        for of_process in by_process.values()
+        for indices in (compared_groups(of_process, kinds) if kinds is not None else [of_process])
+    ]
+    for indices in groups:
+        whole = len(indices) == len(rows)
         of_group = columns if whole else {f: array("q", (c[i] for i in indices)) for f, c in columns.items()}
         for position, flagged in outliers_of_columns(of_group, len(indices)).items():
             rows.set_outliers(indices[position], flagged)

@@ -67,8 +67,9 @@ def no_iterations_findings(spans: SpanSet) -> list[Finding]:
     ((read, with_iteration),) = spans.rows(f"SELECT count(*), count(eff_iteration) FROM {spans.lineage}")
     if not read or with_iteration:
         return []
+    spans_read = f"{read} span" + ("" if read == 1 else "s")
     message = (
-        f"{read} spans read and none carries rl.iteration, on itself or an ancestor: the job never entered "
+        f"{spans_read} read and none carries rl.iteration, on itself or an ancestor: the job never entered "
         "iteration_scope, so there is no iteration window and every second is outside"
     )
     return [Finding("no-iterations", RULES["no-iterations"], "", "", "", None, None, message)]

@@ -240,8 +240,10 @@ def unknown_bucket_findings(spans: SpanSet) -> list[Finding]:
 
 def overlapping_steps_findings(spans: SpanSet) -> list[Finding]:
     """Step spans of different iterations overlapping within one attempt (two attempts overlapping in time are
-    `overlapping-attempts`, one finding for the pair rather than one per step). Each later step is a finding,
-    related to the earliest-starting step of another iteration still running at its start.
+    `overlapping-attempts`, one finding for the pair rather than one per step). Only step spans with their own
+    `rl.iteration` count: one that inherits its iteration makes no window (SPEC 4), so it charges nothing twice.
+    Each later step is a finding, related to the earliest-starting step of another iteration still running at its
+    start.
 
     Steps in start order within their attempt: only a step that starts before the latest end seen so far can
     overlap an earlier one (a running maximum, one sort). Those few candidates look for their partners in a range
@@ -253,8 +255,8 @@ def overlapping_steps_findings(spans: SpanSet) -> list[Finding]:
             f"""
             CREATE OR REPLACE TEMP TABLE {steps_table} AS
             WITH steps AS (
-                SELECT trace_id, span_id, name, eff_iteration, start_ns, end_ns, {ATTEMPT_SQL} AS attempt
-                FROM {spans.lineage} WHERE is_step AND eff_iteration IS NOT NULL AND end_ns > start_ns
+                SELECT trace_id, span_id, name, iteration, start_ns, end_ns, {ATTEMPT_SQL} AS attempt
+                FROM {spans.lineage} WHERE is_step AND iteration IS NOT NULL AND end_ns > start_ns
             ),
             numbered AS (SELECT attempt, row_number() OVER () AS g FROM (SELECT DISTINCT attempt FROM steps))
             SELECT s.*, (n.g::HUGEINT << 64) + s.start_ns AS key_start, (n.g::HUGEINT << 64) + s.end_ns AS key_end,
@@ -268,11 +270,11 @@ def overlapping_steps_findings(spans: SpanSet) -> list[Finding]:
             spans,
             "overlapping-steps",
             f"""
-            SELECT DISTINCT ON (b.trace_id, b.span_id) b.trace_id, b.span_id, b.name, b.eff_iteration, a.span_id,
-                   b.eff_iteration, a.eff_iteration, least(a.end_ns, b.end_ns) - b.start_ns
+            SELECT DISTINCT ON (b.trace_id, b.span_id) b.trace_id, b.span_id, b.name, b.iteration, a.span_id,
+                   b.iteration, a.iteration, least(a.end_ns, b.end_ns) - b.start_ns
             FROM (SELECT * FROM {steps_table} WHERE candidate) b JOIN {steps_table} a
               ON a.key_start <= b.key_start AND a.key_end > b.key_start
-            WHERE a.eff_iteration <> b.eff_iteration AND (a.start_ns < b.start_ns OR a.span_id < b.span_id)
+            WHERE a.iteration <> b.iteration AND (a.start_ns < b.start_ns OR a.span_id < b.span_id)
             ORDER BY b.trace_id, b.span_id, a.start_ns, a.span_id, a.trace_id
             """,
             lambda n, i, ai, ns: (
@@ -289,8 +291,10 @@ def iteration_mismatch_findings(spans: SpanSet) -> list[Finding]:
         "SELECT trace_id, span_id, name, iteration, ancestor_iteration_span, iteration, ancestor_iteration "
         f"FROM {spans.lineage} "
         "WHERE iteration IS NOT NULL AND ancestor_iteration IS NOT NULL AND iteration < ancestor_iteration",
-        lambda n, i, a: f"{n} says rl.iteration={i} but its nearest ancestor with one says {a}: work filed under a "
-        "step that had already ended (an iteration_scope left open?)",
+        lambda n, i, a: (
+            f"{n} says rl.iteration={i} but its nearest ancestor with one says {a}: work filed under a "
+            "step that had already ended (an iteration_scope left open?)"
+        ),
     )
 
 

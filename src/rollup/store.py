@@ -59,12 +59,14 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class ReadSummary:
-    """What a load read: `spans` as the files hold them (a span exported twice counts twice) from `files` files, the
-    `empty_files` beside them, and how many spans carry `rl.bucket` and `rl.iteration` of their own."""
+    """What a load read: `spans` distinct spans (a span exported twice counts once, and once in `duplicates`) from
+    `files` files, the `empty_files` beside them, and how many spans carry `rl.bucket` and `rl.iteration` of their
+    own."""
 
     files: int
     empty_files: int
     spans: int
+    duplicates: int
     with_bucket: int
     with_iteration: int
 
@@ -82,8 +84,10 @@ class SpanStore:
         nodes_table: str | None = None,
         spill: SpillDirectory | None = None,
         limit_bytes: int | None = None,
+        duplicates: int = 0,
     ) -> None:
         self.connection = connection
+        self.duplicates = duplicates  # spans the files hold more than once (same trace and span id)
         self.entries = entries
         self._temp_dir = temp_dir  # an uncached load's parts, which the view reads until close()
         self._spill = spill  # where DuckDB spills beyond its memory limit (`connection`)
@@ -155,7 +159,8 @@ class SpanStore:
         return ReadSummary(
             files=sum(1 for entry in files if entry.spans),
             empty_files=sum(1 for entry in files if not entry.spans),
-            spans=sum(entry.spans for entry in files),
+            spans=sum(entry.spans for entry in files) - self.duplicates,
+            duplicates=self.duplicates,
             with_bucket=int(with_bucket),
             with_iteration=int(with_iteration),
         )
@@ -196,14 +201,15 @@ def _create_spans_view(
     schema: pa.Schema,
     tables: Sequence[str] = (),
     summary: Path | None = None,
-) -> bool:
+) -> tuple[bool, int]:
     """SPANS: every span of the parts (and of the views `read.duckdb_json` made), each once, with `schema`'s
     columns.
 
     A view over the Parquet parts, read column by column as queries need them, so memory stays far below the
     spans' size; materialized only when duplicates must be dropped (the same span exported twice, same trace and
     span id, counts once). Processes shown alike (SPEC section 1) get their `[host:pid]` here. Returns whether
-    SPANS is other than the sources as they are (then the lineage cannot walk a source table in their place).
+    SPANS is other than the sources as they are (then the lineage cannot walk a source table in their place), and
+    how many spans were dropped as duplicates.
 
     Finding duplicates and shared names reads every span; `summary` (a cached set of files, see
     `cache.set_summary_path`) keeps the answer, so a re-run on the same files skips that pass."""
@@ -211,7 +217,7 @@ def _create_spans_view(
         connection.register("empty_spans", pa.Table.from_batches([], schema=schema))
         connection.execute(f"CREATE TABLE {SPANS} AS SELECT * FROM empty_spans")
         connection.unregister("empty_spans")
-        return False
+        return False, 0
     columns = ", ".join(schema.names)
     sources = [f"SELECT {columns} FROM {table}" for table in tables]
     if parts:
@@ -250,7 +256,7 @@ def _create_spans_view(
         )
     else:
         connection.execute(f"CREATE VIEW {SPANS} AS SELECT {columns} FROM {SOURCE_SPANS}")
-    return bool(duplicates or shared)
+    return bool(duplicates or shared), int(duplicates)
 
 
 def _work_dir(use_cache: bool, cache_dir: Path | None) -> Path:
@@ -268,6 +274,7 @@ def _convert(
     schema: pa.Schema = SPAN_SCHEMA,
     connect: _Connection | None = None,
     max_chunk_bytes: int | None = None,
+    keep_going: bool = False,
 ) -> list[FileEntry]:
     """Convert what the cache lacks. Given `connect` (the store's connection, opened on first call), an uncached
     load of the accounting columns alone on this machine lets DuckDB read JSON Lines files straight into it
@@ -286,6 +293,7 @@ def _convert(
         schema=schema,
         direct_json=direct,
         max_chunk_bytes=max_chunk_bytes,
+        keep_going=keep_going,
     )
     pool: ProcessRunner | None = None
     try:
@@ -300,7 +308,7 @@ def _convert(
                 pool = ProcessRunner(min(workers, len(plan.jobs)))
         execute_plan(
             plan, use_cache=use_cache, work_dir=work_dir, runner=runner or pool or run_in_this_process,
-            progress=progress,
+            progress=progress, keep_going=keep_going,
         )  # fmt: skip
     finally:
         if pool is not None:
@@ -338,6 +346,7 @@ def open_store(
     progress: Progress | None = None,
     accounting: bool = False,
     memory_share: float = 1.0,
+    keep_going: bool = False,
 ) -> SpanStore:
     """Load the spans of `paths` into a fresh in-memory DuckDB and return the store around it.
 
@@ -349,7 +358,9 @@ def open_store(
     command's peak stays the limit and a margin. Used as a context manager, the store closes on leaving.
 
     Raises InputError for paths that name nothing readable and TraceFormatError for files that are not traces;
-    truncated tails and empty files become `notices`, not errors.
+    truncated tails and empty files become `notices`, not errors. With `keep_going`, a file that cannot be read (a
+    corrupt record, no trace, no access) is skipped, its error a warning among the notices; InputError only when
+    no file could be read. A path that names nothing stays an error: a typo must not read as a smaller run.
     """
     if not 0 < memory_share <= 1:
         raise ValueError(f"memory_share is a share of the limit, not {memory_share}")
@@ -367,13 +378,14 @@ def open_store(
             progress=progress,
             schema=schema,
             connect=connect,
+            keep_going=keep_going,
         )
         connection = connect()
         parts = [p for entry in entries for p in entry.parts]
         tables = list(dict.fromkeys(t for entry in entries for t in entry.tables))
         keys = [entry.cache_key for entry in entries]
         summary = set_summary_path(work_dir, keys) if use_cache else None
-        rewritten = _create_spans_view(connection, parts, schema, tables, summary)
+        rewritten, duplicates = _create_spans_view(connection, parts, schema, tables, summary)
     except BaseException as exc:
         connect.close()
         if not use_cache:
@@ -386,10 +398,13 @@ def open_store(
         # Spans that all sit in one `read.duckdb_json` view, each once, are already the lineage's nodes.
         nodes = tables[0] if len(tables) == 1 and not parts and not rewritten else None
         return SpanStore(
-            connection, entries, temp_dir=work_dir, nodes_table=nodes, spill=connect.spill, limit_bytes=limit
-        )
+            connection, entries, temp_dir=work_dir, nodes_table=nodes, spill=connect.spill, limit_bytes=limit,
+            duplicates=duplicates,
+        )  # fmt: skip
     lineage = lineage_cache_path(work_dir, keys, LINEAGE_VERSION)
-    return SpanStore(connection, entries, lineage_cache=lineage, spill=connect.spill, limit_bytes=limit)
+    return SpanStore(
+        connection, entries, lineage_cache=lineage, spill=connect.spill, limit_bytes=limit, duplicates=duplicates
+    )
 
 
 def ingest(
@@ -401,6 +416,7 @@ def ingest(
     runner: Runner | None = None,
     progress: Progress | None = None,
     max_chunk_bytes: int | None = None,
+    keep_going: bool = False,
 ) -> list[FileEntry]:
     """Convert `paths` without querying them: into the cache, or into `to_dir` as a flat Parquet dataset.
 
@@ -408,14 +424,16 @@ def ingest(
     Into the cache, the lineage of this set of files (parent links across them) is built too, so the first report
     on the same paths reads it instead of walking the traces. `max_chunk_bytes` caps the chunks a large file is cut
     into (chunks are otherwise sized for this machine's cores: see `on_ray.RayRunner.max_chunk_bytes`).
+    `keep_going`: skip the files that cannot be read, as `open_store` does.
     """
     convert = functools.partial(
-        _convert, workers=workers, runner=runner, progress=progress, max_chunk_bytes=max_chunk_bytes
-    )
+        _convert, workers=workers, runner=runner, progress=progress, max_chunk_bytes=max_chunk_bytes,
+        keep_going=keep_going,
+    )  # fmt: skip
     if to_dir is None:
         work_dir = _work_dir(True, cache_dir)
         entries = convert(paths, use_cache=True, work_dir=work_dir)
-        with open_store(paths, cache_dir=cache_dir) as store:
+        with open_store(paths, cache_dir=cache_dir, keep_going=keep_going) as store:
             store.spans()
         return entries
     to_dir = Path(to_dir)

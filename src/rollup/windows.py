@@ -108,6 +108,35 @@ def window_keys(windows: Sequence[Window]) -> pa.Table:
                      "iteration": iterations})  # fmt: skip
 
 
+def window_kinds(spans: SpanSet, starts: Sequence[int], ends: Sequence[int]) -> array:
+    """Each stretch's kind (SPEC section 10): a 64-bit fingerprint of the set of names of the bucketed spans active in
+    it (overlapping it for some time; zero-length spans overlap nothing), equal for two stretches exactly when
+    their sets are (barring a hash collision, which only merges two kinds). A stretch with no bucketed span has
+    kind 0. Stretches given twice (a window's rows of several processes) are looked up once."""
+    import pyarrow as pa
+
+    from .arrays import int64_array
+
+    if not len(starts):
+        return array("q")
+    stretches = pa.table({"start_ns": int64_array(array("q", starts)), "end_ns": int64_array(array("q", ends))})
+    with spans.registered("kind_stretches", stretches) as table:
+        found = spans.arrow(
+            f"""
+            WITH stretch AS (SELECT DISTINCT start_ns, end_ns FROM {table}),
+            active AS (
+                SELECT DISTINCT w.start_ns, w.end_ns, s.name
+                FROM stretch w JOIN {spans.lineage} s ON s.start_ns < w.end_ns AND s.end_ns > w.start_ns
+                WHERE s.bucket IS NOT NULL AND s.end_ns > s.start_ns
+            )
+            SELECT start_ns, end_ns, bit_xor((hash(name) >> 1)::BIGINT) AS kind FROM active GROUP BY ALL
+            """
+        )
+    kind_of = dict(zip(zip(found["start_ns"].to_pylist(), found["end_ns"].to_pylist(), strict=True),
+                       found["kind"].to_pylist(), strict=True))  # fmt: skip
+    return array("q", (kind_of.get((start, end), 0) for start, end in zip(starts, ends, strict=True)))
+
+
 def attempt_windows(spans: SpanSet, order: Sequence[str]) -> Windows:
     """Every attempt's windows, superseded or not: by attempt in `order` (run ids), then by iteration.
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from .formats import OutputFormat, render_rows
 from .narrow import Fit
+from .notes import count
 from .tables import table_text
 
 if TYPE_CHECKING:
@@ -58,7 +59,7 @@ def breakdown_table(report: Report, *, width: int, total_only: bool = False) -> 
             title = f"iteration {row.iteration}: {row.figures.wall_s:.3f} s window{_goodput(row.figures)}"
             blocks.append(_block(title, row.names or [], row.figures.wall_s, key, width))
     total = report.total
-    title = f"total: {total.wall_s:.3f} s over {len(report.iterations)} iterations{_goodput(total)}"
+    title = f"total: {total.wall_s:.3f} s over {count(len(report.iterations), 'iteration')}{_goodput(total)}"
     blocks.append(_block(title, report.total_names or [], total.wall_s, key, width))
     return "\n".join(blocks)
 

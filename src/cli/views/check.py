@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from .formats import OutputFormat, column_fits, json_text, render_rows
 from .narrow import Fit
+from .notes import count as counted
 from .tables import cell_text, table_text
 
 if TYPE_CHECKING:
@@ -34,7 +35,7 @@ def check_text(check: Check, fmt: OutputFormat, *, width: int, each: bool = Fals
         rows = [[getattr(f, column) for column in FINDING_COLUMNS] for f in findings]
         text = render_rows(FINDING_COLUMNS, rows, fmt, width=width) if rows or fmt is not OutputFormat.table else ""
     if fmt is OutputFormat.table:
-        text += f"{summary['errors']} errors, {summary['warnings']} warnings\n"
+        text += f"{counted(summary['errors'], 'error')}, {counted(summary['warnings'], 'warning')}\n"
     return text
 
 
@@ -71,6 +72,6 @@ def spans_title(window: Any, start_offsets: Sequence[float], durations: Sequence
     """The `spans` listing's title: the window's length, or the whole run's without one."""
     count = len(start_offsets)
     if window is not None:
-        return f"iteration {window.iteration}: {window.wall_ns / 1e9:.3f}s window, {count} spans"
+        return f"iteration {window.iteration}: {window.wall_ns / 1e9:.3f}s window, {counted(count, 'span')}"
     last_end = max((s + d for s, d in zip(start_offsets, durations, strict=True)), default=0.0)
-    return f"every span: {last_end:.3f}s from the first start to the last end, {count} spans"
+    return f"every span: {last_end:.3f}s from the first start to the last end, {counted(count, 'span')}"

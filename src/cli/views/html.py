@@ -76,8 +76,10 @@ def report_html(report: Report, checks: dict[str, Any] | None) -> str:
     this report)."""
     rows = list(report.iterations)
     figures: list[tuple[str, dict[str, Any], int]] = []  # (div id, plotly figure, height in pixels)
-    if rows:
-        figures.append(("goodput-iterations", _iterations_figure(rows, report.by_process), 460))
+    if rows and report.by_process:
+        figures += _process_figures(rows)
+    elif rows:
+        figures.append(("goodput-iterations", _iterations_figure(rows), 460))
     names, key = report.total_names or [], report.by or "name"
     if names:
         chart = _names_figure(names, key)
@@ -92,7 +94,10 @@ def report_html(report: Report, checks: dict[str, Any] | None) -> str:
         "<h1>goodput report</h1>",
         f'<p class="lead">{_headline(report)}</p>',
         "<h2>Wall clock by iteration</h2>",
-        plots.get("goodput-iterations", '<p class="note">No iteration windows in these traces.</p>'),
+        *(
+            [plots[div] for div, _, _ in figures if div.startswith("goodput-iterations")]
+            or ['<p class="note">No iteration windows in these traces.</p>']
+        ),
         '<p class="note">Each instant of an iteration\'s window is charged once, to the first active bucket; what '
         "no bucketed span covered is unaccounted. The line is the iteration's goodput (productive / wall), right "
         "axis.</p>",
@@ -156,15 +161,33 @@ def _part(figure: Figure) -> str:
     return figure.key.removesuffix("_s")
 
 
-def _iterations_figure(rows: list[IterationRow], by_process: bool) -> dict[str, Any]:
+def _process_figures(rows: list[IterationRow]) -> list[tuple[str, dict[str, Any], int]]:
+    """With `--by process`: one small chart per process (`_iterations_figure` of its rows, titled with its name),
+    in the order of the processes' first rows, all on one scale of seconds and one range of iterations, so that
+    their bars compare at a glance and each goodput line joins that process's own iterations only."""
+    by_process: dict[str, list[IterationRow]] = {}
+    for row in rows:
+        by_process.setdefault(str(row.process or ""), []).append(row)
+    top = max((r.figures.wall_s for r in rows), default=0.0) * 1.05 or 1.0
+    span = [min(r.iteration for r in rows) - 0.5, max(r.iteration for r in rows) + 0.5]
+    out = []
+    for number, (process, of_process) in enumerate(by_process.items()):
+        chart = _iterations_figure(of_process, title=process, legend=number == 0, count=len(rows) // len(by_process))
+        chart["layout"]["yaxis"]["range"] = [0, top]
+        chart["layout"]["xaxis"]["range"] = span
+        out.append((f"goodput-iterations-{number}", chart, 300 if number == 0 else 260))
+    return out
+
+
+def _iterations_figure(
+    rows: list[IterationRow], *, title: str | None = None, legend: bool = True, count: int | None = None
+) -> dict[str, Any]:
     """The stacked bars (one trace per stacked figure: the buckets and unaccounted) and the goodput line on a second
-    axis; with `--by process` the x axis has two levels, iteration and process. Outlier rows (SPEC 10) get a marker
-    above the bar."""
-    if by_process:
-        x: Any = [[r.iteration for r in rows], [_label(str(r.process or "")) for r in rows]]
-    else:
-        x = [r.iteration for r in rows]
-    many = len(rows) > 200  # a line and markers that stay readable over thousands of bars
+    axis, iterations on the x axis. Outlier rows (SPEC 10) get a marker above the bar. `title` names the chart (a
+    process's, `_process_figures`), `legend` whether it shows the legend, `count` the rows that decide how dense
+    the chart is drawn (default: its own)."""
+    x: Any = [r.iteration for r in rows]
+    many = (count or len(rows)) > 200  # a line and markers that stay readable over thousands of bars
     traces: list[dict[str, Any]] = []
     for figure in FIGURES:
         if not figure.stacked:
@@ -177,6 +200,7 @@ def _iterations_figure(rows: list[IterationRow], by_process: bool) -> dict[str, 
             "y": [_s(figure.value(r.figures)) for r in rows],
             "marker": {"color": BUCKET_COLOURS[part], "line": {"width": 0}},
             "hovertemplate": f"{part} %{{y:.3f}} s<extra></extra>",
+            **({"width": 1.0 if many else 0.85} if title is not None else {}),  # a process's rows may skip windows
         })  # fmt: skip
     traces.append({
         "type": "scatter",
@@ -197,7 +221,7 @@ def _iterations_figure(rows: list[IterationRow], by_process: bool) -> dict[str, 
             "type": "scatter",
             "mode": "markers",
             "name": "outlier",
-            "x": _pick(x, outliers),
+            "x": [x[i] for i in outliers],
             "y": [_s(rows[i].figures.wall_s) for i in outliers],
             "text": [_label(", ".join(rows[i].outliers)) for i in outliers],
             "marker": {"symbol": "triangle-down", "size": 6 if many else 9, "color": OUTLIER_COLOUR},
@@ -207,8 +231,9 @@ def _iterations_figure(rows: list[IterationRow], by_process: bool) -> dict[str, 
         "barmode": "stack",
         "bargap": 0 if many else 0.15,
         "hovermode": "x unified",
-        "margin": {"l": 60, "r": 60, "t": 30, "b": 50},
-        "legend": {"orientation": "h", "x": 0, "y": 1.08, "traceorder": "normal"},
+        "margin": {"l": 60, "r": 60, "t": 30 + (30 if title is not None else 0) + (20 if legend else 0), "b": 50},
+        "showlegend": legend,
+        "legend": {"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom", "traceorder": "normal"},
         "xaxis": {"title": {"text": "iteration"}},
         "yaxis": {"title": {"text": "wall clock (s)"}, "rangemode": "tozero", "gridcolor": "#e6e6e6"},
         "yaxis2": {
@@ -217,15 +242,12 @@ def _iterations_figure(rows: list[IterationRow], by_process: bool) -> dict[str, 
         },
         "plot_bgcolor": "#ffffff",
     }  # fmt: skip
-    if not by_process and len(rows) <= 60:
+    if title is not None:
+        layout["title"] = {"text": _label(title), "x": 0, "xanchor": "left", "font": {"size": 14}}
+        layout["legend"]["y"] = 1.0
+    if (count or len(rows)) <= 60:
         layout["xaxis"]["dtick"] = 1
     return {"data": traces, "layout": layout}
-
-
-def _pick(x: Any, indices: list[int]) -> Any:
-    if x and isinstance(x[0], list):
-        return [[level[i] for i in indices] for level in x]
-    return [x[i] for i in indices]
 
 
 def _name_labels(names: Sequence[NameShare]) -> list[str]:

@@ -3,7 +3,8 @@
 Left to itself, rich shrinks every column alike once the wide ones are folded, and cuts numbers ("0.95" for 0.956).
 Here each column says how it gives way (`Fit`), and the first plan that fits is drawn. The columns marked to go
 first are left out, named in a line below (ids only a script needs, the report's span-seconds); then headers wrap
-onto two lines or take a short form, names keep their distinguishing tail behind an ellipsis (with a legend below)
+onto two lines or take a short form, names are shortened (a process keeps its service name, a span name its tail;
+a legend below gives them in full)
 and text folds between words; then the columns marked to go next go, and so on; last, words break too. Long text
 (a check's message) goes below the table as numbered notes, and once there are notes the columns marked to go join
 them instead of being lost. If even that is too wide, the table is split into parts one below the other, each
@@ -30,10 +31,11 @@ _BREAKS = " _/-.@:,;"  # where a word may break when it is wider than its column
 class Fit:
     """How a column gives way when the table is too wide.
 
-    `kind`: a figure or an id is never folded or shortened; text folds; an `elide` column (process names) keeps the
-    tail of each value behind an ellipsis. `drop`: left out at narrow widths, lowest number first (0: kept).
-    `short`: the header to use when the full one does not fit its column even on two lines. `key`: repeated in
-    each part when the table must be split into parts one below the other (else the row number is).
+    `kind`: a figure or an id is never folded or shortened; text folds; an `elide` column (process and span names)
+    is shortened with an ellipsis (`elide`), a legend below giving each in full. `drop`: left out at narrow
+    widths, lowest number first (0: kept). `short`: the header to use when the full one does not fit its column
+    even on two lines. `key`: repeated in each part when the table must be split into parts one below the other
+    (else the row number is).
     """
 
     kind: Kind = "text"
@@ -86,13 +88,26 @@ def _break_at(word: str, room: int) -> int:
 
 
 def elide(text: str, width: int) -> str:
-    """`text`, or its tail behind "…" in `width` cells when it is wider."""
+    """`text` in `width` cells when it is wider: a process name (`service@host:pid`, `instance [host:pid]`, SPEC
+    section 1) keeps its service or instance name and as much of its tail (the pid) as fits after "…", or the
+    name's start when even that does not fit; other text keeps its tail behind "…" (a span name's last part)."""
     if cell_len(text) <= width:
         return text
-    tail = text[len(text) - max(width - 1, 0) :]
-    while tail and cell_len(tail) > width - 1:
+    cut = min((i for i in (text.find("@"), text.find(" [")) if i > 0), default=-1)
+    if cut < 0:
+        return "…" + _tail(text, width - 1)
+    head = text[:cut]
+    if cell_len(head) + 2 <= width:
+        return head + "…" + _tail(text[cut:], width - cell_len(head) - 1)
+    return chop_cells(head, max(width - 1, 1))[0] + "…"
+
+
+def _tail(text: str, width: int) -> str:
+    """The end of `text` in at most `width` cells."""
+    tail = text[len(text) - max(width, 0) :]
+    while tail and cell_len(tail) > width:
         tail = tail[1:]
-    return "…" + tail
+    return tail
 
 
 def _header_lines(header: str, short: str | None, width: int) -> list[str] | None:

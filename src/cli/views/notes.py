@@ -17,7 +17,8 @@ def no_iterations_note(read: Any) -> str:
     if not read.spans:
         empty = f" ({count(read.empty_files, 'file')}, all empty)" if read.empty_files else ""
         return f"note: no spans in these traces{empty}"
-    spans = f"read {count(read.spans, 'span')} from {count(read.files, 'file')}"
+    again = f" (and {count(read.duplicates, 'duplicate')})" if read.duplicates else ""
+    spans = f"read {count(read.spans, 'span')}{again} from {count(read.files, 'file')}"
     if not read.with_bucket and not read.with_iteration:
         return f"note: no iterations: {spans}, and none carries rl.bucket or rl.iteration (nothing to charge)"
     return f"note: no iterations: {spans}, and none carries rl.iteration (on a step span or an ancestor)"

@@ -60,14 +60,15 @@ class Chunk:
 @dataclass
 class ChunkResult:
     """What converting a chunk produced: how many spans it wrote, notices for the user (torn tail, empty file), the
-    records of other signals it skipped (signal -> records: `signals`), and, for a load that decides itself whether
-    a file that is no trace is an error (`convert_chunk(report_not_a_trace=True)`), why it is none."""
+    records of other signals it skipped (signal -> records: `signals`), and, for a load that decides itself what a
+    file's faults mean (`convert_chunk(report_faults=True)`), why the file is no trace, or its corrupt record."""
 
     chunk: Chunk
     spans: int
     notices: list[str] = field(default_factory=list)
     other_signals: dict[str, int] = field(default_factory=dict)
     not_a_trace: NotATrace | None = None
+    corrupt: GoodputError | None = None  # a corrupt record, or the file unreadable: no part was written
 
 
 def plan_chunks(path: str, target_bytes: int = DEFAULT_CHUNK_BYTES, kind: str | None = None) -> list[Chunk]:
@@ -145,7 +146,7 @@ def convert_chunk(
     batch_rows: int = DEFAULT_BATCH_ROWS,
     schema: pa.Schema = SPAN_SCHEMA,
     *,
-    report_not_a_trace: bool = False,
+    report_faults: bool = False,
 ) -> ChunkResult:
     """Decode `chunk` and write its spans to `out_path` as Parquet (zstd, row groups of `batch_rows`).
 
@@ -153,18 +154,23 @@ def convert_chunk(
 
     No file is written when the chunk holds no span. A file from which no span at all can be read (and that is
     not empty, nor just one torn record) is not a trace: `signals.NotATrace` (a TraceFormatError), as is one that
-    holds only other signals; with `report_not_a_trace`, it comes back in the result instead, for the load to
-    decide. A corrupt record is a TraceFormatError named by byte offset or line: whatever the bytes, the input's
-    faults surface as a GoodputError. Any other exception is a bug in goodput and surfaces as it is.
+    holds only other signals. A corrupt record is a TraceFormatError named by byte offset or line: whatever the
+    bytes, the input's faults surface as a GoodputError. With `report_faults`, either comes back in the result
+    instead (`not_a_trace`, `corrupt`), for the load to decide (`--keep-going` skips a corrupt file). Any other
+    exception is a bug in goodput and surfaces as it is.
     """
     notices: list[str] = []
     other_signals: dict[str, int] = {}
     try:
         return _convert(chunk, out_path, batch_rows, schema, notices, other_signals)
     except NotATrace as error:
-        if not report_not_a_trace:
+        if not report_faults:
             raise
         return ChunkResult(chunk, 0, notices, other_signals, not_a_trace=error)
+    except (TraceFormatError, InputError) as error:  # InputError: the file went away, or unreadable, since planned
+        if not report_faults:
+            raise
+        return ChunkResult(chunk, 0, notices, other_signals, corrupt=error)
 
 
 def _convert(

@@ -66,7 +66,8 @@ class FileEntry:
     cached: bool = False
     tables: list[str] = field(default_factory=list)  # DuckDB tables holding its spans, when `duckdb_json` read it
     named: bool = True  # named on the command line, not found in a directory or by a glob (`paths.InputFile`)
-    skipped: bool = False  # not a trace, found in a directory: skipped with a note
+    skipped: bool = False  # not a trace, found in a directory (or unreadable, with --keep-going): skipped with a note
+    unreadable: bool = False  # skipped by --keep-going: a corrupt record, no trace though named, or no access
 
     @property
     def cache_key(self) -> str:
@@ -88,12 +89,27 @@ def _stat_entry(path: Path, named: bool = True) -> FileEntry:
     return FileEntry(path=path, size=stat.st_size, mtime_ns=stat.st_mtime_ns, named=named)
 
 
-def _skip(entry: FileEntry, error: NotATrace) -> None:
-    """`entry` is not a trace: an error when it was named, else skipped with a note."""
-    if entry.named:
+def _skip(entry: FileEntry, error: NotATrace, keep_going: bool = False) -> None:
+    """`entry` is not a trace: an error when it was named (unless `keep_going`), else skipped with a note."""
+    if entry.named and not keep_going:
         raise error
+    if entry.named:
+        _give_up(entry, error)
+        return
     entry.skipped = True
     entry.parts, entry.spans, entry.notices = [], 0, [skip_notice(error)]
+
+
+def _give_up(entry: FileEntry, error: GoodputError) -> None:
+    """With `--keep-going`: `entry` cannot be read (`error`, its one line), so it is skipped with a warning."""
+    entry.skipped = entry.unreadable = True
+    entry.parts, entry.spans, entry.notices = [], 0, [f"warning: {error} (skipped: --keep-going)"]
+
+
+def _unreadable_entry(path: Path, named: bool, error: GoodputError) -> FileEntry:
+    entry = FileEntry(path=path, size=0, mtime_ns=0, named=named)
+    _give_up(entry, error)
+    return entry
 
 
 def _cached_verdict(entry_dir: Path, path: Path) -> NotATrace | None:
@@ -145,7 +161,7 @@ def _imported_without_threads(module: str) -> bool:
 def run_in_this_process(jobs: Sequence[ConvertJob]) -> Iterator[ChunkResult]:
     """Convert chunks one after another in this process: for few and small jobs, cheaper than starting workers."""
     for chunk, out_path, schema in jobs:
-        yield convert_chunk(chunk, out_path, schema=schema, report_not_a_trace=True)
+        yield convert_chunk(chunk, out_path, schema=schema, report_faults=True)
 
 
 class ProcessRunner:
@@ -168,7 +184,7 @@ class ProcessRunner:
 
     def __call__(self, jobs: Sequence[ConvertJob]) -> Iterator[ChunkResult]:
         futures = [
-            self._pool.submit(convert_chunk, chunk, out_path, schema=schema, report_not_a_trace=True)
+            self._pool.submit(convert_chunk, chunk, out_path, schema=schema, report_faults=True)
             for chunk, out_path, schema in jobs
         ]
         try:
@@ -220,17 +236,28 @@ def plan_load(
     schema: pa.Schema = SPAN_SCHEMA,
     direct_json: bool = False,
     max_chunk_bytes: int | None = None,
+    keep_going: bool = False,
 ) -> Plan:
     """Expand the paths, reuse what the cache holds, and cut the rest into conversion jobs keeping `schema`'s
     columns (always all of them when they go to the cache). With `direct_json`, JSON Lines files are set aside for
-    `load_direct` instead. Chunks are sized for `workers`, and at most `max_chunk_bytes` when given."""
+    `load_direct` instead. Chunks are sized for `workers`, and at most `max_chunk_bytes` when given. With
+    `keep_going`, a file that cannot be read, or is no trace, is skipped with a warning (see `execute_plan`)."""
     schema = SPAN_SCHEMA if use_cache else schema
     files = expand_paths(paths)
-    entries = [_stat_entry(path, named) for path, named in files]
+    entries = []
+    for path, named in files:
+        try:
+            entries.append(_stat_entry(path, named))
+        except GoodputError as error:
+            if not keep_going:
+                raise
+            entries.append(_unreadable_entry(path, named, error))
     jobs: list[ConvertJob] = []
     staging: dict[Path, Path] = {}
     pending: list[tuple[FileEntry, str]] = []  # with the format sniffed once, here
     for entry in entries:
+        if entry.skipped:
+            continue
         if use_cache:
             manifest = read_manifest(work_dir / entry.cache_key)
             if manifest is not None:
@@ -238,7 +265,7 @@ def plan_load(
                 entry.cached = True
                 verdict = _cached_verdict(work_dir / entry.cache_key, entry.path)
                 if verdict is not None:
-                    _skip(entry, verdict)
+                    _skip(entry, verdict, keep_going)
                 continue
         try:
             kind = sniff_format(str(entry.path)) if entry.size else "empty"
@@ -246,7 +273,12 @@ def plan_load(
                 _check_parquet_spans(entry)
                 continue
         except NotATrace as error:
-            _skip(entry, error)
+            _skip(entry, error, keep_going)
+            continue
+        except GoodputError as error:  # unreadable, or a Parquet file that is damaged
+            if not keep_going:
+                raise
+            _give_up(entry, error)
             continue
         pending.append((entry, kind))
     direct = [entry for entry, kind in pending if direct_json and kind == "json-lines"]
@@ -342,17 +374,28 @@ def _check_parquet_spans(entry: FileEntry) -> None:
 
 
 def execute_plan(
-    plan: Plan, *, use_cache: bool, work_dir: Path, runner: Runner, progress: Progress | None = None
+    plan: Plan,
+    *,
+    use_cache: bool,
+    work_dir: Path,
+    runner: Runner,
+    progress: Progress | None = None,
+    keep_going: bool = False,
 ) -> None:
     """Run the plan's jobs, then publish each converted file (to the cache, or in place for an uncached load).
 
-    Raises NotATrace for a named file that is not a trace, and InputError when every file was skipped as none."""
+    Raises the first corrupt record met (a TraceFormatError) as soon as it is met, NotATrace for a named file that
+    is not a trace, and InputError when every file was skipped as none. With `keep_going`, a file with a corrupt
+    record, or not a trace, is skipped with a warning instead (and not cached: it may be a file still being
+    written); InputError only when nothing could be read."""
     by_path = {entry.path: entry for entry in plan.entries}
     part_of = {(chunk.path, chunk.index): out_path for chunk, out_path, _ in plan.jobs}
     done_bytes = plan.done_bytes
     results: dict[Path, list[ChunkResult]] = {path: [] for path in plan.staging}
     try:
         for result in runner(plan.jobs):
+            if result.corrupt is not None and not keep_going:
+                raise result.corrupt
             results[Path(result.chunk.path)].append(result)
             done_bytes += _chunk_bytes(result.chunk, by_path[Path(result.chunk.path)].size)
             if progress is not None:
@@ -363,11 +406,17 @@ def execute_plan(
             entry.spans = sum(r.spans for r in ordered)
             entry.notices = [n for r in ordered for n in r.notices]
             entry.parts = [part_of[(r.chunk.path, r.chunk.index)] for r in ordered if r.spans]
-            _file_verdict(entry, ordered, plan.kinds[path], plan.staging[path] if use_cache else None)
+            corrupt = next((r.corrupt for r in ordered if r.corrupt is not None), None)
+            if corrupt is not None:
+                _give_up(entry, corrupt)
+                continue
+            _file_verdict(entry, ordered, plan.kinds[path], plan.staging[path] if use_cache else None, keep_going)
     except BaseException:
         for folder in plan.staging.values():
             shutil.rmtree(folder, ignore_errors=True)
         raise
+    for path in [path for path in plan.staging if by_path[path].unreadable]:
+        shutil.rmtree(plan.staging.pop(path), ignore_errors=True)
     if use_cache:
         for path, folder in plan.staging.items():
             entry = by_path[path]
@@ -375,10 +424,14 @@ def execute_plan(
     skipped = [entry for entry in plan.entries if entry.skipped]
     if skipped and len(skipped) == len(plan.entries):
         more = f" (and {len(skipped) - 1} more)" if len(skipped) > 1 else ""
-        raise InputError(f"no trace file found: {skipped[0].notices[0]}{more}")
+        first = skipped[0].notices[0].removeprefix("warning: ").removesuffix(" (skipped: --keep-going)")
+        what = "no trace file could be read" if any(entry.unreadable for entry in skipped) else "no trace file found"
+        raise InputError(f"{what}: {first}{more}")
 
 
-def _file_verdict(entry: FileEntry, results: list[ChunkResult], kind: str, cache_entry: Path | None) -> None:
+def _file_verdict(
+    entry: FileEntry, results: list[ChunkResult], kind: str, cache_entry: Path | None, keep_going: bool = False
+) -> None:
     """Whether a converted file is a trace, from its chunks' results: a note for the other signals skipped in it;
     for one that is not, `_skip` (recorded in `cache_entry` as NOT_A_TRACE_MARK). A chunk that found no trace in a
     file whose other chunks hold spans met a corrupt record: TraceFormatError."""
@@ -389,15 +442,19 @@ def _file_verdict(entry: FileEntry, results: list[ChunkResult], kind: str, cache
     failures = [result.not_a_trace for result in results if result.not_a_trace is not None]
     error = failures[0] if failures else None
     if error is not None and entry.spans:
-        raise TraceFormatError(error.path, error.where, error.problem)
+        corrupt = TraceFormatError(error.path, error.where, error.problem)
+        if not keep_going:
+            raise corrupt
+        _give_up(entry, corrupt)
+        return
     if error is None and not entry.spans and len(results) > 1 and (counts or not entry.notices):
         error = not_a_trace_error(str(entry.path), kind, counts)  # a large file cut into chunks, none with a span
     if error is None:
         if counts:
             entry.notices.append(skipped_notice(str(entry.path), counts))
         return
-    _skip(entry, error)
-    if cache_entry is not None:
+    _skip(entry, error, keep_going)
+    if cache_entry is not None and not entry.unreadable:
         mark = {"where": error.where, "problem": error.problem}
         (cache_entry / NOT_A_TRACE_MARK).write_text(json.dumps(mark), encoding="utf-8")
 

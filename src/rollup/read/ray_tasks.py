@@ -55,7 +55,7 @@ def convert_on_ray(ray: Any, address: str | None, jobs: Sequence[ConvertJob]) ->
     try:
         convert = ray.remote(num_cpus=1)(convert_chunk)
         job_of = {
-            convert.remote(chunk, out_path, schema=schema, report_not_a_trace=True): (chunk, out_path)
+            convert.remote(chunk, out_path, schema=schema, report_faults=True): (chunk, out_path)
             for chunk, out_path, schema in jobs
         }
         pending = list(job_of)
