@@ -304,7 +304,7 @@ def test_the_table_has_a_line_per_rule_and_name_with_its_count_and_iterations(tm
     ]
     first_d2 = next(f for f in findings if f["span_id"] == span_id_of("d2"))
     assert rows[0][6] in first_d2["message"]  # its message, folded from the first line on
-    assert lines[-1] == "5 errors, 1 warnings"
+    assert lines[-1] == "5 errors, 1 warning"
 
 
 @pytest.mark.slow
@@ -326,7 +326,7 @@ def test_all_json_csv_and_markdown_list_each_finding(tmp_path):
     findings = check_json(path, expect_exit=1)["findings"]
     each = invoke(["check", str(path), "--all"], width=200)
     assert [row[4] for row in table_rows(each.stdout)] == [f["span_id"] for f in findings]
-    assert each.stdout.splitlines()[-1] == "5 errors, 1 warnings"
+    assert each.stdout.splitlines()[-1] == "5 errors, 1 warning"
     text = invoke(["check", str(path), "-f", "csv"]).stdout
     assert [row["span_id"] for row in csv.DictReader(io.StringIO(text))] == [f["span_id"] for f in findings]
     markdown = invoke(["check", str(path), "-f", "markdown"]).stdout.splitlines()

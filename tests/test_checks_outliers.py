@@ -69,3 +69,40 @@ def test_by_process_compares_each_process_with_its_own_steps(tmp_path):
     flagged = {(r["iteration"], r["process"]): r["outliers"] for r in out["iterations"]}
     assert flagged[(4, "slow")] == ["overhead_s"]
     assert all(v == [] for k, v in flagged.items() if k != (4, "slow"))
+
+
+def validating_every_third_step(slow_step: int | None = None, every: int = 3, steps: int = 30) -> list[S]:
+    """A run whose every `every`-th step validates (3 s more, overhead) on top of its ~2 s of training; the train
+    step of `slow_step` takes 4 s longer."""
+    spans, t = [], 0.0
+    for i in range(1, steps + 1):
+        train = 2.0 + 0.001 * (i % 5) + (4.0 if i == slow_step else 0.0)
+        validate = 3.0 + 0.001 * (i % 3) if i % every == 0 else 0.0
+        spans.append(S(f"s{i}", "rl.grpo.step", t, t + train + validate, iteration=i, group="step"))
+        spans.append(S(f"t{i}", "rl.grpo.policy_training", t, t + train, parent=f"s{i}", bucket="productive"))
+        if validate:
+            spans.append(S(f"v{i}", "rl.grpo.validation", t + train, t + train + validate, parent=f"s{i}",
+                           bucket="overhead"))  # fmt: skip
+        t += train + validate + 0.01
+    return spans
+
+
+def test_a_step_is_compared_with_the_steps_of_its_kind(tmp_path):
+    """SPEC 10: validating every third step is the run's rhythm, not ten outliers; the slow train step still is."""
+    out = report_json(tmp_path, validating_every_third_step(slow_step=14))
+    flagged = {row["iteration"]: row["outliers"] for row in out["iterations"] if row["outliers"]}
+    assert flagged == {14: ["wall_s", "productive_s"]}
+
+
+def test_a_slow_step_of_the_validating_kind_is_flagged_among_the_validating_steps(tmp_path):
+    out = report_json(tmp_path, validating_every_third_step(slow_step=15))  # 15 validates
+    flagged = {row["iteration"]: row["outliers"] for row in out["iterations"] if row["outliers"]}
+    assert flagged == {15: ["wall_s", "productive_s"]}
+
+
+def test_kinds_with_fewer_than_eight_rows_fall_back_to_comparing_all_rows(tmp_path):
+    """Validating every fifth step of 30 gives a kind of 6 rows: too few to know what is normal for it, so every
+    row is compared with all (and the validating steps stand out, as before kinds)."""
+    out = report_json(tmp_path, validating_every_third_step(every=5))
+    flagged = {row["iteration"] for row in out["iterations"] if row["outliers"]}
+    assert flagged == {5, 10, 15, 20, 25, 30}

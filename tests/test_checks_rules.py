@@ -462,12 +462,12 @@ def test_the_parent_in_another_file_lends_its_iteration(tmp_path):
     driver, worker = _handoff_files(tmp_path)
     write_trace(
         tmp_path / "worker2.jsonl",
-        [S("w2", "rl.grpo.generation", 2, 6, parent="rollout", bucket="productive", process="worker-2", iteration=5)],
+        [S("w2", "rl.grpo.generation", 2, 6, parent="rollout", bucket="productive", process="worker-2", iteration=0)],
         "jsonl",
     )
     result = run(["check", str(driver), str(worker), str(tmp_path / "worker2.jsonl"), "--format", "json"])
     finding = only_finding(span_rules_only(json.loads(result.stdout)), "iteration-mismatch")
-    assert (finding["span_id"], finding["iteration"]) == (span_id_of("w2"), 5)
+    assert (finding["span_id"], finding["iteration"]) == (span_id_of("w2"), 0)  # below the step's 1, in another file
 
 
 # --- iteration-mismatch -------------------------------------------------------------------------------------------
@@ -477,27 +477,27 @@ def test_iteration_mismatch_against_the_nearest_ancestor_with_an_iteration(tmp_p
     payload = check(
         tmp_path,
         [
-            step("step1", 1, 0, 10),
-            S("rollout", "rl.grpo.rollout", 0, 9, parent="step1", group="rollout"),  # no iteration of its own
-            S("gen", "rl.grpo.generation", 1, 7, parent="rollout", bucket="productive", iteration=2),
-            S("detail", "rl.grpo.detail", 2, 3, parent="gen"),  # inherits 2: no mismatch of its own
+            step("step2", 2, 0, 10),
+            S("rollout", "rl.grpo.rollout", 0, 9, parent="step2", group="rollout"),  # no iteration of its own
+            S("gen", "rl.grpo.generation", 1, 7, parent="rollout", bucket="productive", iteration=1),
+            S("detail", "rl.grpo.detail", 2, 3, parent="gen"),  # inherits 1: no mismatch of its own
         ],
         expect_exit=0,
     )
     finding = only_finding(payload, "iteration-mismatch")
     assert finding["severity"] == "warning"
     assert finding["span_id"] == span_id_of("gen")
-    assert finding["iteration"] == 2  # the span's own
-    assert finding["related_span_id"] == span_id_of("step1")  # the nearest ancestor carrying an iteration
-    assert "rl.iteration=2" in finding["message"] and "1" in finding["message"]
+    assert finding["iteration"] == 1  # the span's own
+    assert finding["related_span_id"] == span_id_of("step2")  # the nearest ancestor carrying an iteration
+    assert "rl.iteration=1" in finding["message"] and "2" in finding["message"]
 
 
 def test_iteration_mismatch_uses_the_nearest_not_the_root(tmp_path):
     payload = check(
         tmp_path,
         [
-            step("step1", 1, 0, 10),
-            S("a", "rl.grpo.async_rollout", 0, 9, parent="step1", group="rollout", iteration=2),
+            step("step3", 3, 0, 10),
+            S("a", "rl.grpo.async_rollout", 0, 9, parent="step3", group="rollout", iteration=2),
             S("b", "rl.grpo.generation", 1, 7, parent="a", bucket="productive", iteration=2),  # agrees with a
         ],
         expect_exit=0,
@@ -551,7 +551,7 @@ def test_errors_exit_1_and_warnings_alone_exit_0_in_every_format(tmp_path):
     # Besides overlapping-steps, each step's window is charged to no bucket at all (mostly-unaccounted).
     assert "overlapping-steps" in table.stdout and f"0 errors, {1 + 2} warnings" in table.stdout
     table = run(["check", str(error), str(warning_only)])
-    assert table.exit_code == 1 and f"1 errors, {1 + 2} warnings" in table.stdout
+    assert table.exit_code == 1 and f"1 error, {1 + 2} warnings" in table.stdout
 
 
 def one_clean_step(tmp_path: Path) -> Path:

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from conftest import WIDTHS, invoke, one_error_line
-from tracebuild import S, service_processes, step, three_steps, two_steps, write_trace
+from tracebuild import S, service_processes, step, three_steps, to_json_record, two_steps, write_trace
 
 
 def test_query_needs_a_path_and_sql():
@@ -134,3 +134,38 @@ def test_no_iteration_at_all_is_named_as_such(tmp_path):
     result = invoke(["spans", str(path), "-i", "1"], width=80)
     assert result.exit_code == 2
     assert "they hold no iteration" in one_error_line(result.stderr)
+
+
+def test_console_exporter_output_is_named_for_what_it_is(tmp_path):
+    """The SDK's ConsoleSpanExporter prints each span as a JSON object of its own: not a corrupt OTLP file."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor
+
+    path = tmp_path / "console.json"
+    with path.open("w") as out:
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter(out=out)))
+        for i in range(3):
+            with provider.get_tracer("job").start_as_current_span(f"step{i}"):
+                pass
+        provider.shutdown()
+    result = invoke(["report", str(path)], width=120)
+    assert result.exit_code == 2
+    line = one_error_line(result.stderr)
+    assert line.startswith(f"Error: {path}: ConsoleSpanExporter output") and "not OTLP" in line
+    assert "json-file or otlp-file exporter" in line and "not valid JSON" not in line
+
+
+def test_an_error_in_a_pretty_printed_document_names_its_real_line_and_the_id_as_written(tmp_path):
+    record = to_json_record([step("s1", 1, 0, 10), S("g", "rl.grpo.generation", 1, 2, parent="s1")])
+    text = json.dumps(record, indent=2).replace(record["resourceSpans"][0]["scopeSpans"][0]["spans"][1]["spanId"],
+                                                "ABCDEF012345678Z")  # fmt: skip
+    line = next(n for n, content in enumerate(text.splitlines(), 1) if "ABCDEF012345678Z" in content)
+    assert line > 1
+    path = tmp_path / "pretty.json"
+    path.write_text(text)
+    result = invoke(["report", str(path)], width=120)
+    assert result.exit_code == 2
+    assert one_error_line(result.stderr) == (
+        f"Error: {path}: line {line}: a span has spanId 'ABCDEF012345678Z', expected an 8-byte span id"
+    )

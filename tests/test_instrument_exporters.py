@@ -304,7 +304,7 @@ def test_record_torn_by_a_failed_write_is_cut_off(tmp_path, exporter_class, read
         timeout=120,
     )
     assert job.returncode == 0, job.stderr
-    assert "goodput: could not write 1 spans" in job.stderr
+    assert "goodput: could not write 1 span" in job.stderr
     names = [s.name if hasattr(s, "name") else s["name"] for s in read_spans(path)]
     assert names == ["limited0", "limited1", "after"]  # the torn third record is gone; later records still parse
 

@@ -88,6 +88,56 @@ def test_the_name_list_follows_the_reference_documentation():
     )
 
 
+# The reference module's private state and helpers its own tests reach for (NeMo-RL's tests `.clear()` the warning
+# sets between tests), and the names NeMo-RL's module added since the documented version.
+REFERENCE_PRIVATE_NAMES = {
+    "_F", "_CARRIER_REFUSED", "_LEAF_GROUP_AT_UMBRELLA_CALL", "_BUCKET_OVERRIDE", "_PER_PROMPT_SCOPE",
+    "_DEFAULT_GROUP_BUCKET", "_advertise_carrier", "_dispatch_method_name", "_efficiency_span_name_and_attrs",
+    "_no_span_activation", "_warn_leaf_group_at_umbrella_call",
+}  # fmt: skip
+NEWER_REFERENCE_NAMES = {
+    "RL_CHECKPOINT_ASYNC_ATTR", "UMBRELLA_GROUP_VALUES", "INIT_TOTAL_CATEGORY", "RUN_WINDOW_WALL_CLOCK_CATEGORIES",
+}  # fmt: skip
+
+
+def test_the_reference_modules_private_names_and_newer_names_exist():
+    assert sorted(n for n in REFERENCE_PRIVATE_NAMES | NEWER_REFERENCE_NAMES if not hasattr(instrument, n)) == []
+    umbrella_values = frozenset(getattr(g, "value", g) for g in instrument.UMBRELLA_GROUPS)
+    assert umbrella_values == instrument.UMBRELLA_GROUP_VALUES
+    assert instrument.INIT_TOTAL_CATEGORY == "init/total"
+    assert instrument.INIT_TOTAL_CATEGORY in instrument.UNBUCKETED_SPAN_CATEGORIES
+    assert instrument._DEFAULT_GROUP_BUCKET["generation"] == Bucket.PRODUCTIVE
+
+
+def test_the_leaf_group_warning_set_is_the_real_state_a_test_can_clear(memory, caplog):
+    """`_LEAF_GROUP_AT_UMBRELLA_CALL` is the set the warning is said once for: cleared, it is said again."""
+    with caplog.at_level(logging.WARNING, logger="instrument"):
+        for _ in range(2):
+            with umbrella_span(RLSpanGroup.GENERATION, "rl.grpo.generation"):
+                pass
+        assert len(instrument_warnings(caplog)) == 1
+        assert "rl.grpo.generation" in " ".join(instrument._LEAF_GROUP_AT_UMBRELLA_CALL)
+        instrument._LEAF_GROUP_AT_UMBRELLA_CALL.clear()
+        with umbrella_span(RLSpanGroup.GENERATION, "rl.grpo.generation"):
+            pass
+        assert len(instrument_warnings(caplog)) == 2
+    instrument._CARRIER_REFUSED.clear()  # the other warning set, cleared in place as NeMo-RL's tests do
+    assert set() == instrument._CARRIER_REFUSED
+
+
+def test_an_iteration_out_of_64_bit_range_warns_once_and_keeps_the_span(memory, caplog):
+    with caplog.at_level(logging.WARNING):
+        for _ in range(2):
+            with iteration_scope(2**64), managed_span(RLSpanGroup.GENERATION, "rl.grpo.generation"):
+                pass
+    said = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(said) == 1 and "2**64" not in said[0].getMessage() and "64-bit" in said[0].getMessage()
+    assert not any(r.exc_info for r in caplog.records)  # no OpenTelemetry traceback in the job's log
+    spans = memory.spans()
+    assert [s.name for s in spans] == ["rl.grpo.generation"] * 2
+    assert all("rl.iteration" not in s.attributes for s in spans)
+
+
 def test_bucket_tables_match_the_spec():
     assert instrument.bucket_for_span_group("generation") is Bucket.PRODUCTIVE
     assert instrument.bucket_for_span_group("policy_update") is Bucket.PRODUCTIVE

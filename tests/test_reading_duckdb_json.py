@@ -210,7 +210,7 @@ def test_a_handed_over_file_still_loads_as_the_careful_reader_reads_it(tmp_path,
     [
         ("bad-line-in-the-middle", "line 2: not valid JSON"),
         ("not-utf8", "not a trace file"),
-        ("short-id", "line 1: a span has span_id 'abcd'"),
+        ("short-id", "line 1: a span has spanId 'abcd'"),
         ("no-span", "not a trace file"),
     ],
 )

@@ -5,9 +5,11 @@ from __future__ import annotations
 import base64
 import copy
 import gzip
+import io
 import json
 import os
 import struct
+import zlib
 from pathlib import Path
 
 import pyarrow as pa
@@ -25,12 +27,14 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Link, SpanKind, StatusCode
 
+from conftest import invoke
 from instrument.exporters import FramedProtobufFileExporter, JsonLinesFileExporter
 from rollup.errors import GoodputError, InputError, TraceFormatError
 from rollup.read.chunks import Chunk, convert_chunk, plan_chunks
 from rollup.read.plan import MIN_CHUNK_BYTES, _chunk_target
 from rollup.read.sniff import sniff_format
 from rollup.schema import SPAN_SCHEMA
+from tracebuild import S, hex_id, write_trace
 
 # --- spans and writers ----------------------------------------------------------------------------------------------
 
@@ -728,17 +732,94 @@ def test_corrupt_pretty_document_names_the_line(tmp_path):
         read_back(tmp_path / "doc.json", tmp_path)
 
 
-def test_corrupt_compressed_stream_is_a_trace_format_error(tmp_path, sdk_spans):
-    write_project_framed(tmp_path / "t.otlp", sdk_spans)
-    for compression in ("gzip", "zstd", "zstd-frames"):
-        packed = compressed_copy(tmp_path / "t.otlp", compression)
-        data = packed.read_bytes()
-        packed.write_bytes(data[:-3])
-        with pytest.raises(TraceFormatError, match="compressed data is corrupt or cut short"):
-            read_back(packed, tmp_path)
-        packed.write_bytes(data[:20] + bytes(b ^ 0x55 for b in data[20:40]) + data[40:])
-        with pytest.raises(GoodputError):
-            read_back(packed, tmp_path)
+def incompressible_records_file(tmp_path: Path, kind: str) -> Path:
+    """200 spans in 40 records, each with an attribute of random-looking text: a file that compresses little (some
+    400 kB, several of zstd's 128 kB blocks), so a cut falls well inside the records."""
+    spans = [
+        S(f"s{i}", "rl.grpo.generation", i, i + 1, attrs={"blob": hex_id(f"blob{i}", 64) * 32}) for i in range(200)
+    ]
+    return write_trace(tmp_path / f"records.{kind}", spans, "framed" if kind == "otlp" else "jsonl", batches=40)
+
+
+def decompressed_prefix(data: bytes, compression: str) -> bytes:
+    """What a compressed stream cut short still decompresses to, by the libraries' own streaming decoders."""
+    if compression == "gzip":
+        out, rest = b"", data
+        while rest:
+            member = zlib.decompressobj(wbits=31)
+            try:
+                out += member.decompress(rest)
+            except zlib.error:
+                break
+            rest = member.unused_data
+        return out
+    reader = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data), read_across_frames=True)
+    out = b""
+    while True:
+        try:
+            piece = reader.read(1 << 16)
+        except zstandard.ZstdError:
+            return out
+        if not piece:
+            return out
+        out += piece
+
+
+def whole_record_spans(plain: bytes, kind: str) -> int:
+    """The spans in the whole records at the start of `plain` (a torn last record counts none)."""
+    spans = 0
+    if kind == "otlp":
+        offset = 0
+        while offset + 4 <= len(plain):
+            (length,) = struct.unpack(">I", plain[offset : offset + 4])
+            if offset + 4 + length > len(plain):
+                break
+            message = trace_pb2.TracesData.FromString(plain[offset + 4 : offset + 4 + length])
+            spans += sum(len(s.spans) for r in message.resource_spans for s in r.scope_spans)
+            offset += 4 + length
+        return spans
+    for line in plain.split(b"\n")[:-1]:
+        record = json.loads(line)
+        spans += sum(len(s["spans"]) for r in record["resourceSpans"] for s in r["scopeSpans"])
+    return spans
+
+
+@pytest.mark.parametrize("kind", ["otlp", "jsonl"])
+@pytest.mark.parametrize("compression", ["gzip", "zstd", "zstd-frames"])
+def test_a_compressed_file_cut_short_keeps_every_whole_record_before_the_cut(tmp_path, sdk_spans, kind, compression):
+    """SPEC 3: a `.zst` or `.gz` still being written (or killed) is read up to the cut, with a warning."""
+    path = incompressible_records_file(tmp_path, kind)
+    data = COMPRESSIONS[compression](path.read_bytes())
+    for keep in (len(data) - 3, len(data) * 2 // 3, len(data) // 3):
+        cut = tmp_path / f"cut-{keep}.{compression}.trace"
+        cut.write_bytes(data[:keep])
+        table, results = read_back(cut, tmp_path / "out")
+        assert table.num_rows == whole_record_spans(decompressed_prefix(data[:keep], compression), kind)
+        if keep < len(data) - 3:  # a cut inside the records, not in gzip's trailer alone
+            assert 0 < table.num_rows < 200
+        notices = [n for result in results for n in result.notices]
+        assert any("stream ends inside its last" in n and "before the cut are used" in n for n in notices), notices
+
+
+def test_a_compressed_file_cut_short_is_a_warning_for_the_command_not_an_error(tmp_path, sdk_spans):
+    path = incompressible_records_file(tmp_path, "jsonl")
+    data = zstandard.ZstdCompressor().compress(path.read_bytes())
+    (tmp_path / "run.jsonl.zst").write_bytes(data[: len(data) * 2 // 3])
+    result = invoke(["query", str(tmp_path / "run.jsonl.zst"), "SELECT count(*) AS n FROM spans", "-f", "json"])
+    assert result.exit_code == 0, result.output
+    assert "the zstd stream ends inside its last" in result.stderr
+    assert json.loads(result.stdout)[0]["n"] > 0
+
+
+@pytest.mark.parametrize("compression", ["gzip", "zstd", "zstd-frames"])
+def test_a_compressed_file_corrupt_in_the_middle_stays_an_error(tmp_path, sdk_spans, compression):
+    path = incompressible_records_file(tmp_path, "otlp")
+    data = COMPRESSIONS[compression](path.read_bytes())
+    middle = len(data) // 2
+    broken = tmp_path / f"broken.{compression}.trace"
+    broken.write_bytes(data[:middle] + bytes(b ^ 0x55 for b in data[middle : middle + 40]) + data[middle + 40 :])
+    with pytest.raises(GoodputError):
+        read_back(broken, tmp_path / "out")
 
 
 def test_missing_or_unreadable_path_is_an_input_error(tmp_path):

@@ -73,3 +73,27 @@ def test_without_an_instance_id_a_process_is_shown_as_service_at_host_pid(tmp_pa
     result = invoke(["query", str(path), "SELECT process, host_pid, run_id FROM spans"])
     assert result.exit_code == 0, result.output
     assert "learner@node-1:4242" in result.stdout and "node-1:4242" in result.stdout
+
+
+@pytest.mark.parametrize("shape", ["framed", "jsonl", "json-document"])
+def test_a_host_without_a_pid_and_neither_under_one_service_are_two_processes(tmp_path, shape):
+    """SPEC 1: the instance id, else the service name, with host and pid whichever are present; so a process with
+    only `host.name` and one with neither, both of service `svc`, are told apart (found by a differential fuzz)."""
+    resources = {
+        "hosted": {"service.name": "svc", "host.name": "node-1"},
+        "bare": {"service.name": "svc"},
+        "pid-only": {"service.name": "svc", "process.pid": 7},
+    }
+    spans = [S("step1", "rl.grpo.step", 0, 10, iteration=1, process="hosted")]
+    spans += [S(f"g-{p}", "rl.grpo.generation", 1, 5, parent="step1", bucket="productive", process=p)
+              for p in resources]  # fmt: skip
+    path = write_trace(tmp_path / f"run.{shape}", spans, shape, resources=resources)
+    for extra in ([], ["--no-cache"]):
+        checked = json.loads(invoke(["check", str(path), "--format", "json", *extra]).stdout)
+        assert not [f for f in checked["findings"] if f["rule"] == "self-overlap"]  # three processes, no overlap
+        rows = json.loads(invoke(["report", str(path), "--by", "process", "--format", "json", *extra]).stdout)
+        assert sorted(row["process"] for row in rows["iterations"]) == ["svc", "svc@7", "svc@node-1"]
+    shared = {p: {**r, "service.instance.id": "inst"} for p, r in resources.items()}  # one instance id for all
+    path = write_trace(tmp_path / f"shared.{shape}", spans, shape, resources=shared)
+    rows = json.loads(invoke(["report", str(path), "--by", "process", "--format", "json"]).stdout)["iterations"]
+    assert sorted(row["process"] for row in rows) == ["inst [7]", "inst [?]", "inst [node-1]"]

@@ -128,11 +128,13 @@ def test_the_report_by_process_at_80_columns_shortens_names_not_figures(monkeypa
     assert_fits(result.stdout)
     rows = table_rows(result.stdout)
     items = payload["iterations"]
-    assert len(rows) == len(items) + 2
+    assert len(rows) == len(items) + len({item["process"] for item in items}) + 2  # each process's total, then two
     legend = {}
     for row, item in zip(rows, items, strict=False):
         shown = row[1]
-        assert shown == item["process"] or (shown.startswith("…") and item["process"].endswith(shown[1:]))
+        head, _, tail = shown.partition("…")
+        assert shown == item["process"] or (item["process"].startswith(head) and item["process"].endswith(tail))
+        assert head and item["process"].startswith("grpo-")  # the service comes first, not the pid
         legend[shown] = item["process"]
         assert row == report_cells(item, str(item["iteration"]), shown)
     assert len(set(legend.values())) == len(legend) == 3  # the shortened names still tell the processes apart
@@ -282,15 +284,37 @@ def test_folding_breaks_prose_at_spaces_and_names_after_dots_never_inside_a_numb
     assert fold("x" * 10, 4) == ["xxxx", "xxxx", "xx"]
 
 
-def test_names_are_shortened_to_their_tail_and_stay_apart():
-    assert elide("grpo-generation@vm:11766", 8) == "…m:11766"
+def test_process_names_keep_their_service_first_and_their_pid_only_where_it_tells_them_apart():
+    """What tells processes apart first is the service (or instance) name; the pid only between two processes of
+    one service; a span name (no service in it) keeps its last part."""
+    assert elide("grpo-generation@vm:11766", 8) == "grpo-ge…"
+    assert elide("grpo-generation@vm:11766", 8, with_pid=True) == "g…:11766"
+    assert elide("grpo-generation@vm:11766", 20) == "grpo-generation…1766"
+    assert elide("2f9c-rank0 [node1:123]", 12) == "2f9c-rank0…]"
+    assert elide("rl.grpo.policy_training", 10) == "…_training"
     assert elide("short", 8) == "short"
     headers, rows = ["n", "process"], [["1", "a-very-long-service@host:100"], ["2", "a-very-long-service@host:101"]]
-    text = fit_table_text(headers, rows, [Fit("figure"), Fit("elide")], width=16, right=[True, False])
-    assert table_rows(text) == [["1", "…ost:100"], ["2", "…ost:101"]]
-    assert_fits(text, 16)
+    text = fit_table_text(headers, rows, [Fit("figure"), Fit("elide")], width=24, right=[True, False])
+    assert table_rows(text) == [["1", "a-very-long…:100"], ["2", "a-very-long…:101"]]
+    assert_fits(text, 24)
     legend = "".join(text.split("└")[1].splitlines()[1:]).replace(" ", "")
-    assert legend == "process…ost:100isa-very-long-service@host:100process…ost:101isa-very-long-service@host:101"
+    assert legend == (
+        "processa-very-long…:100isa-very-long-service@host:100processa-very-long…:101isa-very-long-service@host:101"
+    )
+    services = [["1", "grpo-driver@vm:12253"], ["2", "grpo-rollout-stream@vm:12571"], ["3", "grpo-validation@vm:1"]]
+    text = fit_table_text(headers, services, [Fit("figure"), Fit("elide")], width=16, right=[True, False])
+    assert [shown for _, shown in table_rows(text)] == ["grpo-dr…", "grpo-ro…", "grpo-va…"]
+
+
+@pytest.mark.slow
+def test_a_report_by_process_in_an_80_column_terminal_names_each_process_by_its_service():
+    shown = in_a_terminal(["report", ASYNC, "--by", "process", "--no-cache"])
+    assert_fits(shown)
+    names = {row[1] for row in table_rows(shown) if row[1]}
+    services = {"grpo-driver", "grpo-rollout-stream", "grpo-validation"}
+    assert len(names) == 3 and all(any(s.startswith(n.split("…")[0]) for s in services) for n in names)
+    legend = [line for line in shown.splitlines() if line.startswith("process ")]
+    assert len(legend) == 3 and all(" is grpo-" in line for line in legend)
 
 
 @pytest.mark.slow

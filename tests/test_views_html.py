@@ -61,6 +61,8 @@ class PlotlyDom(HTMLParser):
         self.main_svgs: dict[str, int] = {}
         self.bars: dict[str, list[int]] = {}  # chart id -> points of each bar trace, in drawing order
         self.tick_texts: dict[str, list[str]] = {}
+        self.x_tick_texts: dict[str, list[str]] = {}
+        self.titles: dict[str, str] = {}
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         attributes = dict(attrs)
@@ -88,6 +90,10 @@ class PlotlyDom(HTMLParser):
             chart = self.stack[-1][2]
             if any("ytick" in c or "yaxislayer-above" in c for _, classes, _ in self.stack for c in classes):
                 self.tick_texts.setdefault(chart, []).append(data)
+            if any("xtick" in c or "xaxislayer-above" in c for _, classes, _ in self.stack for c in classes):
+                self.x_tick_texts.setdefault(chart, []).append(data)
+            if "gtitle" in self.stack[-1][1]:
+                self.titles[chart] = self.titles.get(chart, "") + data
 
 
 def parse_dom(dom: str) -> PlotlyDom:
@@ -236,19 +242,27 @@ def test_page_without_iterations_says_so(tmp_path):
 
 
 @pytest.mark.slow
-def test_by_process_page_has_an_iteration_and_process_axis(tmp_path):
-    spans = [
-        step("step1", 1, 0, 10),
-        S("a", "rl.grpo.generation", 1, 4, parent="step1", bucket="productive", process="worker-a"),
-        S("b", "rl.grpo.generation", 2, 6, parent="step1", bucket="productive", process="worker-<b>"),
-    ]
+def test_by_process_page_draws_one_chart_per_process_with_its_name_and_the_iterations(tmp_path):
+    """A chart per process, titled with its whole name, iterations on its axis, on one scale of seconds: names are
+    not cut, and no goodput line zigzags from one process to another."""
+    spans = [step(f"step{i}", i, 10 * (i - 1), 10 * i) for i in (1, 2, 3)]
+    spans += [S(f"a{i}", "rl.grpo.generation", 10 * i - 9, 10 * i - 6, parent=f"step{i}", bucket="productive",
+                process="GenerationWorker-a") for i in (1, 2, 3)]  # fmt: skip
+    spans += [S("b", "rl.grpo.generation", 12, 16, parent="step2", bucket="productive", process="worker-<b>")]
     trace = write_trace(tmp_path / "run.trace", spans)
     out = tmp_path / "report.html"
     assert invoke(["report", str(trace), "--by", "process", "-o", str(out)]).exit_code == 0
     page = out.read_text(encoding="utf-8")
     payload = json.loads(invoke(["report", str(trace), "--by", "process", "-f", "json"]).stdout)
-    assert len(payload["iterations"]) == 2  # worker-a and worker-<b> have a row in window 1 (the driver no bucket)
+    rows = {}
+    for item in payload["iterations"]:
+        rows.setdefault(item["process"], []).append(item["iteration"])
+    assert rows == {"GenerationWorker-a": [1, 2, 3], "worker-<b>": [2]}
     assert "worker-&lt;b&gt;" in page and "worker-<b>" not in page.split("<body>", 1)[1].split("<script", 1)[0]
     assert "<h2>By process</h2>" in page
     drawn = parse_dom(rendered_dom(out, tmp_path))
-    assert drawn.bars["goodput-iterations"] == [2] * len(SERIES)  # a bar per (iteration, process) row
+    assert drawn.bars == {"goodput-iterations-0": [3] * len(SERIES), "goodput-iterations-1": [1] * len(SERIES)}
+    assert drawn.titles == {"goodput-iterations-0": "GenerationWorker-a", "goodput-iterations-1": "worker-<b>"}
+    for chart in drawn.bars:  # every chart shows the same iterations, each by its number
+        assert drawn.x_tick_texts[chart] == ["1", "2", "3"]
+        assert drawn.tick_texts[chart] == drawn.tick_texts["goodput-iterations-0"]  # one scale of seconds

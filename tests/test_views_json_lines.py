@@ -131,8 +131,20 @@ def test_extensions_name_the_report_formats_and_other_commands_refuse_them():
     ],
 )
 def test_other_commands_refuse_the_report_formats(tmp_path, args):
+    """Their --format does not offer html or jsonl (so their --help does not list them); an --output naming one is
+    refused as a format of the report's alone."""
     args = [a.replace("{tmp}", str(tmp_path)) for a in args]
     result = invoke(args)
     assert result.exit_code == 2, result.output
-    assert "is a format of `goodput report` only" in result.output
+    if "-o" in args:
+        assert "is a format of `goodput report` only" in result.output
+    else:
+        assert "is not one of 'table', 'json', 'csv', 'markdown'" in result.output
     assert not (tmp_path / "findings.jsonl").exists()
+
+
+@pytest.mark.parametrize("command", ["check", "spans", "query", "diff", "ingest"])
+def test_only_the_reports_help_lists_the_html_page_and_json_lines(command):
+    shown = invoke([command, "--help"], width=200).stdout
+    assert "table|json|csv|markdown" in shown and "html" not in shown.split("--format")[1].split("\n")[0]
+    assert "html|jsonl" in invoke(["report", "--help"], width=200).stdout

@@ -95,7 +95,7 @@ def orphan_span_findings(spans: SpanSet) -> list[Finding]:
             "a lost span or a broken trace-context hand-off"
             if rooted
             else "its trace has no root span, so the parent was most likely still open when its process ended "
-            "(a crash or a kill: the job and step spans of a dying process are never written)"
+            "(a crash or a kill)"
         )
         message = f"{name} names parent {parent}, which no loaded file holds: {why}"
         findings.append(Finding("orphan-span", RULES["orphan-span"], trace_id, span_id, name, iteration, parent,

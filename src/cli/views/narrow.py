@@ -87,10 +87,12 @@ def _break_at(word: str, room: int) -> int:
     return cut if cut and cell_len(word[:cut]) <= room else 0
 
 
-def elide(text: str, width: int) -> str:
-    """`text` in `width` cells when it is wider: a process name (`service@host:pid`, `instance [host:pid]`, SPEC
-    section 1) keeps its service or instance name and as much of its tail (the pid) as fits after "…", or the
-    name's start when even that does not fit; other text keeps its tail behind "…" (a span name's last part)."""
+def elide(text: str, width: int, *, with_pid: bool = False) -> str:
+    """`text` in `width` cells when it is wider. A process name (`service@host:pid`, `instance [host:pid]`, SPEC
+    section 1) keeps its service or instance name first: whole, then as much of its tail as fits after "…"; or,
+    when the name alone does not fit, its start before "…", and with `with_pid` its pid after (`grpo-dr…:12253`:
+    what tells apart two processes of one service). Other text keeps its tail behind "…" (a span name's last
+    part)."""
     if cell_len(text) <= width:
         return text
     cut = min((i for i in (text.find("@"), text.find(" [")) if i > 0), default=-1)
@@ -99,7 +101,21 @@ def elide(text: str, width: int) -> str:
     head = text[:cut]
     if cell_len(head) + 2 <= width:
         return head + "…" + _tail(text[cut:], width - cell_len(head) - 1)
-    return chop_cells(head, max(width - 1, 1))[0] + "…"
+    pid = text[text.rfind(":") :] if with_pid and text.rfind(":") > cut else ""
+    room = width - 1 - cell_len(pid)
+    if room < 1:
+        return "…" + _tail(text, width - 1)
+    return chop_cells(head, room)[0] + "…" + pid
+
+
+def shortened(values: Sequence[str], width: int) -> dict[str, str]:
+    """Each of `values` as `elide` shortens it to `width`, the pids kept only when the names alone do not tell
+    the values apart (two processes of one service)."""
+    distinct = {v for v in values if v}
+    plain = {v: elide(v, width) for v in distinct}
+    if len(set(plain.values())) == len(distinct):
+        return plain
+    return {v: elide(v, width, with_pid=True) for v in distinct}
 
 
 def _tail(text: str, width: int) -> str:
@@ -129,7 +145,7 @@ def _elide_min(values: Sequence[str], natural: int) -> int:
     """The narrowest width (at least ELIDE_MIN) at which the shortened names are still told apart."""
     distinct = {v for v in values if v}
     width = min(natural, ELIDE_MIN)
-    while width < natural and len({elide(v, width) for v in distinct}) < len(distinct):
+    while width < natural and len(set(shortened(list(distinct), width).values())) < len(distinct):
         width += 1
     return width
 
@@ -266,13 +282,17 @@ def _draw(
     """The table (or its blocks, one below the other), then the notes, the legend of shortened names and what was
     left out."""
     legend: dict[int, dict[str, str]] = {}  # column: {shortened: full}
+    short_forms: dict[tuple[int, int], dict[str, str]] = {}  # (column, width): {full: shortened}
 
     def cell(row_index: int, i: int, size: int) -> str:
         if i == _NUMBER:
             return str(row_index + 1)
         text = rows[row_index][i]
         if fits[i].kind == "elide" and cell_len(text) > size:
-            short = elide(text, size)
+            forms = short_forms.get((i, size))
+            if forms is None:
+                forms = short_forms[(i, size)] = shortened([row[i] for row in rows], size)
+            short = forms[text]
             legend.setdefault(i, {}).setdefault(short, text)
             return short
         return text
