@@ -28,13 +28,13 @@ PROPERTY_TESTS = settings(
 )
 
 
-def invoke(args: list[str], width: int = 160):
-    """`goodput ARGS` in this process through typer's CliRunner, at a fixed terminal width."""
+def invoke(args: list[str], width: int = 160, env: dict[str, str] | None = None):
+    """`goodput ARGS` in this process through typer's CliRunner, at a fixed terminal width (and with `env` set)."""
     from typer.testing import CliRunner
 
     from cli import app
 
-    return CliRunner().invoke(app, args, terminal_width=width)
+    return CliRunner().invoke(app, args, terminal_width=width, env=env)
 
 
 GOODPUT = Path(sys.executable).with_name("goodput")
@@ -293,8 +293,13 @@ def read_json_lines_spans(path: Path) -> list[dict]:
 # leaves property tests, real processes and jobs, generated traces and headless Chromium to the whole run.
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config, items):
-    """A test that uses the session's Ray cluster must say so (`ray`), so that `-m "not ray"` never starts one."""
+    """A test that uses the session's Ray cluster must say so (`ray`), so that `-m "not ray"` never starts one.
+
+    Under pytest-xdist (`-n 2 --dist loadgroup`, as the README runs the suite), every `ray` test is in one group, so
+    one worker starts the session's cluster and runs them all while the other runs the rest: two clusters on two
+    cores would each be slower than one."""
     unmarked = [
         item.nodeid for item in items if "ray_cluster" in item.fixturenames and not item.get_closest_marker("ray")
     ]
@@ -302,3 +307,6 @@ def pytest_collection_modifyitems(config, items):
         raise pytest.UsageError(
             "these tests use the ray_cluster fixture without the ray marker: " + ", ".join(unmarked)
         )
+    for item in items:
+        if item.get_closest_marker("ray"):
+            item.add_marker(pytest.mark.xdist_group("ray"))

@@ -147,3 +147,43 @@ def test_a_quote_in_the_cache_folder_is_written_and_reused(tmp_path, monkeypatch
     assert again.stdout == first.stdout
     lineage_table = next(cache.glob("v*/sets/*.lineage-v*.parquet"))
     assert pq.read_metadata(lineage_table).num_rows == 7
+
+
+def derived_files(cache: Path) -> list[Path]:
+    return sorted(cache.rglob("*.derived/*.arrow"))
+
+
+def test_a_cached_re_run_reads_the_charges_and_kinds_it_worked_out_and_a_damaged_one_is_worked_out_again(tmp_path):
+    """The charge's sweep and the windows' kinds are kept beside the set's lineage (`rollup.derived`): the re-run's
+    JSON is the first run's, whichever of them it reads back; a question asked differently keeps its own answer."""
+    path = write_trace(tmp_path / "run.otlp", steps(20))
+    cache = tmp_path / "cache"
+    env = {"GOODPUT_CACHE_DIR": str(cache)}
+    fresh = invoke(["report", str(path), "--format", "json", "--no-cache"]).stdout
+    first = invoke(["report", str(path), "--format", "json"], env=env)
+    kept = derived_files(cache)
+    assert {p.name.split("-")[0] for p in kept} == {"charge", "kinds"}
+    assert first.stdout == fresh
+    assert invoke(["report", str(path), "--format", "json"], env=env).stdout == fresh
+    assert derived_files(cache) == kept  # read back, not written again
+    for damaged in kept:
+        damaged.write_bytes(b"not arrow")
+    assert invoke(["report", str(path), "--format", "json"], env=env).stdout == fresh
+    other = invoke(
+        ["report", str(path), "--format", "json", "--precedence", "idle,productive,overhead,wasted"], env=env
+    )
+    assert other.exit_code == 0 and len(derived_files(cache)) == len(kept) + 1  # its own charge
+
+
+def test_what_was_worked_out_retires_with_its_lineage(tmp_path, monkeypatch):
+    monkeypatch.setattr(cache_module, "RETIRE_AFTER_S", 0.0)
+    path = write_trace(tmp_path / "run.otlp", steps(20))
+    cache = tmp_path / "cache"
+    env = {"GOODPUT_CACHE_DIR": str(cache)}
+    assert invoke(["report", str(path)], env=env).exit_code == 0
+    old = derived_files(cache)
+    assert old
+    for count in (21, 22):  # the file changed: a new set, a new lineage; the superseded ones retire
+        write_trace(path, steps(count))
+        assert invoke(["report", str(path)], env=env).exit_code == 0
+    assert not any(p.exists() for p in old) and not any(p.parent.exists() for p in old) and derived_files(cache)

@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING, Any, overload
 
 from .arrays import int64_array, int64_column
 from .attempts import ATTEMPT_SQL
+from .derived import kept_columns, stretches_key
 from .errors import OptionError
-from .intervals import clip_to_stretches, in_time_batches
+from .intervals import Stretches, clip_to_stretches, in_time_batches
 from .memory import sweep_batch_spans
 from .schema import BUCKETS
 from .windows import window_keys
@@ -163,17 +164,26 @@ def charge_stretches(
     one sweep takes (default: what the memory limit has room for, `memory.sweep_batch_spans`)."""
     held = len(stretches) if summed_from is None else min(summed_from, len(stretches))
     walls = array("q", (end - start for start, end in islice(stretches, held)))
-    by_rank = [array("q", bytes(8 * held)) for _ in precedence]
-    rest_by_rank = [0 for _ in precedence]
-    if stretches:  # each batch's sums put in place as it comes: no Python int per stretch held for the whole run
-        for positions, table in _charged_batches(spans, stretches, precedence, False, batch_spans):
-            at = [positions[i] for i in table.column("stretch").to_pylist()]
-            for rank, column in enumerate(by_rank):
-                for position, value in zip(at, table.column(f"r{rank}").to_pylist(), strict=True):
-                    if position < held:
-                        column[position] = value or 0
-                    else:
-                        rest_by_rank[rank] += value or 0
+
+    def sweep() -> tuple[dict[str, array], dict[str, Any]]:
+        by_rank = [array("q", bytes(8 * held)) for _ in precedence]
+        rest_by_rank = [0 for _ in precedence]
+        if stretches:  # each batch's sums put in place as it comes: no Python int per stretch held for the whole run
+            for positions, table in _charged_batches(spans, stretches, precedence, False, batch_spans):
+                at = [positions[i] for i in table.column("stretch").to_pylist()]
+                for rank, column in enumerate(by_rank):
+                    for position, value in zip(at, table.column(f"r{rank}").to_pylist(), strict=True):
+                        if position < held:
+                            column[position] = value or 0
+                        else:
+                            rest_by_rank[rank] += value or 0
+        return {f"r{rank}": column for rank, column in enumerate(by_rank)}, {"rest": rest_by_rank}
+
+    of = Stretches.of(stretches)
+    key: list[bytes | str] = [stretches_key(of.starts, of.ends), ",".join(precedence), str(summed_from)]
+    columns, extras = kept_columns(spans, "charge", key, sweep)  # a re-run on cached files reads the sweep's answer
+    by_rank = [columns[f"r{rank}"] for rank in range(len(precedence))]
+    rest_by_rank = [int(value) for value in extras["rest"]]
     rest = None
     if summed_from is not None:
         rest = _charge(sum(end - start for start, end in islice(stretches, held, None)), rest_by_rank, precedence)

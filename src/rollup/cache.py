@@ -29,6 +29,8 @@ from instrument.wire import ENV_CACHE_DIR
 from .errors import GoodputError
 from .schema import SCHEMA_VERSION
 
+DERIVED_SUFFIX = ".derived"  # beside a set's lineage table, the folder of what was worked out from it (`derived`)
+
 MANIFEST = "manifest.json"
 RETIRE_AFTER_S = 600.0
 INDEX_DIR = "versions"
@@ -157,6 +159,7 @@ def retire_older_lineage(cached: Path, paths: Iterable[Path]) -> None:
         if _LINEAGE_FILE.fullmatch(name):
             (cached.parent / name).unlink(missing_ok=True)
             (cached.parent / f"{name.split('.', 1)[0]}{SUMMARY_SUFFIX}").unlink(missing_ok=True)
+            shutil.rmtree(cached.parent / f"{name}{DERIVED_SUFFIX}", ignore_errors=True)  # what was worked out of it
 
     publish_version(index_path(cached.parent.parent, family), cached.name, remove)
 

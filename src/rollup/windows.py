@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, overload
 
 from .arrays import int64_column
 from .attempts import ATTEMPT_SQL, Attempt, find_attempts
+from .derived import kept_columns, stretches_key
 from .errors import GoodputError
 from .intervals import Stretches
 from .schema import sql_text
@@ -113,13 +114,23 @@ def window_kinds(spans: SpanSet, starts: Sequence[int], ends: Sequence[int]) -> 
     it (overlapping it for some time; zero-length spans overlap nothing), equal for two stretches exactly when
     their sets are (barring a hash collision, which only merges two kinds). A stretch with no bucketed span has
     kind 0. Stretches given twice (a window's rows of several processes) are looked up once."""
+    if not len(starts):
+        return array("q")
+    starts, ends = array("q", starts), array("q", ends)
+
+    def work_out() -> tuple[dict[str, array], dict[str, object]]:
+        return {"kind": _kinds_of(spans, starts, ends)}, {}
+
+    columns, _ = kept_columns(spans, "kinds", [stretches_key(starts, ends)], work_out)  # a re-run reads them back
+    return columns["kind"]
+
+
+def _kinds_of(spans: SpanSet, starts: array, ends: array) -> array:
     import pyarrow as pa
 
     from .arrays import int64_array
 
-    if not len(starts):
-        return array("q")
-    stretches = pa.table({"start_ns": int64_array(array("q", starts)), "end_ns": int64_array(array("q", ends))})
+    stretches = pa.table({"start_ns": int64_array(starts), "end_ns": int64_array(ends)})
     with spans.registered("kind_stretches", stretches) as table:
         found = spans.arrow(
             f"""
