@@ -310,3 +310,31 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("ray"):
             item.add_marker(pytest.mark.xdist_group("ray"))
+
+
+def pytest_configure(config):
+    """pytest 9.2 and pytest-xdist 3.8 together run `--dist loadgroup` as if no test had a group
+    (pytest-dev/pytest-xdist#1386): say so before any worker starts."""
+    if config.getoption("dist", "no") != "loadgroup" or pytest.version_tuple[:2] < (9, 2):
+        return
+    from importlib.metadata import version
+
+    if tuple(int(part) for part in version("pytest-xdist").split(".")[:2]) <= (3, 8):
+        raise pytest.UsageError(
+            f"pytest {pytest.__version__} and pytest-xdist {version('pytest-xdist')} do not group tests "
+            "(pytest-dev/pytest-xdist#1386): pip install 'pytest<9.2'"
+        )
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist sends the collection (it names the groups before)
+def pytest_collection_finish(session):
+    """Refuse to run two Ray clusters on two cores when pytest-xdist's grouping has silently stopped working."""
+    if not getattr(session.config.option, "loadgroup", False):
+        return
+    ungrouped = [item.nodeid for item in session.items if item.get_closest_marker("ray") and "@" not in item.nodeid]
+    if ungrouped:
+        raise pytest.UsageError(
+            f"pytest-xdist did not group the Ray tests ({ungrouped[0]} and {len(ungrouped) - 1} more); "
+            "this pytest and pytest-xdist do not work together (pytest-dev/pytest-xdist#1386): "
+            "install the versions pyproject.toml names"
+        )

@@ -164,7 +164,7 @@ def test_exclusive_figures_never_exceed_union_figures(tmp_path_factory, spans, o
 SHAPES = ("bare", "jsonl", "json-document", "jsonl+gz", "framed+zst")
 
 
-@settings(PROPERTY_TESTS, max_examples=10)
+@settings(PROPERTY_TESTS, max_examples=6)
 @given(
     spans=traces(),
     split_shapes=st.lists(st.sampled_from(("framed", *SHAPES)), min_size=2, max_size=3),
@@ -271,7 +271,7 @@ def multi_process_traces(draw) -> list[S]:
     return spans
 
 
-@settings(PROPERTY_TESTS, max_examples=30)
+@settings(PROPERTY_TESTS, max_examples=15)
 @given(spans=multi_process_traces())
 def test_every_process_total_covers_the_whole_report(tmp_path_factory, spans):
     path = write_trace(tmp_path_factory.mktemp("by-process") / "run.otlp", spans)

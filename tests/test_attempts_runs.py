@@ -16,7 +16,7 @@ import io
 import json
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import PROPERTY_TESTS, invoke
@@ -399,7 +399,7 @@ def restarted_jobs(draw) -> tuple[list[S], dict, list[tuple[float, float]]]:
 
 
 @pytest.mark.slow
-@PROPERTY_TESTS
+@settings(PROPERTY_TESTS, max_examples=30)
 @given(job=restarted_jobs())
 def test_the_jobs_wall_clock_is_the_stretch_from_the_first_attempt_to_the_last(tmp_path_factory, job):
     spans, resources, extents = job

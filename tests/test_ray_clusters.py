@@ -173,7 +173,7 @@ def started_cluster():
         time.sleep(2)  # the raylet registers after the GCS listens
         yield address
     finally:
-        for sig, grace in ((signal.SIGTERM, 20), (signal.SIGKILL, 20)):
+        for sig, grace in ((signal.SIGTERM, 5), (signal.SIGKILL, 20)):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, sig)  # every process of its session: raylet, GCS, workers
             try:

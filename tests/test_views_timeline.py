@@ -491,7 +491,7 @@ def runs(draw) -> list[S]:
 
 
 @pytest.mark.slow
-@settings(PROPERTY_TESTS, max_examples=25)
+@settings(PROPERTY_TESTS, max_examples=12)
 @given(spans=runs(), low=st.integers(1, 5), width=st.integers(0, 4))
 def test_the_timeline_of_some_iterations_shows_what_spans_lists_for_each(tmp_path_factory, spans, low, width):
     path = str(write_trace(tmp_path_factory.mktemp("run") / "run.otlp", spans))
