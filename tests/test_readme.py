@@ -33,13 +33,18 @@ def block_after(marker: str) -> str:
 # What a newcomer pastes on a fresh machine with Python 3.11, each a fenced block of its own.
 QUICK_START = (
     'python3 -m venv .venv && .venv/bin/pip install -e ".[test]" && .venv/bin/goodput report sample_traces/grpo_sync/',
-    ".venv/bin/python -m pytest -q",
+    ".venv/bin/python -m pytest -q -n 2 --dist loadgroup",
 )
 
 
 def test_the_two_quick_start_commands_are_there():
     assert f"```bash\n{QUICK_START[0]}\n```" in README
     assert f"```bash\n{QUICK_START[1]}\n```" in README
+
+
+def test_ci_runs_the_readmes_test_command_and_no_other():
+    ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    assert [line for line in ci.splitlines() if " pytest" in line and not line.startswith("#")] == [QUICK_START[1]]
 
 
 def test_the_report_shown_is_the_report_printed(monkeypatch):
