@@ -175,6 +175,29 @@ def test_a_cached_re_run_reads_the_charges_and_kinds_it_worked_out_and_a_damaged
     assert other.exit_code == 0 and len(derived_files(cache)) == len(kept) + 1  # its own charge
 
 
+def test_a_cached_re_run_by_name_reads_the_shares_it_worked_out_of_any_number_per_window(tmp_path):
+    """`--by name` keeps its sweep's shares and charges (`names`): windows with no share, one, and several, so the
+    kept columns are of other lengths than the windows'; by group asks another question and keeps its own."""
+    spans = steps(12)
+    spans += [step("bare", 13, 130, 139)]  # a window with no bucketed span: no share
+    spans += [S(f"p{i}", f"rl.p{i % 3}", i * 10 + 5, i * 10 + 8, parent=f"s{i}", bucket="productive") for i in range(1, 8)]
+    path = write_trace(tmp_path / "run.otlp", spans)
+    cache = tmp_path / "cache"
+    env = {"GOODPUT_CACHE_DIR": str(cache)}
+    for by in ("name", "group"):
+        command = ["report", str(path), "--format", "json", "--by", by, "--total"]
+        fresh = invoke([*command, "--no-cache"]).stdout
+        assert '"names"' in fresh or '"groups"' in fresh
+        assert invoke(command, env=env).stdout == fresh
+        kept = [p for p in derived_files(cache) if p.name.startswith("names-")]
+        assert invoke(command, env=env).stdout == fresh  # read back
+        assert [p for p in derived_files(cache) if p.name.startswith("names-")] == kept
+        for damaged in kept:
+            damaged.write_bytes(b"not arrow")
+        assert invoke(command, env=env).stdout == fresh
+    assert len([p for p in derived_files(cache) if p.name.startswith("names-")]) == 2  # one per question
+
+
 def test_what_was_worked_out_retires_with_its_lineage(tmp_path, monkeypatch):
     monkeypatch.setattr(cache_module, "RETIRE_AFTER_S", 0.0)
     path = write_trace(tmp_path / "run.otlp", steps(20))

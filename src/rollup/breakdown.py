@@ -19,12 +19,13 @@ from __future__ import annotations
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .attempts import ATTEMPT_SQL
 from .attribution import SPAN_SECONDS_SPANS, FrameCharges, swept_spans_sql
+from .derived import kept_columns, stretches_key
 from .errors import GoodputError
-from .intervals import clip_to_stretches, in_time_batches
+from .intervals import Stretches, clip_to_stretches, in_time_batches
 from .memory import sweep_batch_spans
 from .rows import NameColumns, NameShare
 from .schema import BUCKETS
@@ -82,14 +83,36 @@ def charged_name_walls(
     a name turns on or off: the active buckets change only at such a moment, so each segment's whole integer length
     goes to the charged bucket exactly as in a sweep over every span edge. The windows are swept in batches
     consecutive in time, as the charge sweeps them (`intervals.in_time_batches`, each of at most `batch_spans` spans,
-    default what the memory limit has room for), each batch's shares rounded and let go as it comes."""
+    default what the memory limit has room for), each batch's shares rounded and let go as it comes. A re-run on
+    cached files reads both back (`derived.kept_columns`)."""
     stretches = stretches_of(windows)
     walls = array("q", (end - start for start, end in stretches))
+    if not stretches:
+        empty = NameWalls(array("q"), [], array("q"), array("q"), array("q"))
+        return FrameCharges(walls, [array("q", bytes(8 * len(stretches))) for _ in precedence], precedence), empty
+
+    def sweep() -> tuple[dict[str, array], dict[str, Any]]:
+        by_rank, found = _swept_name_walls(spans, stretches, precedence, by, batch_spans)
+        columns = {f"r{rank}": column for rank, column in enumerate(by_rank)}
+        columns |= {"positions": found.positions, "key_ids": found.key_ids, "buckets": found.buckets}
+        return columns | {"wall_ns": found.wall_ns}, {"keys": found.keys}
+
+    of = Stretches.of(stretches)
+    key: list[bytes | str] = [stretches_key(of.starts, of.ends), ",".join(precedence), by]
+    columns, extras = kept_columns(spans, "names", key, sweep)
+    by_rank = [columns[f"r{rank}"] for rank in range(len(precedence))]
+    found = NameWalls(columns["positions"], list(extras["keys"]), columns["key_ids"], columns["buckets"],
+                      columns["wall_ns"])  # fmt: skip
+    return FrameCharges(walls, by_rank, precedence), found
+
+
+def _swept_name_walls(
+    spans: SpanSet, stretches: Sequence[tuple[int, int]], precedence: Sequence[str], by: str, batch_spans: int | None
+) -> tuple[list[array], NameWalls]:
+    """`charged_name_walls`' sweep: each stretch's charge per rank, and the (name, bucket) shares."""
     by_rank = [array("q", bytes(8 * len(stretches))) for _ in precedence]
     found = NameWalls(array("q"), [], array("q"), array("q"), array("q"))
     key_ids: dict[str, int] = {}
-    if not stretches:
-        return FrameCharges(walls, by_rank, precedence), found
     most = batch_spans or sweep_batch_spans(spans.limit_bytes)
     for positions, batch, spans_sql in in_time_batches(spans, stretches, swept_spans_sql(spans), most):
         part, ranks = _swept_shares(spans, batch, precedence, BREAKDOWN_KEYS[by], spans_sql)
@@ -105,7 +128,7 @@ def charged_name_walls(
                 found.buckets.append(BUCKETS.index(bucket))
                 found.wall_ns.append(ns)
     found.keys.extend(key_ids)
-    return FrameCharges(walls, by_rank, precedence), found
+    return by_rank, found
 
 
 def name_share_columns(

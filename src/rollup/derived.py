@@ -25,7 +25,8 @@ from .cache import DERIVED_SUFFIX
 if TYPE_CHECKING:
     from .spanset import SpanSet
 
-DERIVED_VERSION = 1  # part of every digest: bump it whenever what is kept, or how it is worked out, changes
+DERIVED_VERSION = 2  # part of every digest: bump it whenever what is kept, or how it is worked out, changes
+_LENGTHS = "__lengths__"  # in a file's extras: each column's own length (the table pads the shorter ones with 0)
 
 Columns = dict[str, array]
 
@@ -49,8 +50,8 @@ def _path_for(spans: SpanSet, what: str, key: Sequence[bytes | str]) -> Path | N
 def kept_columns(
     spans: SpanSet, what: str, key: Sequence[bytes | str], make: Callable[[], tuple[Columns, dict[str, Any]]]
 ) -> tuple[Columns, dict[str, Any]]:
-    """`make()`'s columns of 64-bit integers (all of one length) and its small JSON-able extras, read back from
-    the cache when `spans` are the cache's and the same question was answered before, else worked out and kept."""
+    """`make()`'s columns of 64-bit integers (of any lengths) and its small JSON-able extras, read back from the
+    cache when `spans` are the cache's and the same question was answered before, else worked out and kept."""
     path = _path_for(spans, what, key)
     if path is not None:
         found = _read(path)
@@ -74,8 +75,9 @@ def _read(path: Path) -> tuple[Columns, dict[str, Any]] | None:
         with pa.memory_map(str(path)) as source:
             table = pa.ipc.open_file(source).read_all()
         extras = json.loads((table.schema.metadata or {}).get(b"extras", b"{}"))
-        return {name: int64_column(table, name) for name in table.column_names}, extras
-    except (OSError, ValueError, pa.ArrowException):
+        lengths = extras.pop(_LENGTHS)
+        return {name: int64_column(table, name)[: lengths[name]] for name in table.column_names}, extras
+    except (OSError, ValueError, KeyError, TypeError, pa.ArrowException):
         return None
 
 
@@ -85,8 +87,11 @@ def _write(path: Path, columns: Columns, extras: dict[str, Any]) -> None:
     staging = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        table = pa.table({name: int64_array(column) for name, column in columns.items()})
-        table = table.replace_schema_metadata({"extras": json.dumps(extras)})
+        longest = max((len(column) for column in columns.values()), default=0)
+        padded = {name: column + array("q", bytes(8 * (longest - len(column)))) for name, column in columns.items()}
+        table = pa.table({name: int64_array(column) for name, column in padded.items()})
+        lengths = {name: len(column) for name, column in columns.items()}
+        table = table.replace_schema_metadata({"extras": json.dumps({**extras, _LENGTHS: lengths})})
         with pa.OSFile(str(staging), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
             writer.write_table(table)
         os.replace(staging, path)
