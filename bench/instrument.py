@@ -161,7 +161,9 @@ def end_of_step(steps: int, repeats: int) -> None:
                 ends.append(time.perf_counter_ns() - start)
         return statistics.median(ends) / 1e3
 
-    print(f"\nend of a step: {repeats} interleaved blocks of {steps} steps, median of each step's end (framed protobuf)")
+    print(
+        f"\nend of a step: {repeats} interleaved blocks of {steps} steps, median of each step's end (framed protobuf)"
+    )
     for work_s in (0.0, WORK_S):
         what = "empty leaf spans" if not work_s else f"leaf spans of {work_s * 1e3:g} ms GIL-free work"
         for leaves in (10, 30, 100):

@@ -180,7 +180,8 @@ def test_a_cached_re_run_by_name_reads_the_shares_it_worked_out_of_any_number_pe
     kept columns are of other lengths than the windows'; by group asks another question and keeps its own."""
     spans = steps(12)
     spans += [step("bare", 13, 130, 139)]  # a window with no bucketed span: no share
-    spans += [S(f"p{i}", f"rl.p{i % 3}", i * 10 + 5, i * 10 + 8, parent=f"s{i}", bucket="productive") for i in range(1, 8)]
+    spans += [S(f"p{i}", f"rl.p{i % 3}", i * 10 + 5, i * 10 + 8, parent=f"s{i}", bucket="productive")
+              for i in range(1, 8)]  # fmt: skip
     path = write_trace(tmp_path / "run.otlp", spans)
     cache = tmp_path / "cache"
     env = {"GOODPUT_CACHE_DIR": str(cache)}

@@ -125,15 +125,23 @@ def lost_step_findings(spans: SpanSet) -> list[Finding]:
         ),
         bounds AS (SELECT attempt, min(iteration) AS low, max(iteration) AS high FROM steps GROUP BY attempt),
         found AS (
-            SELECT {ATTEMPT_SQL} AS attempt, eff_iteration AS iteration,
-                   min({{'start_ns': start_ns, 'span_id': span_id, 'trace_id': trace_id, 'name': name}}) AS first,
-                   count(*) AS read
+            SELECT {ATTEMPT_SQL} AS attempt, eff_iteration AS iteration, count(*) AS read
             FROM {spans.lineage} WHERE eff_iteration IS NOT NULL GROUP BY ALL
+        ),
+        lost AS (
+            SELECT f.attempt, f.iteration, f.read
+            FROM found f JOIN bounds b USING (attempt) ANTI JOIN steps s USING (attempt, iteration)
+            WHERE f.iteration > b.low AND f.iteration < b.high
         )
-        SELECT f.attempt, f.iteration, f.first, f.read
-        FROM found f JOIN bounds b USING (attempt) ANTI JOIN steps s USING (attempt, iteration)
-        WHERE f.iteration > b.low AND f.iteration < b.high
-        ORDER BY f.attempt, f.iteration
+        SELECT l.attempt, l.iteration,
+               min({{'start_ns': x.start_ns, 'span_id': x.span_id, 'trace_id': x.trace_id, 'name': x.name}}), l.read
+        FROM (
+            SELECT {ATTEMPT_SQL} AS attempt, eff_iteration AS iteration, start_ns, span_id, trace_id, name
+            FROM {spans.lineage}
+        ) x
+        JOIN lost l USING (attempt, iteration)
+        GROUP BY l.attempt, l.iteration, l.read
+        ORDER BY l.attempt, l.iteration
         """
     )
     findings = []
