@@ -3,11 +3,18 @@
     python examples/regenerate_sample_traces.py              # all of them
     python examples/regenerate_sample_traces.py grpo_restart # only the ones named
 
-- sample_traces/grpo_sync/   the sync run, framed OTLP protobuf (`.otlp`), one file per process
-- sample_traces/grpo_async/  the async run (streaming rollouts one step ahead), OTLP JSON Lines (`.jsonl`)
-- sample_traces/grpo_buggy/  the sync run with `--buggy`: `goodput check` finds exactly its three planted errors
+- sample_traces/grpo_sync/   the sync run, framed OTLP protobuf (`.otlp`), one file per process; its generation and
+  training fleets on four GPUs, one per actor
+- sample_traces/grpo_async/  the async run (streaming rollouts one step ahead), OTLP JSON Lines (`.jsonl`), four GPUs
+- sample_traces/grpo_buggy/  the sync run with `--buggy`: `goodput check` finds exactly its three planted errors; run
+  `--colocated`, generation and training taking turns on two GPUs
 - sample_traces/grpo_restart/ the sync run killed with SIGKILL in step 4 and relaunched from step 3 into the same
-  folder (`examples.grpo_toy.restart`): two attempts, step 3's first try is rework, the gap is downtime
+  folder (`examples.grpo_toy.restart`): two attempts, step 3's first try is rework, the gap is downtime; four GPUs
+
+The colocated sample is the buggy one: its findings are what it is read for, and colocation changes none of them,
+while grpo_sync and grpo_async stay the like-for-like pair the docs compare (both with fleets apart) and grpo_restart
+keeps two pools on its HTML page. grpo_buggy runs grpo_sync's seeded schedule, so `goodput report --by pool` of the
+two shows the same work on four GPUs in two pools and on two GPUs in one.
 
 Each run is a process of its own that starts and stops its own Ray cluster, one after the other, as a user would
 run the job; a directory is emptied before its run, so stale files of an earlier run (other pids) never mix in.
@@ -31,7 +38,7 @@ STEPS, SEED = 6, 0
 RUNS = {
     "grpo_sync": ["--mode", "sync", "--exporter", "otlp-file"],
     "grpo_async": ["--mode", "async", "--exporter", "json-file"],
-    "grpo_buggy": ["--mode", "sync", "--exporter", "otlp-file", "--buggy"],
+    "grpo_buggy": ["--mode", "sync", "--exporter", "otlp-file", "--buggy", "--colocated"],
     "grpo_restart": ["--mode", "sync", "--exporter", "otlp-file"],  # killed and resumed: see crash_and_resume
 }
 MAX_TOTAL_BYTES = 2_000_000

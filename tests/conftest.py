@@ -137,7 +137,8 @@ def ray_cluster(ray_inherited_trace_dir):
 
     Started the way a job starts it: configure() first, then ray.init(), so the raylet and every worker it spawns
     inherit the GOODPUT_* choice (JSON Lines files in `ray_inherited_trace_dir`, every group). The driver's own
-    set-up is shut down again and its variables removed; tests configure the driver as they need.
+    set-up is shut down again and its variables removed; tests configure the driver as they need. Four GPUs are
+    declared (none need exist): Ray places actors that ask for GPUs and gives them ids, as on a GPU node.
     Ray is a test dependency, so a missing Ray fails the tests that need it rather than skipping them. It is imported
     here, not at the top, so test modules that never touch Ray do not pay for importing it.
     """
@@ -146,7 +147,7 @@ def ray_cluster(ray_inherited_trace_dir):
     saved = {k: v for k, v in os.environ.items() if k.startswith("GOODPUT_")}
     instrument.configure(exporter="json-file", path=ray_inherited_trace_dir, span_groups="all", service_name="driver")
     try:
-        ray.init(num_cpus=2, include_dashboard=False)
+        ray.init(num_cpus=2, num_gpus=4, include_dashboard=False)
     finally:
         instrument.shutdown()
         for key in [k for k in os.environ if k.startswith("GOODPUT_")]:

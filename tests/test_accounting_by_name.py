@@ -171,11 +171,11 @@ def test_the_table_has_a_block_per_iteration_and_total_only_gives_the_last(tmp_p
     assert "total,generation,productive,7,7,0.35" in csv_out
 
 
-def test_total_is_refused_without_a_name_breakdown_and_by_takes_three_values(tmp_path):
+def test_total_is_refused_without_a_breakdown_and_by_takes_four_values(tmp_path):
     path = write_trace(tmp_path / "run.trace", [step("step1", 1, 0, 10)])
     assert invoke(["report", str(path), "--total"]).exit_code == 2
     bad = invoke(["report", str(path), "--by", "phase"])
-    assert bad.exit_code == 2 and "process, name or group" in bad.output
+    assert bad.exit_code == 2 and "process, name, group or pool" in bad.output
 
 
 # --- the sharing, checked against exact rationals over every elementary segment ----------------------------------

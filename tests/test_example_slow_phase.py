@@ -2,15 +2,16 @@
 with one phase slowed, both on the session's Ray cluster, compared by `goodput diff` (SPEC section 9), which must
 name that phase first, by about the seconds added.
 
-Why the figures hold. The slowed phase is policy training: a driver-side sleep in one span, in every step, with no
-other productive span active beside it in sync mode, so its per-step `wall_s` in `--by name` is its span's length.
-`Trainer._work` sleeps whatever the plan has left, so a span never ends early: per step the slowed run's span lasts
-plan + EXTRA_S + its wake-up lateness, the baseline's plan + its own (same seed, same plan). The medians then differ
-by EXTRA_S give or take the larger lateness of the two runs; NOISE_S bounds that. Measured with both cores busy (two
-`yes` hogs, three plain 4-step runs diffed pairwise): policy training moved by at most 0.003 s and any phase by at
-most 0.03 s (the refit wait: a Ray round trip), so NOISE_S = 0.1 is over 30 times what training showed and 3 times
-the noisiest phase, and EXTRA_S - NOISE_S = 0.2 still clears every unslowed phase's movement: the slowed phase is
-first whenever the delta is within NOISE_S of EXTRA_S.
+Why the figures hold. The slowed phase is policy training: a sleep in one span on each training actor, the two ranks
+at once, in every step, with no other productive span active beside them in sync mode, so its per-step `wall_s` in
+`--by name` is the stretch the ranks' spans cover. `PolicyWorker` sleeps whatever the plan has left, so a span never
+ends early: per step the slowed run's stretch lasts plan + EXTRA_S + the ranks' lateness (a wake-up, the second
+dispatch's head start), the baseline's plan + its own (same seed, same plan). The medians then differ by EXTRA_S give
+or take the larger lateness of the two runs; NOISE_S bounds that. Measured on a loaded machine (load average 17 on
+two cores, three plain 3-step runs diffed pairwise): policy training moved by at most 0.008 s and any phase by at
+most 0.033 s (generation: two actors and a Ray round trip), so NOISE_S = 0.1 is over 12 times what training showed
+and 3 times the noisiest phase, and EXTRA_S - NOISE_S = 0.2 still clears every unslowed phase's movement: the slowed
+phase is first whenever the delta is within NOISE_S of EXTRA_S.
 """
 
 from __future__ import annotations

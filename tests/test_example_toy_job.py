@@ -24,7 +24,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = REPO_ROOT / "sample_traces"
 STEPS, SEED = 4, 0
 SAMPLE_STEPS = 6  # what examples/regenerate_sample_traces.py runs
-PROCESSES = 3  # the driver and two actors, in either mode
+PROCESSES = 5  # the driver, two generation actors (async: the stream and validation) and two training actors
 BELOW, ABOVE = schedule.GOODPUT_TOLERANCE
 # --buggy plants, in the failed step only, a reward span inside a worker's generation span and three concurrent
 # reward spans in the driver: the second and third each overlap an earlier one.
@@ -85,7 +85,8 @@ def async_run(ray_cluster, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def buggy_run(ray_cluster, tmp_path_factory) -> Path:
-    return run_job(tmp_path_factory.mktemp("toy") / "buggy", "--mode", "sync", "--buggy")
+    # Colocated, as examples/regenerate_sample_traces.py runs the buggy sample: where the actors run adds no finding.
+    return run_job(tmp_path_factory.mktemp("toy") / "buggy", "--mode", "sync", "--buggy", "--colocated")
 
 
 def assert_goodput_follows_the_schedule(payload: dict, mode: str, steps: int) -> None:
@@ -101,9 +102,16 @@ def assert_goodput_follows_the_schedule(payload: dict, mode: str, steps: int) ->
         assert parts == pytest.approx(item["wall_s"], abs=1e-6)
 
 
-def assert_one_file_per_process(path: Path, suffix: str) -> None:
+def processes_in(path: Path) -> int:
+    result = goodput("query", str(path), "SELECT count(DISTINCT process) AS n FROM spans", "--format", "json")
+    assert result.exit_code == 0, result.output
+    (row,) = json.loads(result.stdout)
+    return row["n"]
+
+
+def assert_one_file_per_process(path: Path, suffix: str, processes: int = PROCESSES) -> None:
     files = sorted(path.iterdir())
-    assert len(files) == PROCESSES and all(file.suffix == suffix for file in files), files
+    assert len(files) == processes and all(file.suffix == suffix for file in files), files
     read = read_framed_records if suffix == ".otlp" else read_json_lines_records
     for file in files:
         assert read(file), file  # every record whole: no torn or interleaved writes
@@ -177,7 +185,7 @@ def test_the_expected_goodput_of_a_sync_step_is_the_documented_formula():
 )
 def test_committed_clean_samples_report_and_check_clean(name, mode, suffix):
     path = SAMPLES / name
-    assert_one_file_per_process(path, suffix)
+    assert_one_file_per_process(path, suffix, processes_in(path))  # how many: test_example_gpus.py
     assert check(path) == (0, {"findings": [], "summary": {"errors": 0, "warnings": 0}})
     assert_goodput_follows_the_schedule(report(path), mode, SAMPLE_STEPS)
 

@@ -41,7 +41,8 @@ FRONT_DOOR = {
     "open_store", "SpanStore", "ingest", "build_report", "report_json", "check_findings", "measure", "compare",
     "build_timeline", "spans_in_window",
     "Report", "ReportOptions", "WholeRun", "Figures", "IterationRow", "NameShare", "Attempt", "Check", "CheckOptions",
-    "Finding", "Diff", "Timeline", "FIGURES", "Figure", "RayRunner", "attempt_label",
+    "Finding", "Diff", "Timeline", "FIGURES", "Figure", "RayRunner", "attempt_label", "GpuOptions", "GpuReport",
+    "GpuFigures",
     "GoodputError", "InputError", "TraceFormatError", "OptionError",
 }  # fmt: skip
 

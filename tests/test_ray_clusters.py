@@ -1,6 +1,7 @@
 """Workers as real clusters run them (SPEC section 2): an actor that never calls configure(), and a driver that ends
 the way jobs end (os._exit right after the last ray.get; ray.kill then ray.shutdown), on a cluster the job starts
-itself and on one started before it with `ray start --head`, where no variable of the driver reaches the workers.
+itself and on one started before it with `ray start --head`, where no variable of the driver reaches the workers;
+there, too, an actor records the GPUs Ray assigned it (SPEC section 12) and the driver none.
 
 Each driver is a real process running a real script; the trace files it leaves are read back with goodput itself.
 """
@@ -21,7 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import invoke
+from conftest import invoke, read_json_lines_records
+from instrument.wire import RESOURCE_FLEET, RESOURCE_GPU_IDS, RESOURCE_GPUS
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -151,7 +153,7 @@ def started_cluster():
         low = (low + 250) % 15_000 + 10_000
     temp_dir = tempfile.mkdtemp(prefix="rs", dir="/tmp")  # short: Ray's socket paths must fit in 107 bytes
     command = [
-        str(Path(sys.executable).with_name("ray")), "start", "--head", "--block", "--num-cpus=2",
+        str(Path(sys.executable).with_name("ray")), "start", "--head", "--block", "--num-cpus=2", "--num-gpus=4",
         f"--port={gcs}", f"--node-manager-port={node_manager}", f"--object-manager-port={object_manager}",
         f"--ray-client-server-port={client}", f"--min-worker-port={low}", f"--max-worker-port={low + 200}",
         "--include-dashboard=false", f"--temp-dir={temp_dir}", "--node-ip-address=127.0.0.1",
@@ -188,3 +190,64 @@ def started_cluster():
 def test_a_cluster_started_before_the_job_loses_no_worker_span(tmp_path, started_cluster, ending):
     traces, run_id = run_driver(tmp_path, ending, started_cluster, clean_environment())
     assert_every_worker_span_arrived(traces, run_id)
+
+
+GPU_DRIVER = textwrap.dedent(
+    """
+    import json, os, sys
+    import ray
+    import instrument
+    from instrument import RLSpanGroup, accepts_trace_context, dispatch_with_trace_context, managed_span, umbrella_span
+
+    address, trace_dir = sys.argv[1:3]
+    instrument.configure(service_name="driver", span_groups="all", exporter="json-file", path=trace_dir)
+    ray.init(address=address, logging_level="ERROR")
+
+
+    @ray.remote(num_cpus=0, num_gpus=1)
+    class Policy:  # never calls instrument.configure()
+        @accepts_trace_context
+        def train(self):
+            with managed_span(RLSpanGroup.POLICY_UPDATE, "rl.toy.policy_update"):
+                pass
+            return os.getpid(), sorted(map(str, ray.get_gpu_ids()), key=int)
+
+
+    actor = Policy.remote()
+    with umbrella_span(RLSpanGroup.U_STEP, "rl.toy.step"):
+        pid, gpus = ray.get(dispatch_with_trace_context(actor.train))
+    instrument.shutdown()
+    print(json.dumps({"driver": os.getpid(), "actor": pid, "gpus": gpus}))
+    os._exit(0)
+    """
+)
+
+
+def held_in(traces: Path, pid: int) -> dict:
+    """What the file of process `pid` says it holds: its GPU and fleet resource attributes, as OTLP JSON spells them."""
+    (path,) = [path for path in traces.iterdir() if path.name.endswith(f"-{pid}.jsonl")]
+    (record, *_) = read_json_lines_records(path)
+    holding_keys = (RESOURCE_GPU_IDS, RESOURCE_GPUS, RESOURCE_FLEET)
+    attributes = record["resourceSpans"][0]["resource"]["attributes"]
+    return {kv["key"]: kv["value"] for kv in attributes if kv["key"] in holding_keys}
+
+
+def test_an_actor_on_a_cluster_started_before_the_job_records_the_gpus_ray_assigned_it(tmp_path, started_cluster):
+    script = tmp_path / "gpu_driver.py"
+    script.write_text(GPU_DRIVER)
+    traces = tmp_path / "traces"
+    result = subprocess.run(
+        [sys.executable, str(script), started_cluster, str(traces)],
+        env=clean_environment(),
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    told = json.loads(result.stdout.splitlines()[-1])
+    assert len(told["gpus"]) == 1  # one of the cluster's four
+    assert held_in(traces, told["actor"]) == {
+        RESOURCE_GPU_IDS: {"arrayValue": {"values": [{"stringValue": gpu} for gpu in told["gpus"]]}}
+    }
+    assert held_in(traces, told["driver"]) == {}  # told nothing: Ray's ids are the workers'

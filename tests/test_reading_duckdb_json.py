@@ -140,6 +140,38 @@ def test_processes_follow_the_resource_rules(tmp_path):
     }
 
 
+def test_what_a_process_holds_is_read_alike_and_an_array_of_ids_goes_to_the_careful_reader(tmp_path):
+    """`holding` (SPEC section 12): the GPU attributes' texts as one JSON object, null for a process told nothing;
+    a span's own goodput.fleet is its `fleet`."""
+    gpu = [("goodput.gpu.ids", {"stringValue": "0,1"}), ("host.name", {"stringValue": "n1"}),
+           ("goodput.fleet", {"stringValue": "Trainer"}), ("dl.world_size", {"intValue": "8"})]  # fmt: skip
+    lines = []
+    for index, attributes in enumerate([gpu, [("host.name", {"stringValue": "n1"})]]):
+        span = {
+            "traceId": f"{index:032x}",
+            "spanId": f"{index + 1:016x}",
+            "name": f"p{index}",
+            "attributes": [{"key": "goodput.fleet", "value": {"stringValue": "Rollout"}}] if index else [],
+        }
+        resource = {"attributes": [{"key": key, "value": value} for key, value in attributes]}
+        lines.append({"resourceSpans": [{"resource": resource, "scopeSpans": [{"spans": [span]}]}]})
+    path = tmp_path / "gpus.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    fast = fast_rows(path)
+    assert fast == careful_rows(path, tmp_path / "c")
+    named = [dict(zip(COLUMNS, row, strict=True)) for row in fast]
+    assert [(row["name"], row["holding"], row["fleet"]) for row in named] == [
+        ("p0", '{"goodput.gpu.ids":"0,1","goodput.fleet":"Trainer","host.name":"n1","dl.world_size":"8"}', None),
+        ("p1", None, "Rollout"),
+    ]
+    ids = {"arrayValue": {"values": [{"stringValue": "0"}, {"stringValue": "1"}]}}
+    lines[0]["resourceSpans"][0]["resource"]["attributes"][0]["value"] = ids
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    assert fast_rows(path) is None  # an array is the careful reader's to render
+    holdings = {row[COLUMNS.index("name")]: row[COLUMNS.index("holding")] for row in careful_rows(path, tmp_path / "a")}
+    assert json.loads(holdings["p0"])["goodput.gpu.ids"] == '["0","1"]'
+
+
 # --- files it hands over, and what the user then sees ---------------------------------------------------------------
 
 
@@ -263,6 +295,9 @@ _VALUES = {
         st.just({"doubleValue": 5.0}),
     ),
     "rl.span_group": st.sampled_from(["step", "generation", "job", ""]).map(lambda t: {"stringValue": t}),
+    "goodput.fleet": st.one_of(
+        st.sampled_from(["Trainer", ""]).map(lambda t: {"stringValue": t}), st.just({"boolValue": True})
+    ),  # fmt: skip
     "other": st.one_of(st.just({"doubleValue": 0.5}), st.just({"arrayValue": {"values": []}})),
 }
 _ATTRIBUTE = st.sampled_from(sorted(_VALUES)).flatmap(
@@ -291,13 +326,15 @@ def _span(draw) -> dict:
 
 
 _RESOURCE_ATTRIBUTE = st.tuples(
-    st.sampled_from(["service.instance.id", "host.name", "process.pid", "service.name", "other"]),
+    st.sampled_from(["service.instance.id", "host.name", "process.pid", "service.name", "other", "goodput.gpu.ids",
+                     "goodput.gpus", "goodput.fleet", "rl.worker_group", "dl.world_size", "dl.rank"]),
     st.one_of(
-        st.sampled_from(["a", "b", ""]).map(lambda t: {"stringValue": t}),
+        st.sampled_from(["a", "b", "", "0,1", 'say "1"', "back\\slash", "tab\t", "é"]).map(lambda t: {"stringValue": t}),
         st.integers(0, 99).flatmap(_int_value),
         st.just({"boolValue": True}),
+        st.just({"arrayValue": {"values": [{"stringValue": "0"}, {"stringValue": "1"}]}}),
     ),
-).map(lambda pair: {"key": pair[0], "value": pair[1]})
+).map(lambda pair: {"key": pair[0], "value": pair[1]})  # fmt: skip
 
 
 @st.composite

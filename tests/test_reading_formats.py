@@ -142,10 +142,12 @@ def expected_rows(spans) -> list[dict]:
                 "process": "inst-1",
                 "host_pid": None,  # the resource names neither host nor pid
                 "run_id": None,
+                "holding": None,  # the resource holds no GPU and names no fleet
                 "bucket": "productive" if leaf else None,
                 "iteration": 3,
                 "span_group": "generation" if leaf else "step",
                 "efficiency_category": None,
+                "fleet": None,
             }
         )
     return sorted(rows, key=lambda row: row["span_id"])

@@ -28,6 +28,7 @@ from rollup.connection import (
 from rollup.intervals import time_batches
 from rollup.memory import WORKER_BUDGET_BYTES, WORKER_LIMIT_BYTES, conversion_workers, sweep_batch_spans
 from rollup.read.otlp_json import _thread_connection
+from rollup.schema import SCHEMA_VERSION
 from rollup.windows import iteration_windows
 from tracebuild import S, write_trace
 
@@ -227,7 +228,7 @@ def test_a_cached_rerun_keeps_what_it_learnt_of_the_set_of_files(tmp_path):
     cache = tmp_path / "cache"
     with open_store([tmp_path], cache_dir=cache) as store:
         expected = json.dumps(report_json(build_report(store)))
-    (summary,) = (cache / "v4" / "sets").glob(f"*{SUMMARY_SUFFIX}")
+    (summary,) = (cache / f"v{SCHEMA_VERSION}" / "sets").glob(f"*{SUMMARY_SUFFIX}")
     assert json.loads(summary.read_text()) == {"duplicates": 2, "shared": []}
     with open_store([tmp_path], cache_dir=cache) as store:
         assert json.dumps(report_json(build_report(store))) == expected

@@ -94,6 +94,10 @@ def _any_value(value: Any) -> AnyValue:
         return AnyValue(int_value=value)
     if isinstance(value, float):
         return AnyValue(double_value=value)
+    if isinstance(value, list):
+        any_value = AnyValue()
+        any_value.array_value.values.extend(_any_value(item) for item in value)
+        return any_value
     return AnyValue(string_value=str(value))
 
 
@@ -137,6 +141,8 @@ def _json_value(value: Any) -> dict[str, Any]:
         return {"intValue": str(value)}
     if isinstance(value, float):
         return {"doubleValue": value}
+    if isinstance(value, list):
+        return {"arrayValue": {"values": [_json_value(item) for item in value]}}
     return {"stringValue": str(value)}
 
 

@@ -4,6 +4,7 @@ From the repository root:
 
     python -m examples.grpo_toy.job                          # sync, 6 steps, framed protobuf, one file per process
     python -m examples.grpo_toy.job --mode async --out run/async/    # generation one step ahead, JSON Lines
+    python -m examples.grpo_toy.job --colocated --out run/colo/      # generation and training share two GPUs
     python examples/grpo_toy/job.py --buggy --out run/buggy/         # plants the two mistakes `goodput check` finds
     goodput report run/async/ && goodput check run/async/
 
@@ -12,12 +13,20 @@ so a run takes a few seconds on two cores. The shape is that of a real job:
 
 - `configure(span_groups="per_step", ...)` before `ray.init`, so the raylet, and every worker it starts, inherits the
   GOODPUT_* choice; actors also get it through `runtime_env`, so the job runs inside a cluster started earlier too;
+- two fleets of Ray actors on GPUs Ray hands out (`fleets.py`): generation (`GenerationWorker`, or the async run's
+  streaming and validation actors) and training (`PolicyWorker`, the policy's data-parallel ranks), each actor on a
+  GPU of its own, or with `--colocated` generation rank i and training rank i on the same GPU; a cluster the job
+  starts declares 4 GPUs (`ray.init(num_gpus=4)`, which needs none to be there);
 - one `rl.grpo.job` span over everything; `rl.startup` around `ray.init` and the set-up phases (`rl.setup.workers`,
   `rl.setup.collectives`, an `init/total` wait for the workers' `rl.grpo.load_model`);
-- per step `iteration_scope(step)` + `rl.grpo.step`, with leaves for generation (in the workers), reward, logprob,
-  advantage, policy training and checkpoint staging, an `idle/refit_bubble` wait, validation under
-  `evaluate_span("grpo")` every third step, and the checkpoint's `rl.checkpoint.finalize` tail on a thread;
+- per step `iteration_scope(step)` + `rl.grpo.step`, with leaves for generation (in the generation actors), reward,
+  logprob and policy training (in the training actors), advantage and checkpoint staging, an `idle/refit_bubble` wait,
+  validation under `evaluate_span("grpo")` every third step, and the checkpoint's `rl.checkpoint.finalize` tail on a
+  thread;
 - step 2's rollout loses a trajectory: it hangs until a time-out, tagged `wasted/failed_trajectory`, and is redone.
+
+`--colocated` (sync only: an async run generates while it trains, so its fleets never share GPUs) changes where the
+actors run, not what they do: the step windows and their goodput are the same, the GPUs half as many.
 
 `--resume-from N` starts at step N, as a job relaunched after a crash does: into the same `--out`, it is a second
 attempt (its own run id), and `goodput report` shows the steps it redid as rework and the gap as downtime.
@@ -56,18 +65,31 @@ if __package__ in (None, ""):  # run as a script: make the package importable th
 import ray
 
 import instrument
+from examples.grpo_toy.fleets import (
+    CLUSTER_GPUS,
+    GENERATION_FLEET,
+    STREAM_FLEET,
+    TRAINING_FLEET,
+    VALIDATION_FLEET,
+    Layout,
+    NotEnoughGPUs,
+    missing_gpus,
+    place,
+    release,
+)
 from examples.grpo_toy.loops import async_loop, sync_loop
 from examples.grpo_toy.schedule import (
     COLLECTIVES_S,
     LOAD_MODEL_S,
     N_GENERATION_ACTORS,
+    N_TRAINING_ACTORS,
     SLOWABLE_PHASES,
     StepPlan,
     make_plan,
     slowed,
 )
 from examples.grpo_toy.trainer import Trainer
-from examples.grpo_toy.workers import GenerationWorker, StreamingGenerationWorker
+from examples.grpo_toy.workers import GenerationWorker, PolicyWorker, StreamingGenerationWorker
 from instrument import (
     RLSpanGroup,
     dispatch_with_trace_context,
@@ -76,7 +98,7 @@ from instrument import (
     startup_span,
     umbrella_trace_fn,
 )
-from instrument.wire import efficiency_span_name
+from instrument.wire import ENV_FLEET, ENV_GPUS, efficiency_span_name
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 EXPORTER_BY_MODE = {"sync": "otlp-file", "async": "json-file"}
@@ -125,6 +147,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default="sync",
         help="sync: generate, then train; async: a streaming rollout runs one step ahead",
     )
+    parser.add_argument(
+        "--colocated",
+        action="store_true",
+        help="generation rank i and training rank i share a GPU (NeMo-RL's colocated mode; sync only)",
+    )
     parser.add_argument("--buggy", action="store_true", help="plant the nested-bucket and self-overlap mistakes")
     parser.add_argument(
         "--resume-from",
@@ -147,9 +174,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error("--steps must be at least 1")
     if not 1 <= options.resume_from <= options.steps:
         parser.error(f"--resume-from must be a step from 1 to {options.steps}")
+    if options.colocated and options.mode == "async":
+        parser.error("--colocated is for --mode sync: an async run generates while it trains, on GPUs of its own")
     if options.out is None:
         stamp = time.strftime("%Y%m%d-%H%M%S")
-        options.out = Path("goodput_traces") / f"grpo_{options.mode}{'_buggy' if options.buggy else ''}-{stamp}"
+        variant = "_colocated" * options.colocated + "_buggy" * options.buggy
+        options.out = Path("goodput_traces") / f"grpo_{options.mode}{variant}-{stamp}"
     if options.exporter is None:
         suffix = options.out.suffix
         by_suffix = "json-file" if suffix in JSON_SUFFIXES else "otlp-file"
@@ -161,30 +191,46 @@ def actor_runtime_env(service_name: str) -> dict[str, Any]:
     """The driver's GOODPUT_* choice (left in os.environ by `configure`) for an actor's bare `configure()`.
 
     A cluster started after `configure` already passes it on; one started before (`ray start`, a test session's)
-    does not, so it is handed over here either way. PYTHONPATH lets the worker import this package from anywhere.
+    does not, so it is handed over here either way, less what only one process holds (GOODPUT_GPUS, GOODPUT_FLEET:
+    a driver's own must not make every actor claim it). PYTHONPATH lets the worker import this package from anywhere.
     """
-    env_vars = {key: value for key, value in os.environ.items() if key.startswith("GOODPUT_")}
+    env_vars = {
+        key: value
+        for key, value in os.environ.items()
+        if key.startswith("GOODPUT_") and key not in (ENV_GPUS, ENV_FLEET)
+    }
     env_vars["OTEL_SERVICE_NAME"] = service_name
     env_vars["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
     return {"env_vars": env_vars}
 
 
-async def start_workers(mode: str, seed: int) -> list[Any]:
-    """Create the actors and wait until each has loaded its model; sync: two rollout workers, async: a streaming
-    rollout worker and a validation worker."""
+async def start_workers(mode: str, seed: int, layout: Layout) -> tuple[list[Any], list[Any]]:
+    """Create both fleets' actors where `layout` puts them and wait until each has loaded its model: (generation,
+    training). Generation is two rollout ranks (sync), or a streaming rollout actor and a validation actor (async)."""
     with setup_span("workers"):
         if mode == "sync":
-            options = {"runtime_env": actor_runtime_env("grpo-generation")}
-            actors = [GenerationWorker.options(**options).remote(rank, seed) for rank in range(N_GENERATION_ACTORS)]
-        else:
-            actors = [
-                StreamingGenerationWorker.options(runtime_env=actor_runtime_env("grpo-rollout-stream")).remote(seed),
-                GenerationWorker.options(runtime_env=actor_runtime_env("grpo-validation")).remote(0, seed),
+            options = {"runtime_env": actor_runtime_env(GENERATION_FLEET)}
+            generation = [
+                GenerationWorker.options(**options, **layout.generation[rank]).remote(rank, N_GENERATION_ACTORS, seed)
+                for rank in range(N_GENERATION_ACTORS)
             ]
-        loading = [dispatch_with_trace_context(actor.load_model, LOAD_MODEL_S) for actor in actors]
+        else:
+            stream, validation = layout.generation
+            generation = [
+                StreamingGenerationWorker.options(runtime_env=actor_runtime_env(STREAM_FLEET), **stream).remote(seed),
+                GenerationWorker.options(runtime_env=actor_runtime_env(VALIDATION_FLEET), **validation).remote(
+                    0, 1, seed
+                ),
+            ]
+        options = {"runtime_env": actor_runtime_env(TRAINING_FLEET)}
+        training = [
+            PolicyWorker.options(**options, **layout.training[rank]).remote(rank, N_TRAINING_ACTORS, seed)
+            for rank in range(N_TRAINING_ACTORS)
+        ]
+        loading = [dispatch_with_trace_context(actor.load_model, LOAD_MODEL_S) for actor in generation + training]
         with efficiency_span("init/total"):  # unbucketed: start-up is outside every step window anyway
             await asyncio.gather(*loading)
-    return actors
+    return generation, training
 
 
 async def stop_workers(actors: list[Any]) -> None:
@@ -197,25 +243,39 @@ async def stop_workers(actors: list[Any]) -> None:
 
 
 @umbrella_trace_fn(RLSpanGroup.U_JOB, "rl.grpo.job")
-async def run(mode: str, seed: int, plans: list[StepPlan], log: Callable[[str], None] = print) -> None:
-    """The whole job: start-up, the training loop, teardown. Joins a Ray cluster that is already up."""
+async def run(
+    mode: str, seed: int, plans: list[StepPlan], log: Callable[[str], None] = print, *, colocated: bool = False
+) -> None:
+    """The whole job: start-up, the training loop, teardown. Joins a Ray cluster that is already up, as it is."""
     started_ray = False
-    with startup_span():
-        if not ray.is_initialized():
-            ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.WARNING)
-            started_ray = True
-        actors = await start_workers(mode, seed)
-        with setup_span("collectives"):
-            await asyncio.sleep(COLLECTIVES_S)  # stands in for NCCL group set-up between trainer and workers
-    trainer = Trainer(seed)
+    layout: Layout | None = None
+    actors: list[Any] = []
+    trainer: Trainer | None = None
     try:
+        with startup_span():
+            if not ray.is_initialized():
+                ray.init(num_cpus=2, num_gpus=CLUSTER_GPUS, include_dashboard=False, logging_level=logging.WARNING)
+                started_ray = True
+            problem = missing_gpus(ray.cluster_resources().get("GPU", 0.0), mode, colocated)
+            if problem:
+                raise NotEnoughGPUs(problem)
+            layout = await place(mode, colocated)
+            generation, training = await start_workers(mode, seed, layout)
+            actors = generation + training
+            with setup_span("collectives"):
+                await asyncio.sleep(COLLECTIVES_S)  # stands in for NCCL group set-up between the two fleets
+        trainer = Trainer(training)
         if mode == "sync":
-            await sync_loop(trainer, actors, plans, log)
+            await sync_loop(trainer, generation, plans, log)
         else:
-            await async_loop(trainer, actors[0], actors[1], plans, log)
+            await async_loop(trainer, generation[0], generation[1], plans, log)
     finally:
-        trainer.wait_for_checkpoints()
-        await stop_workers(actors)
+        if trainer is not None:
+            trainer.wait_for_checkpoints()
+        if actors:
+            await stop_workers(actors)
+        if layout is not None:
+            release(layout)
         if started_ray:
             ray.shutdown()
 
@@ -242,7 +302,10 @@ def main(argv: Sequence[str] | None = None, log: Callable[[str], None] = print) 
         service_name="grpo-driver", span_groups="per_step", exporter=options.exporter, path=options.out
     )
     try:
-        asyncio.run(run(options.mode, options.seed, plans, log))
+        asyncio.run(run(options.mode, options.seed, plans, log, colocated=options.colocated))
+    except NotEnoughGPUs as error:
+        print(f"error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
     finally:
         instrument.shutdown()
     for path in written_files(options.out):

@@ -18,7 +18,9 @@ Sync step k (every step window is independent, so the figure is closed-form):
 
 Validation generates through the same actors, but inside `evaluate_span` its generation is overhead; the refit wait
 is idle; logprob, advantage and checkpoint staging are overhead; the checkpoint's finalize tail runs on a thread into
-the next step and is unbucketed, so it moves nothing.
+the next step and is unbucketed, so it moves nothing. Logprob and training run on the training actors, every rank its
+shard for the planned seconds at once, so each phase takes the step its planned seconds whichever process runs it;
+the driver's dispatch and wait only add noise.
 
 Async step k (one streaming actor generates batch k as soon as the weights are at most one step stale, i.e. after
 step k-2's refit, overlapping step k-1's training): no closed form, because batch k+1's generation covers part of
@@ -35,6 +37,7 @@ from typing import Any
 import numpy as np
 
 N_GENERATION_ACTORS = 2  # sync mode; async mode has one streaming actor and one validation actor
+N_TRAINING_ACTORS = 2  # both modes: the policy's data-parallel ranks; --colocated pairs rank i with generation i
 POLL_S = 0.01  # buffer-starvation poll interval (async trainer)
 LOAD_MODEL_S = 0.05
 COLLECTIVES_S = 0.03

@@ -1,8 +1,13 @@
-"""The driver's side of a GRPO step: reward, logprob, advantage, policy training, checkpointing.
+"""The driver's side of a GRPO step: reward, advantage and checkpointing here, logprob and policy training on the
+training fleet.
 
-Each phase is one `managed_span` leaf around seeded numpy work and a sleep for the planned duration, so its bucket
-comes from its span group (reward and policy_update productive; logprob, advantage and checkpoint overhead). The
-phases are coroutines so the async loop's rollout consumer keeps running while the trainer "computes".
+Reward (a rule-based environment on CPU), the group-relative advantage (a few numbers per group) and checkpoint staging
+are the driver's, as in NeMo-RL; logprob and training are handed to the `PolicyWorker` ranks, each of which opens the
+phase's span around its shard, and the driver waits on all of them inside the same step (it opens no span of its own
+for them: the workers' spans are the phase, and a second one here would count it twice). Each phase is one
+`managed_span` leaf around seeded numpy work and a sleep for the planned duration, so its bucket comes from its span
+group (reward and policy_update productive; logprob, advantage and checkpoint overhead). The phases are coroutines so
+the async loop's rollout consumer keeps running while the trainer "computes".
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from typing import Any
 
 import numpy as np
 
@@ -17,6 +23,7 @@ from instrument import (
     RLSpanGroup,
     checkpoint_finalize_span,
     current_trace_carrier,
+    dispatch_with_trace_context,
     managed_span,
     remote_trace_context,
 )
@@ -32,11 +39,10 @@ async def _work(seconds: float, started: float) -> None:
 
 
 class Trainer:
-    """The policy (a small numpy matrix) and the phases that read and update it."""
+    """The phases of a step that read and update the policy, which lives on `policy_workers` (one per rank)."""
 
-    def __init__(self, seed: int) -> None:
-        self.rng = np.random.default_rng([seed, 7])
-        self.policy = self.rng.standard_normal((16, 16)) * 0.1
+    def __init__(self, policy_workers: list[Any]) -> None:
+        self.policy_workers = policy_workers
         self._finalizers: list[threading.Thread] = []
 
     async def reward(self, plan: StepPlan, tokens: np.ndarray) -> np.ndarray:
@@ -59,13 +65,11 @@ class Trainer:
         return np.concatenate(await asyncio.gather(*(score(chunk) for chunk in chunks)))
 
     async def logprob(self, plan: StepPlan, tokens: np.ndarray) -> np.ndarray:
-        with managed_span(RLSpanGroup.LOGPROB, "rl.grpo.logprob"):
-            started = time.perf_counter()
-            features = np.eye(16)[tokens % 16].mean(axis=1)
-            logits = features @ self.policy
-            logprobs = logits - np.log(np.exp(logits).sum(axis=-1, keepdims=True))
-            await _work(plan.logprob_s, started)
-        return logprobs.max(axis=-1)
+        """Every rank scores its shard; the shards come back in rank order, so the batch's order is kept."""
+        shards = await asyncio.gather(
+            *(dispatch_with_trace_context(w.logprob, plan.step, tokens, plan.logprob_s) for w in self.policy_workers)
+        )
+        return np.concatenate(shards)
 
     async def advantage(self, plan: StepPlan, rewards: np.ndarray) -> np.ndarray:
         """GRPO's group-relative advantage: each reward against its group's mean and spread."""
@@ -77,20 +81,20 @@ class Trainer:
         return advantages.ravel()
 
     async def train(self, plan: StepPlan, tokens: np.ndarray, advantages: np.ndarray, logprobs: np.ndarray) -> float:
-        with managed_span(RLSpanGroup.POLICY_UPDATE, "rl.grpo.policy_training"):
-            started = time.perf_counter()
-            features = np.eye(16)[tokens % 16].mean(axis=1)
-            gradient = features.T @ (advantages[:, None] * np.ones((1, 16))) / len(advantages)
-            self.policy += 0.01 * gradient
-            loss = float(-(advantages * logprobs).mean())
-            await _work(plan.train_s, started)
-        return loss
+        """One update on every rank; the batch's loss is the mean of the ranks' (their shards are equal)."""
+        losses = await asyncio.gather(
+            *(
+                dispatch_with_trace_context(w.train, plan.step, tokens, advantages, logprobs, plan.train_s)
+                for w in self.policy_workers
+            )
+        )
+        return float(np.mean(losses))
 
     async def checkpoint(self, plan: StepPlan) -> None:
         """Stage the weights in the step (overhead), then make them durable on a thread that outlives the step."""
         with managed_span(RLSpanGroup.CHECKPOINT, "rl.grpo.checkpointing"):
             started = time.perf_counter()
-            staged = self.policy.copy()
+            staged = await dispatch_with_trace_context(self.policy_workers[0].state_dict)  # rank 0's, to host memory
             await _work(plan.checkpoint_s, started)
             carrier = current_trace_carrier()  # a raw thread starts with an empty context: hand it the span
         thread = threading.Thread(

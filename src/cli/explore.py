@@ -99,6 +99,8 @@ def timeline(
     iteration: int | None = shell.IterationOption,
     iterations: str | None = shell.IterationsOption,
     attempt: str | None = shell.AttemptOption,
+    gpus: list[str] = shell.GpusOption,
+    place: list[str] = shell.PlaceOption,
     no_cache: bool = shell.NoCacheOption,
     keep_going: bool = shell.KeepGoingOption,
 ) -> None:
@@ -107,13 +109,16 @@ def timeline(
 
     One process per emitting process, concurrent spans on separate lanes, an 'iterations' process with each
     window (and each superseded one), arrows from a parent to its children in other processes. Times are
-    microseconds from the run's first span. --iterations A:B keeps the spans overlapping those windows.
+    microseconds from the run's first span. --iterations A:B keeps the spans overlapping those windows. With GPUs,
+    each process is labelled with its fleet, its pool and the GPUs it holds.
     """
     selected = shell.selected_iterations(iteration, iterations)
+    gpu_options = shell.gpu_options(gpus, place)
     from rollup import build_timeline
 
     with shell.opened_store(paths, no_cache, keep_going=keep_going, accounting=False) as store:
-        built = build_timeline(store, iterations=selected, attempt=attempt, exact=iteration is not None)
+        built = build_timeline(store, iterations=selected, attempt=attempt, exact=iteration is not None,
+                               gpus=gpu_options)  # fmt: skip
         if built.missing is not None or (not built.windows and selected is None):
             shell.print_notices([shell.nothing_note(store, built.missing)])
         if str(output) == "-":

@@ -28,8 +28,10 @@ def report(
         None,
         "--by",
         help="'process': each process's own breakdown within the windows; 'name' or 'group': which phase (span name or "
-        "rl.span_group) each bucket's seconds went to.",
+        "rl.span_group) each bucket's seconds went to; 'pool': each pool of GPUs' own GPU-seconds.",
     ),
+    gpus: list[str] = shell.GpusOption,
+    place: list[str] = shell.PlaceOption,
     total_only: bool = typer.Option(
         False, "--total", help="With --by: the totals only (each process's, or the total's breakdown by name or group)."
     ),
@@ -59,7 +61,8 @@ def report(
     iterations (3 scaled MADs) are marked as outliers.
     """
     if total_only and by is None:
-        raise typer.BadParameter("--total goes with --by process, name or group", param_hint="--total")
+        raise typer.BadParameter("--total goes with --by process, name, group or pool", param_hint="--total")
+    gpu_options = shell.gpu_options(gpus, place)
     gate = _goodput_gate(fail_under)
     selected = shell.selected_iterations(iteration, iterations)
     fmt = shell.output_format(fmt, output, report=True)
@@ -68,7 +71,7 @@ def report(
     from rollup import CheckOptions, ReportOptions, build_report, check_findings
 
     options = shell.checked(
-        lambda: ReportOptions(selected, precedence, by, attempt, exact=iteration is not None)
+        lambda: ReportOptions(selected, precedence, by, attempt, exact=iteration is not None, gpus=gpu_options)
     )  # every option checked before a file is read
     checks = None
     with shell.runner(ray, ray_address) as runner, shell.opened_store(paths, no_cache, keep_going=keep_going) as store:
@@ -108,6 +111,8 @@ def diff(
     precedence: str | None = typer.Option(
         None, "--precedence", help="Bucket order for instants where several are active, on both sides."
     ),
+    gpus: list[str] = shell.GpusOption,
+    place: list[str] = shell.PlaceOption,
     fail_over: str | None = typer.Option(
         None, "--fail-over", help="Exit 1 (after printing) when the candidate's median step is more than PCT% slower."
     ),
@@ -130,6 +135,7 @@ def diff(
             raise typer.BadParameter(str(error), param_hint="--fail-over") from None
     selected = shell.selected_iterations(None, iterations)
     chosen = shell.output_format(fmt, output)
+    gpu_options = shell.gpu_options(gpus, place)
     from concurrent.futures import ThreadPoolExecutor
     from contextlib import ExitStack
 
@@ -145,7 +151,8 @@ def diff(
         ]
         with ThreadPoolExecutor(max_workers=2) as pool:
             measured = list(pool.map(lambda store, path: measure(store, [path], iterations=selected,
-                                                                 precedence=precedence), stores, sides))  # fmt: skip
+                                                                 precedence=precedence, gpus=gpu_options),
+                                     stores, sides))  # fmt: skip
     result = compare(*measured)
     shell.emit(diff_text(result, chosen, width=shell.terminal_width()), output)
     if percent is not None and (verdict := slower_verdict(result, percent)) is not None:

@@ -29,7 +29,7 @@ from .views.notes import internal_error_text, iteration_range, no_iterations_not
 from .views.progress import LoadProgress
 
 if TYPE_CHECKING:
-    from rollup import RayRunner, SpanStore
+    from rollup import GpuOptions, RayRunner, SpanStore
 
 _Made = TypeVar("_Made")
 
@@ -257,6 +257,29 @@ def selected_iterations(iteration: int | None, iterations: str | None) -> tuple[
 
 IterationOption = typer.Option(None, "--iteration", "-i", help="Only iteration N.")
 IterationsOption = typer.Option(None, "--iterations", help="Only iterations A to B inclusive (A:B, A:, :B).")
+GpusOption = typer.Option(
+    [],
+    "--gpus",
+    metavar="FLEET=N",
+    help="The fleet holds N GPUs of its own, whatever its resources say (for traces written without GPU "
+    "attributes, NeMo-RL's among them); repeatable.",
+)
+PlaceOption = typer.Option(
+    [],
+    "--place",
+    metavar="NAME=FLEET",
+    help="Spans of this name or rl.span_group occupy FLEET's GPUs too (work the driver records for the fleet); "
+    "repeatable.",
+)
+
+
+def gpu_options(gpus: Sequence[str], place: Sequence[str]) -> GpuOptions:
+    """`--gpus` and `--place` checked (exit 2 on a bad one) before a file is read."""
+    from rollup import GpuOptions
+
+    return checked(lambda: GpuOptions(tuple(gpus), tuple(place)))
+
+
 AttemptOption = typer.Option(
     None, "--attempt", help="Read one attempt only: its run id (goodput.run.id, else nemo.run.id), or 'latest'."
 )

@@ -22,6 +22,7 @@ from opentelemetry.sdk.trace import Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter
 
 from ._log import logger, warn_once
+from .gpus import GpuSpec, with_holdings
 from .groups import EveryGroupBut, group_gate, resolve_span_groups
 from .processor import DEFAULT_MAX_QUEUE_SIZE, CountingBatchSpanProcessor
 from .wire import (
@@ -274,6 +275,8 @@ def configure(
     path: str | os.PathLike[str] | None = None,
     resource_attributes: Mapping[str, Any] | None = None,
     run_id: str | None = None,
+    gpus: GpuSpec | None = None,
+    fleet: str | None = None,
 ) -> TracerProvider:
     """Wire the SDK: which span groups are on, which exporter writes them, and the process's resource.
 
@@ -282,7 +285,10 @@ def configure(
     `OTEL_EXPORTER_OTLP_*ENDPOINT` is set, else framed protobuf files in `./goodput_traces/`). The choice is written
     back to the environment so Ray workers that call `configure()` bare follow the driver, and handed on with every
     trace carrier so a worker that never calls it is configured like its caller. `run_id` names the attempt
-    (SPEC section 7): the argument, else `GOODPUT_RUN_ID`, else generated once. Calling it again
+    (SPEC section 7): the argument, else `GOODPUT_RUN_ID`, else generated once. `gpus` (a count, ids, or text read
+    as `GOODPUT_GPUS`) and `fleet` say what this process holds (SPEC section 12, `gpus.py`): else `GOODPUT_GPUS` and
+    `GOODPUT_FLEET`, else in a Ray actor or task the GPUs Ray assigned it; a process told nothing holds none. They
+    are this process's own, so neither is written to the environment nor handed on. Calling it again
     replaces the earlier set-up, flushing what that one held. An unknown or uninstallable `exporter` argument raises;
     the same named only by the environment gets a warning and the file exporter, since the job did not ask for it.
     """
@@ -301,7 +307,7 @@ def configure(
         exporter = exporter_kind = os.environ.get(ENV_EXPORTER) or _default_exporter_kind(trace_path)
     elif isinstance(exporter, str):
         exporter_kind = exporter
-    resource = _resource(service_name, resource_attributes)
+    resource = with_holdings(_resource(service_name, resource_attributes), gpus, fleet)
     service = str(resource.attributes.get("service.name"))
     run = _run_id(run_id, resource_attributes, service)
     resource = resource.merge(Resource({RESOURCE_RUN_ID: run}))

@@ -24,6 +24,10 @@ RL_CHECKPOINT_ASYNC_ATTR = RL_CHECKPOINT_ASYNC_SAVE_ATTR  # NeMo-RL's name for i
 
 RESOURCE_RUN_ID = "goodput.run.id"  # the attempt a process belongs to (SPEC section 7)
 NEMO_RUN_ID = "nemo.run.id"  # what NeMo-RL's nemo-lens sets instead
+# What a process holds (SPEC section 12): its GPUs' ids on its host.name, else a count of GPUs of its own; its fleet.
+RESOURCE_GPU_IDS = "goodput.gpu.ids"
+RESOURCE_GPUS = "goodput.gpus"
+RESOURCE_FLEET = "goodput.fleet"
 
 # --- span names: what the helpers build, and what a reader of traces without `rl.span_group` matches --------------
 
@@ -75,6 +79,9 @@ ENV_TRACE_PATH = "GOODPUT_TRACE_PATH"
 ENV_TRACE_OWNER_PID = "GOODPUT_TRACE_OWNER_PID"  # the process that owns a single trace file; others write siblings
 ENV_RUN_ID = "GOODPUT_RUN_ID"
 ENV_CACHE_DIR = "GOODPUT_CACHE_DIR"
+# Read, never written: what one process holds, so a driver's value must not reach the workers it starts.
+ENV_GPUS = "GOODPUT_GPUS"
+ENV_FLEET = "GOODPUT_FLEET"
 
 OTEL_TRACES_EXPORTER = "OTEL_TRACES_EXPORTER"
 OTEL_SERVICE_NAME = "OTEL_SERVICE_NAME"

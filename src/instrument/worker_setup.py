@@ -4,7 +4,8 @@
 inherit. A cluster started before the job (`ray start`, `ray job submit`, KubeRay) runs its workers with the
 environment of whoever started it, so there the choice travels with each trace carrier instead, as W3C baggage
 (`wire.BAGGAGE_*`): a worker that never called `configure()` is configured from the first carrier it receives,
-under the name of its actor class or task function.
+under the name of its actor class or task function. What the worker holds (its GPUs, its fleet) never travels:
+configure() reads it in the worker itself, from Ray's ids or the worker's own `GOODPUT_GPUS` (`gpus.py`).
 """
 
 from __future__ import annotations

@@ -31,6 +31,7 @@ _HOMES: dict[str, str] = {
     "spans_in_window": "listing",
     "RayRunner": "on_ray",
     **dict.fromkeys(["FIGURES", "Figure"], "figures"),
+    **dict.fromkeys(["GpuOptions", "GpuReport", "GpuFigures"], "gpus"),
 }
 
 __all__ = list(_HOMES)
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
     from .errors import GoodputError, InputError, OptionError, TraceFormatError
     from .figures import FIGURES, Figure
     from .findings import Finding
+    from .gpus import GpuFigures, GpuOptions, GpuReport
     from .listing import spans_in_window
     from .on_ray import RayRunner
     from .report import Report, ReportOptions, WholeRun, build_report, report_json

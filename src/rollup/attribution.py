@@ -10,7 +10,7 @@ concurrent spans therefore count once, and the buckets plus unaccounted add up t
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import islice
 from typing import TYPE_CHECKING, Any, overload
@@ -207,6 +207,23 @@ def charge_each_process(
         found = by_stretch.get(stretch_of[(frame.start_ns, frame.end_ns)], {})
         out[frame.frame_id] = {process: frame_charge(frame, by_rank, precedence) for process, by_rank in found.items()}
     return out
+
+
+def charged_by_key(
+    spans: SpanSet,
+    stretches: Sequence[tuple[int, int]],
+    precedence: Sequence[str],
+    keyed: Callable[[str], str],
+    batch_spans: int | None = None,
+) -> Iterator[tuple[array, pa.Table]]:
+    """The charge of each stretch per key, a batch of stretches at a time: `keyed(spans_sql)` is a query of the
+    bucketed spans of `spans_sql` with the key each one counts under (`start_ns`, `end_ns`, `process`: the key,
+    `bucket`), a span listed once per key it counts under. Per batch, its positions among `stretches` and its table
+    (`stretch`: the position in the batch, `process`: the key, `r0`..`r3` as `_charged_table`'s). What GPUs are
+    charged with (`gpus`): the spans that occupy them, keyed by the GPUs' class."""
+    most = batch_spans or sweep_batch_spans(spans.limit_bytes)
+    for positions, batch, spans_sql in in_time_batches(spans, stretches, swept_spans_sql(spans), most):
+        yield positions, _swept(spans, batch, precedence, keyed(spans_sql), by_process=True)
 
 
 def frame_charge(frame: Frame, by_rank: list[int] | None, precedence: Sequence[str]) -> Charge:

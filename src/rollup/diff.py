@@ -10,13 +10,14 @@ moved, so the first line says what changed.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from statistics import median
 from typing import TYPE_CHECKING, Any
 
 from .attribution import parse_precedence
 from .breakdown import charged_name_walls, name_share_columns
 from .figures import FIGURES, Figure
+from .gpus import GpuOptions, charge_gpus, gpu_model
 from .rows import NS_PER_S, Figures
 from .schema import BUCKETS
 from .windows import iteration_windows, select_windows
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 
 # The figures a diff compares, in the report's order.
 DIFF_FIGURES: tuple[Figure, ...] = tuple(figure for figure in FIGURES if figure.in_diff)
+GPU_GOODPUT = "gpu_goodput"  # the key the median GPU goodput goes under, when both sides have GPUs
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,8 @@ class Side:
     iterations: int
     medians: dict[str, float | None]  # per DIFF_FIGURES key: nanoseconds for seconds figures, else the figure
     names_ns: dict[tuple[str, str], float]  # (name, bucket) -> median wall nanoseconds per iteration
+    gpus: bool = False  # some process holds a GPU, or --gpus named some (SPEC section 12)
+    gpu_goodput: float | None = None  # then the median of the iterations' GPU goodput
 
     @property
     def median(self) -> dict[str, float | None]:
@@ -78,6 +82,18 @@ class Diff:
     candidate: Side
     names: list[PhaseChange]
 
+    @property
+    def gpus(self) -> bool:
+        """Both sides have GPUs: the median GPU goodput is compared too (`GPU_GOODPUT`)."""
+        return self.baseline.gpus and self.candidate.gpus
+
+    def gpu_goodput(self) -> tuple[float | None, float | None, float | None, float | None]:
+        """Baseline, candidate, delta and ratio of the median GPU goodput."""
+        before, after = self.baseline.gpu_goodput, self.candidate.gpu_goodput
+        if before is None or after is None:
+            return before, after, None, None
+        return before, after, after - before, (after / before - 1 if before else None)
+
     def delta(self, key: str) -> float | None:
         """Candidate minus baseline of one figure, as it is shown (seconds, or the figure itself)."""
         figure = _figure(key)
@@ -90,12 +106,15 @@ class Diff:
         return None if before is None or after is None or before == 0 else after / before - 1
 
     def json(self) -> dict[str, Any]:
-        """SPEC section 9's object."""
+        """SPEC section 9's object; with GPUs on both sides, `gpu_goodput` in each median, delta and ratio."""
+        extra: list[dict[str, Any]] = [{}, {}, {}, {}]
+        if self.gpus:
+            extra = [{GPU_GOODPUT: value} for value in self.gpu_goodput()]
         return {
-            "baseline": _side_json(self.baseline),
-            "candidate": _side_json(self.candidate),
-            "delta": {f.key: self.delta(f.key) for f in DIFF_FIGURES},
-            "ratio": {f.key: self.ratio(f.key) for f in DIFF_FIGURES},
+            "baseline": _side_json(self.baseline, extra[0]),
+            "candidate": _side_json(self.candidate, extra[1]),
+            "delta": {f.key: self.delta(f.key) for f in DIFF_FIGURES} | extra[2],
+            "ratio": {f.key: self.ratio(f.key) for f in DIFF_FIGURES} | extra[3],
             "names": [
                 {
                     "name": n.name,
@@ -132,20 +151,33 @@ def summarise(report: Report, paths: Sequence[str]) -> Side:
 
 
 def measure(
-    store: SpanStore, paths: Sequence[str], *, iterations: tuple[int, int] | None = None, precedence: str | None = None
+    store: SpanStore,
+    paths: Sequence[str],
+    *,
+    iterations: tuple[int, int] | None = None,
+    precedence: str | None = None,
+    gpus: GpuOptions | None = None,
 ) -> Side:
     """A side of the diff straight from a store: `summarise(build_report(store, by="name", ...))` without the parts
-    of a report the diff does not compare (span-seconds, the time outside and between attempts, outliers)."""
+    of a report the diff does not compare (span-seconds, the time outside and between attempts, outliers); with
+    GPUs (SPEC section 12), the median of the iterations' GPU goodput too."""
     order = parse_precedence(precedence)
     spans = store.spans()
     windows = select_windows(iteration_windows(spans), iterations)
+    model = gpu_model(spans, gpus or GpuOptions())
+    gpu_goodput = None
+    if model is not None:
+        stretches = [(w.start_ns, w.end_ns) for w in windows]
+        charged = charge_gpus(spans, model, stretches, [w.run_id for w in windows], order)
+        gpu_goodput = _middle([g for i in range(len(windows)) if (g := charged.window(i).goodput) is not None])
     charges, walls = charged_name_walls(spans, windows, order)
     shares, _ = name_share_columns(spans, windows, walls)  # names with span-seconds alone are listed at 0 wall
     names: list[dict[tuple[str, str], int]] = [{} for _ in windows]
     for position, key, bucket, wall_ns in zip(shares.positions, shares.key_ids, shares.buckets, shares.wall_ns,
                                               strict=True):  # fmt: skip
         names[position][(shares.keys[key], BUCKETS[bucket])] = wall_ns
-    return _side(paths, [Figures.from_ns(charge) for charge in charges], names)
+    side = _side(paths, [Figures.from_ns(charge) for charge in charges], names)
+    return replace(side, gpus=model is not None, gpu_goodput=gpu_goodput)
 
 
 def _side(paths: Sequence[str], rows: Sequence[Figures], names: Sequence[dict[tuple[str, str], int]]) -> Side:
@@ -182,5 +214,5 @@ def compare(baseline: Side, candidate: Side) -> Diff:
     return Diff(baseline, candidate, names)
 
 
-def _side_json(side: Side) -> dict[str, Any]:
-    return {"paths": side.paths, "iterations": side.iterations, "median": dict(side.median)}
+def _side_json(side: Side, extra: dict[str, Any]) -> dict[str, Any]:
+    return {"paths": side.paths, "iterations": side.iterations, "median": dict(side.median) | extra}

@@ -20,6 +20,7 @@ from .attribution import parse_precedence, total_charge
 from .breakdown import BREAKDOWN_KEYS
 from .errors import GoodputError, OptionError
 from .figures import FIGURES
+from .gpus import GpuOptions, GpuReport, gpu_count, gpu_model, gpu_report
 from .outliers import MIN_ROWS, compared_groups, outliers_of_columns
 from .ranges import ReportPart
 from .rows import Figures, IterationRow, IterationRows, NameShare, seconds, share, sum_figures
@@ -37,7 +38,7 @@ _Params = ParamSpec("_Params")
 _Result = TypeVar("_Result")
 
 # What `--by` takes: a row per window and process, or each row's buckets shared among span names or groups.
-BY_CHOICES = ("process", *BREAKDOWN_KEYS)
+BY_CHOICES = ("process", *BREAKDOWN_KEYS, "pool")
 
 
 def _many_small_objects(build: Callable[_Params, _Result]) -> Callable[_Params, _Result]:
@@ -68,13 +69,15 @@ class ReportOptions:
     lack it (a range holding none is an empty report, `Report.missing` saying why). `precedence`: the bucket order
     for instants where several are active (`idle,productive,overhead,wasted`; default the declared order). `by`:
     "process" gives a row per window and process; "name" or "group" adds each row's and the total's breakdown by
-    span name or `rl.span_group`. `attempt` (a run id or `latest`) reads that attempt alone."""
+    span name or `rl.span_group`; "pool" a row per window and pool of GPUs (SPEC section 12). `attempt` (a run id or
+    `latest`) reads that attempt alone. `gpus`: `--gpus` and `--place` (SPEC section 12)."""
 
     iterations: tuple[int, int] | None = None
     precedence: str | Sequence[str] | None = None
     by: str | None = None
     attempt: str | None = None
     exact: bool = False
+    gpus: GpuOptions = field(default_factory=GpuOptions)
 
     def __post_init__(self) -> None:
         if self.by is not None and self.by not in BY_CHOICES:
@@ -138,6 +141,8 @@ class Report:
     lost_steps: tuple[int, ...] = ()
     duplicate_steps: tuple[int, ...] = ()
     fresh_starts: list[tuple[Attempt, Attempt]] = field(default_factory=list)
+    gpus: GpuReport | None = None  # when some process holds a GPU or --gpus was given (SPEC section 12)
+    notes: list[str] = field(default_factory=list)  # about what was read, one line each (a GPU holding unread)
 
     def __post_init__(self) -> None:
         if not isinstance(self.iterations, IterationRows):
@@ -196,13 +201,18 @@ def build_report(store: SpanStore, options: ReportOptions | None = None, runner:
     options = options or ReportOptions()
     order = options.order
     spans = store.spans(options.attempt)
+    model = gpu_model(spans, options.gpus)
+    if options.by == "pool" and model is None:
+        raise OptionError("--by", "pool: no process holds a GPU (goodput.gpu.ids, goodput.gpus); name them with --gpus")
     frames = report_frames(spans, options.iterations)
     missing = missing_in(frames.held, options.iterations) if not frames.windows else None
     if missing is not None and options.exact:
         raise GoodputError(missing)
-    parts = (runner or LocalRunner()).report_parts(spans, frames, order, options.by)
+    by = None if options.by == "pool" else options.by
+    parts = (runner or LocalRunner()).report_parts(spans, frames, order, by)
     rows, total = merged_rows(parts)
     attempts = frames.attempts
+    lost = [(w.run_id, w.start_ns, w.end_ns) for w in frames.lost]
     del frames
     report = Report(
         rows,
@@ -218,6 +228,11 @@ def build_report(store: SpanStore, options: ReportOptions | None = None, runner:
         duplicate_steps=tuple(_selected(_iterations_of(duplicate_step_findings(spans)), options.iterations)),
         fresh_starts=fresh_starts(attempts),
     )
+    if model is not None:
+        keys = [(row.run_id, row.iteration, row.start_ns, row.end_ns) for row in rows]
+        extents = [(a.run_id, *a.extent) for a in attempts]
+        report.gpus = gpu_report(spans, model, keys, lost, extents, order)
+        report.notes.extend(model.notes)
     if options.by == "process":
         report.process_totals = process_totals(rows, total.wall_ns)
     elif options.by is not None:
@@ -379,23 +394,44 @@ class RowsJson(Sequence[dict[str, Any]]):
     def __getitem__(self, index: slice) -> list[dict[str, Any]]: ...
     def __getitem__(self, index: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
         if isinstance(index, slice):
-            return [row_json(self._report, row) for row in self._report.iterations[index]]
-        return row_json(self._report, self._report.iterations[index])
+            positions = range(len(self))[index]
+            return [row_json(self._report, self._report.iterations[i], i) for i in positions]
+        if index < 0:
+            index += len(self)
+        return row_json(self._report, self._report.iterations[index], index)
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        return (row_json(self._report, row) for row in self._report.iterations)
+        return (row_json(self._report, row, i) for i, row in enumerate(self._report.iterations))
 
 
-def row_json(report: Report, row: IterationRow) -> dict[str, Any]:
+def row_json(report: Report, row: IterationRow, position: int = 0) -> dict[str, Any]:
     """One item of the report's `iterations` list."""
     item: dict[str, Any] = {"iteration": row.iteration, "start_ns": row.start_ns, "end_ns": row.end_ns}
     if report.by_process:
         item["process"] = row.process
     item.update(figures_json(row.figures))
+    if report.gpus is not None and report.by != "pool":
+        item["gpu"] = report.gpus.row(position).json()
     if row.names is not None and report.by is not None:
         item["names"] = names_json(row.names, report.by)
     item["outliers"] = list(row.outliers)
     return item
+
+
+def pool_rows_json(report: Report, position: int, row: IterationRow) -> list[dict[str, Any]]:
+    """`--by pool`'s items for one window: the window's item once per pool of its attempt, with the pool's name,
+    its GPUs and its own `gpu` object (SPEC section 12)."""
+    assert report.gpus is not None
+    plain = row_json(report, row, position)
+    pools = {pool.name: pool for pool in report.gpus.model.pools}
+    out = []
+    for name, figures in sorted(report.gpus.row_pools(position).items()):
+        item = {key: plain[key] for key in ("iteration", "start_ns", "end_ns")}
+        item |= {"pool": name, "gpus": gpu_count(pools[name].gpus)}
+        item |= {key: value for key, value in plain.items() if key not in item}
+        item["gpu"] = figures.json()
+        out.append(item)
+    return out
 
 
 @_many_small_objects
@@ -403,15 +439,25 @@ def report_json(report: Report, *, lazy: bool = False) -> dict[str, Any]:
     """The object `report --format json` prints (SPEC sections 6, 7, 8 and 10); `--by process` adds `process` and
     `processes`, `--by name` / `--by group` a `names` list to each row and to the total. `lazy`: `iterations` is a
     `RowsJson`, whose items are made as they are read (the CLI writes it a row at a time), not a list."""
-    iterations: Sequence[dict[str, Any]] = (
-        RowsJson(report) if lazy else [row_json(report, row) for row in report.iterations]
-    )
+    iterations: Sequence[dict[str, Any]]
+    if report.by == "pool":
+        iterations = [item for i, row in enumerate(report.iterations) for item in pool_rows_json(report, i, row)]
+    else:
+        iterations = RowsJson(report) if lazy else [row_json(report, row, i) for i, row in enumerate(report.iterations)]
     out: dict[str, Any] = {"iterations": iterations}
+    gpus = report.gpus
     for row in report.whole_run():
         out[row.label] = figures_json(row.figures, row.keys)
-        if row.label == "total" and report.total_names is not None and report.by is not None:
+        if row.label == "total" and report.total_names is not None and report.by in BREAKDOWN_KEYS:
             out["total"]["names"] = names_json(report.total_names, report.by)
+        if gpus is not None and row.label in ("total", "rework"):
+            out[row.label]["gpu"] = (gpus.total() if row.label == "total" else gpus.rework).json()
     out["attempts"] = [attempt_json(a) for a in report.attempts]
     if report.by_process:
         out["processes"] = [{"process": p, **figures_json(f)} for p, f in report.process_totals.items()]
+    if gpus is not None:
+        out["gpus"] = gpus.json()
+        if report.by == "pool":
+            out["pools"] = [{"pool": pool.name, "gpus": gpu_count(pool.gpus), "gpu": gpus.total(pool.name).json()}
+                            for pool in gpus.model.pools]  # fmt: skip
     return out

@@ -23,7 +23,7 @@ from instrument.wire import (
     span_name_regex,
 )
 
-SCHEMA_VERSION = 4  # part of the cache key: bump it whenever a reader's output changes
+SCHEMA_VERSION = 5  # part of the cache key: bump it whenever a reader's output changes
 
 ATTRIBUTE_MAP = pa.map_(pa.string(), pa.string())
 # A span's events (`record_exception` writes one named `exception`) and links, attribute values rendered as the
@@ -53,10 +53,12 @@ SPAN_SCHEMA = pa.schema(
         ("process", pa.string()),  # as SPEC section 1 shows it: service.instance.id, else service.name@host:pid
         ("host_pid", pa.string()),  # host.name:process.pid, telling apart two processes shown alike
         ("run_id", pa.string()),  # the attempt (SPEC section 7): goodput.run.id, else nemo.run.id
+        ("holding", pa.string()),  # what the process holds (SPEC section 12): `read.values.holding`, else null
         ("bucket", pa.string()),  # rl.bucket as written, valid or not: `check` flags the invalid ones
         ("iteration", pa.int64()),  # rl.iteration when it is an integer
         ("span_group", pa.string()),
         ("efficiency_category", pa.string()),
+        ("fleet", pa.string()),  # the span's own goodput.fleet (SPEC section 12): the fleet it works for
         ("source_file", pa.string()),
     ]
 )
@@ -70,7 +72,8 @@ RL_BUCKET = RL_BUCKET_ATTR
 RL_ITERATION = RL_ITERATION_ATTR
 RL_SPAN_GROUP = RL_SPAN_GROUP_ATTR
 RL_EFFICIENCY_CATEGORY = RL_EFFICIENCY_CATEGORY_ATTR
-PROMOTED_KEYS = frozenset({RL_BUCKET, RL_ITERATION, RL_SPAN_GROUP, RL_EFFICIENCY_CATEGORY})
+GOODPUT_FLEET = "goodput.fleet"  # on a span: the fleet whose GPUs it occupies; on a resource: the process's fleet
+PROMOTED_KEYS = frozenset({RL_BUCKET, RL_ITERATION, RL_SPAN_GROUP, RL_EFFICIENCY_CATEGORY, GOODPUT_FLEET})
 
 # What the accounting (lineage, report, check, spans) reads of a span. A load for those commands alone, with no cache
 # to fill, converts just these: the attribute maps, the bulk of a span, are never built.
@@ -79,7 +82,7 @@ ACCOUNTING_SCHEMA = pa.schema(
         SPAN_SCHEMA.field(name)
         for name in (
             "trace_id", "span_id", "parent_span_id", "name", "start_ns", "end_ns", "process", "host_pid", "run_id",
-            "bucket", "iteration", "span_group",
+            "bucket", "iteration", "span_group", "service", "holding", "fleet",
         )
     ]
 )  # fmt: skip

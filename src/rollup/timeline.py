@@ -25,11 +25,12 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from .attempts import find_attempts
 from .errors import GoodputError
+from .gpus import GpuOptions, gpu_labels, gpu_model
 from .lanes import assign_lanes
 from .schema import BUCKETS
 from .tables import SPANS
@@ -89,6 +90,7 @@ class Timeline:
     has_attributes: bool
     iterations: tuple[int, int] | None = None
     missing: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)  # process name -> what it holds (SPEC section 12)
 
     def write(self, out: BinaryIO) -> None:
         """Write the trace as one JSON object, `{"otherData": ..., "traceEvents": [...]}`: metadata events first,
@@ -126,6 +128,8 @@ class Timeline:
         for pid, name in sorted(names.items()):
             events.append({"name": "process_name", "ph": "M", "pid": pid, "args": {"name": name or "(unnamed)"}})
             events.append({"name": "process_sort_index", "ph": "M", "pid": pid, "args": {"sort_index": pid}})
+            if name in self.labels:
+                events.append({"name": "process_labels", "ph": "M", "pid": pid, "args": {"labels": self.labels[name]}})
         for lane in self.lanes:
             where = {"pid": lane.pid, "tid": lane.tid}
             events.append({"name": "thread_name", "ph": "M", **where, "args": {"name": f"lane {lane.number}"}})
@@ -206,6 +210,7 @@ def build_timeline(
     iterations: tuple[int, int] | None = None,
     attempt: str | None = None,
     exact: bool = False,
+    gpus: GpuOptions | None = None,
 ) -> Timeline:
     """The timeline of the store's spans, ready to `write`.
 
@@ -213,9 +218,12 @@ def build_timeline(
     windows alike) and the spans that overlap one of them, whatever their own iteration or process; without it,
     every span and every window. `attempt` (a run id or `latest`) reads that attempt alone. Times count from the
     first span of what is read (after `attempt`), with or without `iterations`, so two timelines of one run line up.
-    `exact`: `iterations` is one iteration asked for by number, a GoodputError when the traces lack it.
+    `exact`: `iterations` is one iteration asked for by number, a GoodputError when the traces lack it. With GPUs
+    (some process holds one, or `gpus` names some: SPEC section 12), each process is labelled with its fleet, its
+    pool and the GPUs it holds (a `process_labels` metadata event, which Perfetto shows beside its name).
     """
     spans = store.spans(attempt)
+    model = gpu_model(spans, gpus or GpuOptions())
     attempts = find_attempts(spans)
     latest, superseded = latest_windows(attempt_windows(spans, [a.run_id for a in attempts]))
     missing = missing_in(latest.iterations, iterations)
@@ -239,7 +247,9 @@ def build_timeline(
     lanes += _lay_spans(spans, next_tid + len(lanes))
     ((count,),) = spans.rows("SELECT count(*) FROM timeline_spans")
     has_attributes = "attributes" in spans.arrow(f"SELECT * FROM {SPANS} LIMIT 0").column_names
-    return Timeline(spans, origin_ns, processes, lanes, windows, int(count), flows, has_attributes, iterations, missing)
+    labels = gpu_labels(model) if model is not None else {}
+    return Timeline(spans, origin_ns, processes, lanes, windows, int(count), flows, has_attributes, iterations, missing,
+                    labels)  # fmt: skip
 
 
 def _select_spans(spans: SpanSet, windows: list[Window] | None) -> None:

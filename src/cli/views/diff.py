@@ -58,6 +58,11 @@ def _figure_rows(diff: Diff) -> list[list[str]]:
         shown_delta = "" if delta is None else (f"{100 * delta:+.1f} pt" if share else f"{delta:+.3f}")
         rows.append([key, _shown(before, share), _shown(after, share), shown_delta,
                      "" if ratio is None else f"{100 * ratio:+.1f}%"])  # fmt: skip
+    if diff.gpus:
+        before, after, delta, ratio = diff.gpu_goodput()
+        shown_delta = "" if delta is None else f"{100 * delta:+.1f} pt"
+        shown_ratio = "" if ratio is None else f"{100 * ratio:+.1f}%"
+        rows.append(["gpu_goodput", _shown(before, True), _shown(after, True), shown_delta, shown_ratio])
     return rows
 
 
@@ -90,6 +95,8 @@ def diff_rows(diff: Diff) -> tuple[list[str], list[list[Any]]]:
          diff.ratio(f.key)]
         for f in _COMPARED
     ]  # fmt: skip
+    if diff.gpus:
+        rows.append(["figure", "gpu_goodput", None, *diff.gpu_goodput()])
     for n in diff.names:
         ratio = n.candidate_s / n.baseline_s - 1 if n.baseline_s else None
         rows.append(["name", n.name, n.bucket, n.baseline_s, n.candidate_s, n.delta_s, ratio])

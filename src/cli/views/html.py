@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from instrument.groups import BUCKETS
 from rollup import FIGURES, GoodputError
 
+from .gpus import gpu_line
 from .notes import number_ranges
 
 if TYPE_CHECKING:
@@ -80,6 +81,8 @@ def report_html(report: Report, checks: dict[str, Any] | None) -> str:
         figures += _process_figures(rows)
     elif rows:
         figures.append(("goodput-iterations", _iterations_figure(rows), 460))
+    if rows and report.gpus is not None:
+        figures.append(("goodput-gpus", _gpu_figure(report), 420))
     names, key = report.total_names or [], report.by or "name"
     if names:
         chart = _names_figure(names, key)
@@ -104,6 +107,13 @@ def report_html(report: Report, checks: dict[str, Any] | None) -> str:
         "<h2>Whole run</h2>",
         _whole_run_table(report),
     ]
+    if "goodput-gpus" in plots and report.gpus is not None:
+        parts += [
+            "<h2>GPU-seconds by iteration and pool</h2>",
+            plots["goodput-gpus"],
+            '<p class="note">Each GPU of a pool is charged instant by instant from the bucketed spans that occupy it '
+            f"(its processes', and those placed on its fleets). {escape(gpu_line(report.gpus))}</p>",
+        ]
     if report.by_process and report.process_totals:
         parts += ["<h2>By process</h2>", _process_table(report.process_totals)]
     if names:
@@ -247,6 +257,38 @@ def _iterations_figure(
         layout["legend"]["y"] = 1.0
     if (count or len(rows)) <= 60:
         layout["xaxis"]["dtick"] = 1
+    return {"data": traces, "layout": layout}
+
+
+def _gpu_figure(report: Report) -> dict[str, Any]:
+    """A stacked bar of GPU-seconds per iteration and pool (SPEC section 12): the iterations and, within each, the
+    pools on the x axis (a multi-category axis), the buckets and unaccounted stacked."""
+    gpus = report.gpus
+    assert gpus is not None
+    cells = [(str(row.iteration), name, figures) for position, row in enumerate(report.iterations)
+             for name, figures in sorted(gpus.row_pools(position).items())]  # fmt: skip
+    x = [[c[0] for c in cells], [c[1] for c in cells]]
+    parts = ["productive", "overhead", "idle", "wasted", "unaccounted"]
+    traces = [
+        {
+            "type": "bar",
+            "name": part,
+            "x": x,
+            "y": [round(c[2].seconds()[1 + index], 9) for c in cells],
+            "marker": {"color": BUCKET_COLOURS[part], "line": {"width": 0}},
+            "hovertemplate": f"%{{x}}: {part} %{{y:.3f}} GPU-s<extra></extra>",
+        }
+        for index, part in enumerate(parts)
+    ]
+    layout = {
+        "barmode": "stack",
+        "bargap": 0.15,
+        "margin": {"l": 60, "r": 30, "t": 50, "b": 80},
+        "legend": {"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom", "traceorder": "normal"},
+        "xaxis": {"title": {"text": "iteration / pool"}},
+        "yaxis": {"title": {"text": "GPU-seconds"}, "rangemode": "tozero", "gridcolor": "#e6e6e6"},
+        "plot_bgcolor": "#ffffff",
+    }
     return {"data": traces, "layout": layout}
 
 

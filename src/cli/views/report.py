@@ -122,6 +122,10 @@ def report_table(report: Report, *, width: int, total_only: bool = False) -> str
     line = job_line(report)
     if not total_only and any(r.outliers for r in report.iterations):
         line = (f"{line}\n" if line else "") + OUTLIER_NOTE
+    if report.gpus is not None:
+        from .gpus import gpu_line
+
+        line = (f"{line}\n" if line else "") + gpu_line(report.gpus)
     return table_text(
         headers,
         rows,
@@ -175,6 +179,10 @@ def report_text(
         from .jsonl import report_jsonl
 
         return report_jsonl(report_json(report))
+    if report.by == "pool":
+        from .gpus import pool_text
+
+        return pool_text(report, fmt, width=width, total_only=total_only)
     if report.total_names is not None:  # --by name / --by group: the breakdown is what the table and rows show
         return breakdown_text(report, fmt, width=width, total_only=total_only)
     if fmt is OutputFormat.table:
@@ -187,7 +195,7 @@ def report_notes(report: Report) -> list[str]:
     whose step span was lost, and attempts that look like another job rather than a resumption."""
     from rollup import attempt_label
 
-    notes = []
+    notes = [f"note: {note}" for note in report.notes]
     if report.lost_steps:
         numbers = number_ranges(report.lost_steps)
         noun = "iteration" if len(report.lost_steps) == 1 else "iterations"

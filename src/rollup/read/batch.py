@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 
 from ..schema import (
     ATTRIBUTE_MAP,
+    GOODPUT_FLEET,
     NO_PARENT_ID,
     RL_BUCKET,
     RL_EFFICIENCY_CATEGORY,
@@ -23,26 +24,28 @@ from ..schema import (
     RL_SPAN_GROUP,
     SPAN_SCHEMA,
 )
-from .values import host_pid, integral_value, process_key, run_id
+from .values import holding, host_pid, integral_value, process_key, run_id
 
 
 @dataclass(frozen=True)
 class ResourceInfo:
     """One resource: its rendered attributes in order, and the columns they give (`service`, `process`,
-    `host_pid`, `run_id`)."""
+    `host_pid`, `run_id`, `holding`)."""
 
     entries: tuple[tuple[str, str | None], ...]
     service: str | None
     process: str
     host_pid: str | None
     run_id: str | None
+    holding: str | None
 
     @classmethod
     def from_entries(cls, entries: Sequence[tuple[str, str | None]]) -> ResourceInfo:
         as_dict = {key: value for key, value in entries if value is not None}
         return cls(
-            tuple(entries), as_dict.get("service.name"), process_key(as_dict), host_pid(as_dict), run_id(as_dict)
-        )
+            tuple(entries), as_dict.get("service.name"), process_key(as_dict), host_pid(as_dict), run_id(as_dict),
+            holding(as_dict),
+        )  # fmt: skip
 
 
 def map_array(sets: Sequence[Sequence[tuple[str, str | None]]]) -> pa.MapArray:
@@ -196,10 +199,12 @@ def span_record_batch(
         "process": lambda: pa.array([resource.process for resource in resources], pa.string()).take(index),
         "host_pid": lambda: pa.array([resource.host_pid for resource in resources], pa.string()).take(index),
         "run_id": lambda: pa.array([resource.run_id for resource in resources], pa.string()).take(index),
+        "holding": lambda: pa.array([resource.holding for resource in resources], pa.string()).take(index),
         "bucket": lambda: _promoted_text(attributes, RL_BUCKET),
         "iteration": lambda: _iterations(_promoted_text(attributes, RL_ITERATION)),
         "span_group": lambda: _promoted_text(attributes, RL_SPAN_GROUP),
         "efficiency_category": lambda: _promoted_text(attributes, RL_EFFICIENCY_CATEGORY),
+        "fleet": lambda: _promoted_text(attributes, GOODPUT_FLEET),
         "source_file": lambda: pa.repeat(pa.scalar(source_file, pa.string()), len(start)),
     }
     return pa.RecordBatch.from_arrays([columns[field.name]() for field in schema], schema=schema)

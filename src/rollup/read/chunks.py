@@ -36,9 +36,8 @@ _NEWLINE_PROBE = 1 << 16
 # Dictionary pages only where values repeat, statistics only where queries filter: both cost write time, and a
 # dictionary on unique ids makes the file larger, not smaller (docs/performance.md).
 _DICTIONARY_COLUMNS = [
-    "name", "status_message", "scope_name", "scope_version", "service", "process", "host_pid", "run_id", "bucket",
-    "span_group",
-    "efficiency_category", "source_file",
+    "name", "status_message", "scope_name", "scope_version", "service", "process", "host_pid", "run_id", "holding",
+    "bucket", "span_group", "efficiency_category", "fleet", "source_file",
 ]  # fmt: skip
 _STATISTICS_COLUMNS = ["trace_id", "span_id", "start_ns", "end_ns", "iteration"]
 

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 from ..nodes import NODE_COLUMNS_SQL, NODE_TABLE_COLUMNS, NODES_PARQUET, nodes_view
 from ..schema import (
     ACCOUNTING_SCHEMA,
+    GOODPUT_FLEET,
     NO_PARENT_ID,
     RL_BUCKET,
     RL_ITERATION,
@@ -33,8 +34,11 @@ from ..schema import (
 )
 from .json_shape import LEAN_RECORD, LEGACY_NAMES, duckdb_type
 from .values import (
+    HOLDING_KEYS,
+    HOLDING_SAFE_TEXT,
     RESOURCE_KEYS,
     canonical_int_sql,
+    holding_sql,
     host_pid_sql,
     process_key_sql,
     run_id_sql,
@@ -77,6 +81,8 @@ def _time_sure(text: str, value: str) -> str:
 
 
 _RESOURCE_KEY_LIST = ", ".join(f"'{key}'" for key in RESOURCE_KEYS)
+_HOLDING_KEY_LIST = ", ".join(f"'{key}'" for key in HOLDING_KEYS)
+_HOLDING_SAFE = sql_text(HOLDING_SAFE_TEXT)
 
 
 def _resource_value(key: str) -> str:
@@ -106,6 +112,10 @@ resources AS (
                           lambda a: {{'k': a.key, 'v': {string_or_int_sql("a")}}}) AS resource_texts,
            len(list_filter(rs.resource.attributes,
                            lambda a: a.key IN ({_RESOURCE_KEY_LIST}) AND ({string_or_int_sql("a")}) IS NULL))
+               = 0
+           AND len(list_filter(rs.resource.attributes,
+                               lambda a: a.key IN ({_HOLDING_KEY_LIST})
+                                         AND NOT regexp_full_match({string_or_int_sql("a")}, {_HOLDING_SAFE})))
                = 0 AS resource_ok_or_null
     FROM resource_spans
 ),
@@ -113,20 +123,24 @@ processes AS (
     SELECT filename, scope_spans, coalesce(resource_ok_or_null, true) AS resource_ok,
            {process_key_sql(_resource_value)} AS process,
            {host_pid_sql(_resource_value)} AS host_pid,
-           {run_id_sql(_resource_value)} AS run_id
+           {run_id_sql(_resource_value)} AS run_id,
+           {_resource_value("service.name")} AS service,
+           {holding_sql(_resource_value)} AS holding
     FROM resources
 ),
 scope_spans AS (
-    SELECT filename, resource_ok, process, host_pid, run_id, unnest(scope_spans) AS ss FROM processes
+    SELECT filename, resource_ok, process, host_pid, run_id, service, holding, unnest(scope_spans) AS ss
+    FROM processes
 ),
 spans AS (
-    SELECT filename, resource_ok, process, host_pid, run_id, unnest(ss.spans) AS s FROM scope_spans
+    SELECT filename, resource_ok, process, host_pid, run_id, service, holding, unnest(ss.spans) AS s FROM scope_spans
 ),
 promoted AS (
-    SELECT filename, resource_ok, process, host_pid, run_id, s,
+    SELECT filename, resource_ok, process, host_pid, run_id, service, holding, s,
            {_first(RL_BUCKET)} AS bucket_entry,
            {_first(RL_ITERATION)} AS iteration_entry,
-           {_first(RL_SPAN_GROUP)} AS span_group_entry
+           {_first(RL_SPAN_GROUP)} AS span_group_entry,
+           {_first(GOODPUT_FLEET)} AS fleet_entry
     FROM (SELECT *, list_transform(s.attributes, lambda a: a.key) AS attribute_keys FROM spans)
 ),
 rows AS (
@@ -137,11 +151,12 @@ rows AS (
            coalesce(s.name, '') AS name,
            s.startTimeUnixNano AS start_text, {_time("s.startTimeUnixNano")} AS start_ns,
            s.endTimeUnixNano AS end_text, {_time("s.endTimeUnixNano")} AS end_ns,
-           process, host_pid, run_id,
+           process, host_pid, run_id, service, holding,
            bucket_entry, {string_or_int_sql("bucket_entry")} AS bucket,
            iteration_entry, {canonical_int_sql(string_or_int_sql("iteration_entry"))} AS iteration_text,
            TRY_CAST(iteration_text AS BIGINT) AS iteration,
-           span_group_entry, {string_or_int_sql("span_group_entry")} AS span_group
+           span_group_entry, {string_or_int_sql("span_group_entry")} AS span_group,
+           fleet_entry, {string_or_int_sql("fleet_entry")} AS fleet
     FROM promoted
 )
 SELECT {", ".join(ACCOUNTING_SCHEMA.names)},
@@ -154,6 +169,7 @@ SELECT {", ".join(ACCOUNTING_SCHEMA.names)},
            AND {_time_sure("start_text", "start_ns")} AND {_time_sure("end_text", "end_ns")}
            AND (bucket_entry IS NULL OR bucket IS NOT NULL)
            AND (span_group_entry IS NULL OR span_group IS NOT NULL)
+           AND (fleet_entry IS NULL OR fleet IS NOT NULL)
            AND (iteration_entry IS NULL OR iteration_text IS NOT NULL),
            false
        ) AS sure,

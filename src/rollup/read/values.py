@@ -108,7 +108,10 @@ def integral_value(text: str | None) -> int | None:
 
 PROCESS_KEYS = ("service.instance.id", "host.name", "process.pid", "service.name")
 RUN_ID_KEYS = (RESOURCE_RUN_ID, NEMO_RUN_ID)  # the first one present names the attempt
-RESOURCE_KEYS = (*PROCESS_KEYS, *RUN_ID_KEYS)  # the resource attributes a span row is made of
+# What a process holds (SPEC section 12), in the order `holding` writes them. Any but host.name makes a holding.
+HOLDING_KEYS = ("goodput.gpu.ids", "goodput.gpus", "goodput.fleet", "rl.worker_group", "host.name", "dl.world_size",
+                "dl.rank")  # fmt: skip
+RESOURCE_KEYS = (*PROCESS_KEYS, *RUN_ID_KEYS, *(k for k in HOLDING_KEYS if k not in PROCESS_KEYS))  # a row's resource
 UNKNOWN_SERVICE = "unknown_service"
 
 
@@ -152,6 +155,30 @@ def process_key_sql(resource_value: Callable[[str], str]) -> str:
                 WHEN {where} IS NOT NULL THEN {service_text} || '@' || {where}
                 ELSE {service_text}
            END"""
+
+
+def holding(resource: Mapping[str, str]) -> str | None:
+    """What the process holds, as the `holding` column keeps it: the texts of its HOLDING_KEYS attributes, as a
+    compact JSON object in that order, or None when it has none of them but `host.name` (a process told nothing)."""
+    if not any(key in resource for key in HOLDING_KEYS if key != "host.name"):
+        return None
+    found = {key: resource[key] for key in HOLDING_KEYS if key in resource}
+    return json.dumps(found, separators=(",", ":"), ensure_ascii=False)
+
+
+# The texts `holding_sql` writes as they are: no quote, backslash or control character to escape. A resource
+# with another text there is given to the careful reader.
+HOLDING_SAFE_TEXT = r"[^\x00-\x1f\\\"]*"
+
+
+def holding_sql(resource_value: Callable[[str], str]) -> str:
+    """SQL twin of `holding`, for texts that match HOLDING_SAFE_TEXT (JSON needs no escape in them)."""
+    telling = " OR ".join(f"{resource_value(key)} IS NOT NULL" for key in HOLDING_KEYS if key != "host.name")
+    parts = ", ".join(
+        f"""CASE WHEN {resource_value(key)} IS NOT NULL THEN '"{key}":"' || {resource_value(key)} || '"' END"""
+        for key in HOLDING_KEYS
+    )
+    return f"CASE WHEN {telling} THEN '{{' || concat_ws(',', {parts}) || '}}' END"
 
 
 def run_id_sql(resource_value: Callable[[str], str]) -> str:
