@@ -199,6 +199,31 @@ def test_a_cached_re_run_by_name_reads_the_shares_it_worked_out_of_any_number_pe
     assert len([p for p in derived_files(cache) if p.name.startswith("names-")]) == 2  # one per question
 
 
+def test_a_cached_re_run_reads_the_gpu_charge_it_worked_out(tmp_path):
+    """The GPUs' sweep (SPEC section 12) is kept too (`gpus`), one answer per question (`--gpus`, `--place`)."""
+    spans = steps(6) + [S(f"t{i}", "rl.train", i * 10 + 4, i * 10 + 8, parent=f"s{i}", bucket="productive",
+                          process="trainer") for i in range(1, 7)]  # fmt: skip
+    resources = {"driver": {"service.name": "driver", "host.name": "h", "process.pid": 1, "goodput.gpu.ids": ["0"]},
+                 "trainer": {"service.name": "trainer", "host.name": "h", "process.pid": 2,
+                             "goodput.gpu.ids": ["0", "1"]}}  # fmt: skip
+    path = write_trace(tmp_path / "run.otlp", spans, resources=resources)
+    env = {"GOODPUT_CACHE_DIR": str(tmp_path / "cache")}
+    for extra in ([], ["--by", "pool"], ["--place", "rl.x=trainer"]):
+        command = ["report", str(path), "--format", "json", *extra]
+        fresh = invoke([*command, "--no-cache"]).stdout
+        assert '"gpus"' in fresh
+        assert invoke(command, env=env).stdout == fresh
+        assert invoke(command, env=env).stdout == fresh  # read back
+    kept = [p for p in derived_files(tmp_path / "cache") if p.name.startswith("gpus-")]
+    assert len(kept) == 2  # --by pool asks what the plain report asked; --place asks another question
+    for damaged in kept:
+        damaged.write_bytes(b"not arrow")
+    assert (
+        invoke(["report", str(path), "--format", "json"], env=env).stdout
+        == invoke(["report", str(path), "--format", "json", "--no-cache"]).stdout
+    )
+
+
 def test_what_was_worked_out_retires_with_its_lineage(tmp_path, monkeypatch):
     monkeypatch.setattr(cache_module, "RETIRE_AFTER_S", 0.0)
     path = write_trace(tmp_path / "run.otlp", steps(20))

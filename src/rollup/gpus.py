@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import json
 import math
+import re
+from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -22,7 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 from .attempts import ATTEMPT_SQL
 from .attribution import charged_by_key
+from .derived import kept_columns, stretches_key
 from .errors import OptionError
+from .intervals import Stretches
 from .read.values import UNKNOWN_SERVICE
 from .rows import seconds, share
 from .schema import BUCKETS, sql_text
@@ -33,6 +37,9 @@ if TYPE_CHECKING:
     from .spanset import SpanSet
 
 GPU_KEYS = ("productive", "overhead", "idle", "wasted")
+# A whole number as `--gpus` and the resources write one: ASCII digits only (str.isdigit also takes "²", which int()
+# refuses).
+WHOLE_NUMBER = re.compile(r"[0-9]+")
 
 
 def _pairs(values: Sequence[str], option: str, what: str) -> list[tuple[str, str]]:
@@ -57,7 +64,7 @@ class GpuOptions:
 
     def __post_init__(self) -> None:
         for fleet, text in _pairs(self.gpus, "--gpus", "FLEET=N, N a whole number of GPUs"):
-            if not text.isdigit():
+            if not WHOLE_NUMBER.fullmatch(text):
                 raise OptionError("--gpus", f"expected FLEET=N, N a whole number of GPUs, got {fleet}={text}")
             self.counts[fleet] = int(text)
         for name, fleet in _pairs(self.place, "--place", "NAME=FLEET (a span name or rl.span_group, a fleet)"):
@@ -102,7 +109,7 @@ def _ids(text: str) -> tuple[str, ...] | None:
 
 
 def _whole(text: str | None) -> int | None:
-    return int(text) if text is not None and text.strip().isdigit() else None
+    return int(text) if text is not None and WHOLE_NUMBER.fullmatch(text.strip()) else None
 
 
 def read_holders(spans: SpanSet) -> tuple[list[Holder], list[str]]:
@@ -226,7 +233,7 @@ def gpu_model(spans: SpanSet, options: GpuOptions) -> GpuModel | None:
             whole_fleet = frozenset(i for i, h in enumerate(holders) if h.fleet == fleet and h.attempt == attempt)
             if count:
                 classes[(attempt, whole_fleet)] = Fraction(count)
-    if not classes and not options.given:
+    if not classes and not options.counts:  # --place alone names no GPU: the report stays the wall-clock one
         return None
     pool_of = _pools([{holders[i].fleet for i in held_by} for _, held_by in classes])
     made = []
@@ -426,15 +433,46 @@ def charge_gpus(
 ) -> GpuCharges:
     """Each stretch (of attempt `attempts[i]`) charged per GPU class of its attempt, instant by instant as the wall
     clock is: the first active bucket of the spans occupying the class, else unaccounted; summed per pool."""
+    scale = _scale(model)
+    if not stretches or not model.classes:
+        return GpuCharges([{} for _ in stretches], scale)
+    members, fleets, weights = _occupancy(model)
+
+    def sweep() -> tuple[dict[str, array], dict[str, Any]]:
+        found = _swept_gpus(spans, stretches, precedence, model, members, fleets, weights)
+        columns = {"position": array("q"), "pool": array("q"), **{f"r{i}": array("q") for i in range(len(BUCKETS))}}
+        for (position, pool), by_rank in found.items():
+            columns["position"].append(position)
+            columns["pool"].append(pool)
+            for i, ns in enumerate(by_rank):
+                columns[f"r{i}"].append(ns)
+        return columns, {}
+
+    of = Stretches.of(stretches)
+    occupancy = [table.to_pydict() for table in (members, fleets, weights)]
+    key: list[bytes | str] = [stretches_key(of.starts, of.ends), "\x00".join(attempts), ",".join(precedence),
+                              json.dumps([occupancy, sorted(model.placed.items())], sort_keys=True)]  # fmt: skip
+    columns, _ = kept_columns(spans, "gpus", key, sweep)  # a re-run on cached files reads the sweep's answer
+    busy = {(p, n): [columns[f"r{i}"][row] for i in range(len(BUCKETS))]
+            for row, (p, n) in enumerate(zip(columns["position"], columns["pool"], strict=True))}  # fmt: skip
+    return _by_window(model, stretches, attempts, precedence, busy, scale)
+
+
+def _swept_gpus(
+    spans: SpanSet,
+    stretches: Sequence[tuple[int, int]],
+    precedence: Sequence[str],
+    model: GpuModel,
+    members: pa.Table,
+    fleets: pa.Table,
+    weights: pa.Table,
+) -> dict[tuple[int, int], list[int]]:
+    """`charge_gpus`' sweep: per (stretch position, pool number), the GPU-nanoseconds (times the scale) charged to
+    each bucket in precedence order, from every class's own sweep weighted by its GPUs."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    scale = _scale(model)
-    by_window: list[dict[str, GpuFigures]] = [{} for _ in stretches]
-    if not stretches or not model.classes:
-        return GpuCharges(by_window, scale)
-    members, fleets, weights = _occupancy(model)
-    busy: dict[tuple[int, int], list[int]] = {}  # (position, pool number) -> GPU-ns x scale by rank
+    busy: dict[tuple[int, int], list[int]] = {}
     with (
         spans.registered("gpu_members", members) as members_table,
         spans.registered("gpu_fleets", fleets) as fleets_table,
@@ -467,6 +505,19 @@ def charge_gpus(
             sums = [weighted[f"{r}_sum"].to_pylist() for r in ranks]
             for row, (stretch, pool) in enumerate(zip(stretch_column, pool_column, strict=True)):
                 busy[(positions[stretch], pool)] = [int(column[row]) for column in sums]
+    return busy
+
+
+def _by_window(
+    model: GpuModel,
+    stretches: Sequence[tuple[int, int]],
+    attempts: Sequence[str],
+    precedence: Sequence[str],
+    busy: Mapping[tuple[int, int], Sequence[int]],
+    scale: int,
+) -> GpuCharges:
+    """Each stretch's figures per pool of its attempt, from the sweep's busy GPU-nanoseconds."""
+    by_window: list[dict[str, GpuFigures]] = [{} for _ in stretches]
     held: dict[tuple[str, int], int] = {}  # (attempt, pool number) -> GPUs held x scale
     pool_number = {pool.name: number for number, pool in enumerate(model.pools)}
     for gpu_class in model.classes:
@@ -563,21 +614,19 @@ def gpu_report(
     precedence: Sequence[str],
 ) -> GpuReport:
     """The GPU figures of a report whose rows are `rows` ((attempt, iteration, start, end) each; a window given
-    twice, as `--by process` gives it, is charged once), whose superseded windows are `rework` ((attempt, start,
-    end)) and whose attempts span `extents`."""
-    distinct: dict[tuple[str, int, int], int] = {}
-    for attempt, _, start, end in rows:
-        distinct.setdefault((attempt, start, end), len(distinct))
-    for attempt, start, end in rework:
-        distinct.setdefault((attempt, start, end), len(distinct))
+    twice, as `--by process` gives it, is charged once, but two iterations whose windows coincide are two windows,
+    as the wall clock's total counts them), whose superseded windows are `rework` ((attempt, start, end), each
+    charged) and whose attempts span `extents`."""
+    distinct: dict[tuple[str, int, int, int], int] = {}
+    for row in rows:
+        distinct.setdefault(row, len(distinct))
     keys = list(distinct)
-    charges = charge_gpus(spans, model, [(s, e) for _, s, e in keys], [a for a, _, _ in keys], precedence)
+    stretches = [(start, end) for _, _, start, end in keys] + [(start, end) for _, start, end in rework]
+    attempts = [attempt for attempt, _, _, _ in keys] + [attempt for attempt, _, _ in rework]
+    charges = charge_gpus(spans, model, stretches, attempts, precedence)
     scale = charges.scale
-    row_window = [distinct[(attempt, start, end)] for attempt, _, start, end in rows]
-    in_rows = sorted(set(row_window))
-    renumber = {position: number for number, position in enumerate(in_rows)}
-    windows = [charges.by_window[position] for position in in_rows]
-    lost = charges.total(sorted({distinct[key] for key in rework} - set(in_rows)))
+    windows = charges.by_window[: len(keys)]
+    lost = charges.total(range(len(keys), len(stretches)))
     held = {a: int(model.held_in(a) * scale) for a in {c.attempt for c in model.classes}}
     job = sum(held.get(attempt, 0) * (end - start) for attempt, start, end in extents)
-    return GpuReport(model, windows, [renumber[p] for p in row_window], lost, job, scale)
+    return GpuReport(model, windows, [distinct[row] for row in rows], lost, job, scale)
