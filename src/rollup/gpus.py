@@ -194,6 +194,11 @@ class GpuModel:
         """The GPUs held in `attempt` (of `pool` alone, if given)."""
         return sum((c.weight for c in self.classes if c.attempt == attempt and pool in (None, c.pool)), Fraction(0))
 
+    def pool_gpus(self, attempt: str, pool: str) -> int | float:
+        """The GPUs `pool` holds in `attempt`, as JSON writes them: what a window of that attempt is charged for
+        (`Pool.count` is the most it holds in any attempt)."""
+        return gpu_count(self.held_in(attempt, pool))
+
     @property
     def count(self) -> Fraction:
         """The job's GPUs: the most held in one attempt (`gpu_count` writes it)."""

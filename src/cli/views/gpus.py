@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .formats import OutputFormat, render_rows
-from .narrow import Fit
+from .narrow import Fit, fold
 from .tables import table_text
 
 if TYPE_CHECKING:
@@ -64,8 +64,8 @@ def _values(label: Any, pool: str, gpus: int | float, figures: GpuFigures) -> li
 
 
 def pool_rows(report: Report, *, total_only: bool = False) -> tuple[list[str], list[list[Any]]]:
-    """`--by pool` as rows of plain values (CSV and Markdown take them so): a row per window and pool, then each
-    pool's total over the windows."""
+    """`--by pool` as rows of plain values (CSV and Markdown take them so): a row per window and pool (with the GPUs
+    the pool holds in the window's attempt), then each pool's total over the windows (with the most it holds)."""
     gpus = report.gpus
     assert gpus is not None
     counts = {pool.name: pool.count for pool in gpus.model.pools}
@@ -73,13 +73,14 @@ def pool_rows(report: Report, *, total_only: bool = False) -> tuple[list[str], l
     if not total_only:
         for position, row in enumerate(report.iterations):
             for name, figures in sorted(gpus.row_pools(position).items()):
-                rows.append(_values(row.iteration, name, counts[name], figures))
+                rows.append(_values(row.iteration, name, gpus.model.pool_gpus(row.run_id, name), figures))
     rows += [_values("total", pool.name, counts[pool.name], gpus.total(pool.name)) for pool in gpus.model.pools]
     return ROW_KEYS, rows
 
 
 def pool_text(report: Report, fmt: OutputFormat, *, width: int, total_only: bool = False) -> str:
-    """`report --by pool` as a table (with the GPU line and the bottleneck under it), CSV or Markdown."""
+    """`report --by pool` as a table (with the GPU line and the bottleneck under it, folded to `width`), CSV or
+    Markdown."""
     headers, rows = pool_rows(report, total_only=total_only)
     if fmt is not OutputFormat.table:
         return render_rows(headers, rows, fmt, width=width)
@@ -93,4 +94,4 @@ def pool_text(report: Report, fmt: OutputFormat, *, width: int, total_only: bool
     table = table_text(POOL_HEADERS, cells, title=POOL_TITLE, title_justify="left",
                        right=[h != "pool" for h in POOL_HEADERS], section_at=section_at or None, width=width,
                        fits=fits)  # fmt: skip
-    return table + "".join(f"{line}\n" for line in lines)
+    return table + "".join(f"{part}\n" for line in lines for part in fold(line, width))
