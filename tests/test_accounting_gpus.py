@@ -94,7 +94,12 @@ def listed_gpus(resources: Resources, spans: Sequence[S], counts: Mapping[str, i
         if worlds and ranks and len(ranks) < max(worlds):
             multiplier[name] = Fraction(max(worlds), len(ranks))
     return [
-        Gpu(run, holders, frozenset(fleet[p] for p in holders), max(multiplier.get(fleet[p], Fraction(1)) for p in holders))
+        Gpu(
+            run,
+            holders,
+            frozenset(fleet[p] for p in holders),
+            max(multiplier.get(fleet[p], Fraction(1)) for p in holders),
+        )
         for run, holders in held
     ]
 
@@ -303,12 +308,16 @@ def gpu_traces(draw) -> Drawn:
         )
     present = sorted({fleet_of(resources[s.process]) for s in spans})
     counts = dict([draw(st.tuples(st.sampled_from(present), st.integers(1, 3)))]) if draw(st.booleans()) else {}
-    place = dict([draw(st.tuples(st.sampled_from(LEAF_NAMES), st.sampled_from(present)))]) if draw(st.booleans()) else {}
+    place = (
+        dict([draw(st.tuples(st.sampled_from(LEAF_NAMES), st.sampled_from(present)))]) if draw(st.booleans()) else {}
+    )
     return Drawn(spans, resources, counts, place, tuple(draw(st.permutations(BUCKETS))))
 
 
 def _options(drawn: Drawn) -> dict[str, Any]:
-    gpus = GpuOptions(tuple(f"{k}={v}" for k, v in drawn.counts.items()), tuple(f"{k}={v}" for k, v in drawn.place.items()))
+    gpus = GpuOptions(
+        tuple(f"{k}={v}" for k, v in drawn.counts.items()), tuple(f"{k}={v}" for k, v in drawn.place.items())
+    )
     return {"gpus": gpus, "precedence": ",".join(drawn.precedence)}
 
 
@@ -381,9 +390,9 @@ def one_gpu_traces(draw) -> tuple[list[S], Resources, tuple[str, ...]]:
         spans.append(step(f"step{n}", n, start, end, process=draw(st.sampled_from(processes))))
     for j in range(draw(st.integers(0, 12))):
         start, end = sorted(draw(st.lists(grid, min_size=2, max_size=2)))
-        spans.append(S(f"leaf{j}", draw(st.sampled_from(LEAF_NAMES)), start, end,
-                       parent=draw(st.none() | st.sampled_from([s.label for s in spans])),
-                       bucket=draw(st.sampled_from([*BUCKETS, None])), process=draw(st.sampled_from(processes))))  # fmt: skip
+        parent = draw(st.none() | st.sampled_from([s.label for s in spans]))
+        bucket, process = draw(st.sampled_from([*BUCKETS, None])), draw(st.sampled_from(processes))
+        spans.append(S(f"leaf{j}", draw(st.sampled_from(LEAF_NAMES)), start, end, parent, bucket, process=process))
     return spans, resources, tuple(draw(st.permutations(BUCKETS)))
 
 
@@ -529,6 +538,7 @@ def _all_keys(value: Any) -> set[str]:
     return set()
 
 
+@pytest.mark.slow
 def test_a_nemo_lens_trace_without_gpus_is_exactly_the_plain_report(tmp_path):
     spans = lens_spans()
     lensed = json_report(write_trace(tmp_path / "lens.otlp", spans, resources=LENS))
@@ -684,8 +694,6 @@ def test_an_attempt_holding_more_gpus_is_billed_for_them_over_its_own_extent(tmp
     assert [item["gpu"]["gpu_s"] for item in payload["iterations"]] == [2 * 5.0, 3 * 4.0, 3 * 4.0]
 
 
-@pytest.mark.xfail(strict=True, reason="report.py pool_rows_json writes the pool's most GPUs in any attempt as each "
-                   "row's `gpus`, not what the pool holds in that row's attempt, so gpu_s != gpus * wall_s")
 def test_by_pool_rows_say_the_gpus_their_own_attempt_holds(tmp_path):
     spans, resources = two_attempts(["0", "1", "2"])
     payload = json_report(write_trace(tmp_path / "run.otlp", spans, resources=resources), "--by", "pool")
@@ -705,6 +713,7 @@ def test_ids_win_over_a_count_and_an_int_array_names_the_same_gpus_as_strings(tm
     assert payload["gpus"]["pools"] == [{"pool": "A+B", "fleets": ["A", "B"], "gpus": 2, "sampled": False}]
 
 
+@pytest.mark.slow
 def test_place_alone_on_a_trace_without_gpus_changes_nothing(tmp_path):
     """SPEC: the GPU keys appear only when some process holds a GPU or --gpus is given; --place is neither."""
     path = write_trace(tmp_path / "lens.otlp", lens_spans(), resources=LENS)
@@ -719,6 +728,7 @@ def test_a_count_that_is_not_ascii_digits_is_no_gpu_not_a_crash(tmp_path):
     assert payload["gpus"]["pools"] == [{"pool": "B", "fleets": ["B"], "gpus": 2, "sampled": False}]
 
 
+@pytest.mark.slow
 def test_a_trace_read_as_json_lines_gives_the_same_gpu_figures(tmp_path):
     resources = {
         "driver": resource("driver", 1, service="driver"),
@@ -733,3 +743,17 @@ def test_a_trace_read_as_json_lines_gives_the_same_gpu_figures(tmp_path):
     expected = expected_charges(resources, spans, windows_of(framed))
     assert_matches(framed["iterations"][0]["gpu"], _summed(expected, 0))
     assert json.dumps(framed["gpus"]) == json.dumps(lines["gpus"])
+
+
+def test_by_process_keeps_every_windows_gpu_seconds_in_the_total(tmp_path):
+    resources = {"driver": resource("driver", 1, service="driver"),
+                 "gen": resource("gen", 2, service="gen", **{"goodput.gpu.ids": ["0"]})}  # fmt: skip
+    spans = [step("s1", 1, 0, 10), S("g", "gen", 1, 5, parent="s1", bucket="productive", process="gen"),
+             step("s2", 2, 10, 20)]  # fmt: skip
+    payload = json_report(write_trace(tmp_path / "run.otlp", spans, resources=resources), "--by", "process")
+    assert payload["total"]["wall_s"] == 20.0
+    everything = Expected()
+    for figures in expected_charges(resources, spans, [("", 0, 10 * 10**9), ("", 10 * 10**9, 20 * 10**9)]).values():
+        assert figures.parts is not None
+        everything.add(figures.gpus, figures.held_ns, figures.parts)
+    assert_matches(payload["total"]["gpu"], everything)

@@ -32,9 +32,9 @@ from tracebuild import S, ns, step, write_trace
 NO_STRETCHES = Stretches(array("q"), array("q"))
 
 SAMPLES = sorted(p for p in (Path(__file__).parent.parent / "sample_traces").iterdir() if p.is_dir())
-ITERATIONS = 3000
+ITERATIONS = 1500
 REDONE = 60  # the second attempt redoes the last REDONE iterations
-RANGE_WINDOWS = 400  # about eight ranges of the generated job
+RANGE_WINDOWS = 200  # about eight ranges of the generated job
 
 
 def resource(process: str, run_id: str) -> dict:
@@ -167,7 +167,7 @@ def test_report_on_ray_is_the_local_json_on_a_generated_job(ray_cluster, generat
     plain = json.loads(same_output(["report", path, "--format", "json"]))
     assert len(plain["iterations"]) == ITERATIONS
     assert plain["total"]["wasted_s"] > 0 and plain["rework"]["wall_s"] > 0 and plain["downtime"]["wall_s"] > 0
-    for extra in (["--by", "name"], ["--by", "process"], ["--by", "group"], ["--iterations", "1000:2400"],
+    for extra in (["--by", "name"], ["--by", "process"], ["--by", "group"], ["--iterations", "500:1200"],
                   ["--attempt", "run-a"], ["--precedence", "idle,wasted,productive,overhead"]):  # fmt: skip
         payload = json.loads(same_output(["report", path, "--format", "json", *extra]))
         assert payload["iterations"], extra
@@ -182,7 +182,7 @@ def test_check_on_ray_finds_what_the_local_check_finds_on_a_generated_job(ray_cl
     rules = {f["rule"] for f in payload["findings"]}
     assert {"nested-bucket", "self-overlap", "overlapping-steps", "orphan-span", "inverted-span",
             "iteration-mismatch", "missing-group"} <= rules  # fmt: skip
-    same_output(["check", path, "--format", "json", "--iterations", "1:1500"])
+    same_output(["check", path, "--format", "json", "--iterations", "1:750"])
 
 
 @pytest.mark.slow

@@ -329,7 +329,9 @@ _RESOURCE_ATTRIBUTE = st.tuples(
     st.sampled_from(["service.instance.id", "host.name", "process.pid", "service.name", "other", "goodput.gpu.ids",
                      "goodput.gpus", "goodput.fleet", "rl.worker_group", "dl.world_size", "dl.rank"]),
     st.one_of(
-        st.sampled_from(["a", "b", "", "0,1", 'say "1"', "back\\slash", "tab\t", "é"]).map(lambda t: {"stringValue": t}),
+        st.sampled_from(["a", "b", "", "0,1", 'say "1"', "back\\slash", "tab\t", "é"]).map(
+            lambda t: {"stringValue": t}
+        ),
         st.integers(0, 99).flatmap(_int_value),
         st.just({"boolValue": True}),
         st.just({"arrayValue": {"values": [{"stringValue": "0"}, {"stringValue": "1"}]}}),

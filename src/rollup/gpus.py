@@ -209,11 +209,14 @@ class GpuModel:
         return sorted({h.fleet for h in self.holders})
 
 
-def gpu_model(spans: SpanSet, options: GpuOptions) -> GpuModel | None:
+def gpu_model(spans: SpanSet, options: GpuOptions, notes: list[str] | None = None) -> GpuModel | None:
     """The GPUs of `spans`' processes as SPEC section 12 says, or None when no process holds one and no `--gpus`
     was given (the report is then exactly the wall-clock one). An unknown fleet in `--gpus` or `--place` is an
-    OptionError naming the fleets there are."""
-    holders, notes = read_holders(spans)
+    OptionError naming the fleets there are. What could not be read is said in `notes` (appended to), with a
+    model or without."""
+    holders, unread = read_holders(spans)
+    if notes is not None:
+        notes.extend(unread)
     fleets = sorted({h.fleet for h in holders})
     for option, named in (("--gpus", options.counts), ("--place", {v: k for k, v in options.placed.items()})):
         unknown = sorted(set(named) - set(fleets))
@@ -252,7 +255,7 @@ def gpu_model(spans: SpanSet, options: GpuOptions) -> GpuModel | None:
         held = max((sum((c.weight for c in made if c.pool == name and c.attempt == a), Fraction(0))
                     for a in {c.attempt for c in made}), default=Fraction(0))  # fmt: skip
         pools.append(Pool(name, fleets_of, held, any(multiplier.get(f, Fraction(1)) != 1 for f in fleets_of)))
-    return GpuModel(holders, made, pools, notes, dict(options.placed), frozenset(options.counts))
+    return GpuModel(holders, made, pools, unread, dict(options.placed), frozenset(options.counts))
 
 
 def _sampling(holders: Sequence[Holder], counted: set[str]) -> dict[str, Fraction]:
@@ -613,16 +616,20 @@ class GpuReport:
 def gpu_report(
     spans: SpanSet,
     model: GpuModel,
+    windows: Sequence[tuple[str, int, int, int]],
     rows: Sequence[tuple[str, int, int, int]],
     rework: Sequence[tuple[str, int, int]],
     extents: Sequence[tuple[str, int, int]],
     precedence: Sequence[str],
 ) -> GpuReport:
-    """The GPU figures of a report whose rows are `rows` ((attempt, iteration, start, end) each; a window given
-    twice, as `--by process` gives it, is charged once, but two iterations whose windows coincide are two windows,
-    as the wall clock's total counts them), whose superseded windows are `rework` ((attempt, start, end), each
-    charged) and whose attempts span `extents`."""
+    """The GPU figures of a report whose windows are `windows` ((attempt, iteration, start, end) each: two
+    iterations whose windows coincide are two windows, as the wall clock's total counts them) and whose rows are
+    `rows` (their windows' keys: `--by process` gives a window once per process, and none where no process has a
+    bucketed span, which still counts in the total), whose superseded windows are `rework` ((attempt, start, end),
+    each charged) and whose attempts span `extents`."""
     distinct: dict[tuple[str, int, int, int], int] = {}
+    for window in windows:
+        distinct.setdefault(window, len(distinct))
     for row in rows:
         distinct.setdefault(row, len(distinct))
     keys = list(distinct)
@@ -630,8 +637,8 @@ def gpu_report(
     attempts = [attempt for attempt, _, _, _ in keys] + [attempt for attempt, _, _ in rework]
     charges = charge_gpus(spans, model, stretches, attempts, precedence)
     scale = charges.scale
-    windows = charges.by_window[: len(keys)]
+    charged = charges.by_window[: len(keys)]
     lost = charges.total(range(len(keys), len(stretches)))
     held = {a: int(model.held_in(a) * scale) for a in {c.attempt for c in model.classes}}
     job = sum(held.get(attempt, 0) * (end - start) for attempt, start, end in extents)
-    return GpuReport(model, windows, [distinct[row] for row in rows], lost, job, scale)
+    return GpuReport(model, charged, [distinct[row] for row in rows], lost, job, scale)

@@ -201,7 +201,8 @@ def build_report(store: SpanStore, options: ReportOptions | None = None, runner:
     options = options or ReportOptions()
     order = options.order
     spans = store.spans(options.attempt)
-    model = gpu_model(spans, options.gpus)
+    notes: list[str] = []
+    model = gpu_model(spans, options.gpus, notes)
     if options.by == "pool" and model is None:
         raise OptionError("--by", "pool: no process holds a GPU (goodput.gpu.ids, goodput.gpus); name them with --gpus")
     frames = report_frames(spans, options.iterations)
@@ -213,6 +214,7 @@ def build_report(store: SpanStore, options: ReportOptions | None = None, runner:
     rows, total = merged_rows(parts)
     attempts = frames.attempts
     lost = [(w.run_id, w.start_ns, w.end_ns) for w in frames.lost]
+    windows = [(w.run_id, w.iteration, w.start_ns, w.end_ns) for w in frames.windows] if model is not None else []
     del frames
     report = Report(
         rows,
@@ -231,8 +233,8 @@ def build_report(store: SpanStore, options: ReportOptions | None = None, runner:
     if model is not None:
         keys = [(row.run_id, row.iteration, row.start_ns, row.end_ns) for row in rows]
         extents = [(a.run_id, *a.extent) for a in attempts]
-        report.gpus = gpu_report(spans, model, keys, lost, extents, order)
-        report.notes.extend(model.notes)
+        report.gpus = gpu_report(spans, model, windows, keys, lost, extents, order)
+    report.notes.extend(notes)
     if options.by == "process":
         report.process_totals = process_totals(rows, total.wall_ns)
     elif options.by is not None:
@@ -423,11 +425,11 @@ def pool_rows_json(report: Report, position: int, row: IterationRow) -> list[dic
     its GPUs and its own `gpu` object (SPEC section 12)."""
     assert report.gpus is not None
     plain = row_json(report, row, position)
-    pools = {pool.name: pool for pool in report.gpus.model.pools}
+    model = report.gpus.model
     out = []
     for name, figures in sorted(report.gpus.row_pools(position).items()):
         item = {key: plain[key] for key in ("iteration", "start_ns", "end_ns")}
-        item |= {"pool": name, "gpus": gpu_count(pools[name].gpus)}
+        item |= {"pool": name, "gpus": model.pool_gpus(row.run_id, name)}
         item |= {key: value for key, value in plain.items() if key not in item}
         item["gpu"] = figures.json()
         out.append(item)

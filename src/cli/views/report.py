@@ -14,7 +14,7 @@ from rollup import FIGURES
 
 from .breakdown import breakdown_text
 from .formats import OutputFormat, json_chunks, json_text, render_rows
-from .narrow import Fit
+from .narrow import Fit, fold
 from .notes import number_ranges
 from .tables import table_text
 
@@ -125,7 +125,7 @@ def report_table(report: Report, *, width: int, total_only: bool = False) -> str
     if report.gpus is not None:
         from .gpus import gpu_line
 
-        line = (f"{line}\n" if line else "") + gpu_line(report.gpus)
+        line = (f"{line}\n" if line else "") + "\n".join(fold(gpu_line(report.gpus), width))
     return table_text(
         headers,
         rows,
