@@ -140,7 +140,7 @@ def test_processes_follow_the_resource_rules(tmp_path):
     }
 
 
-def test_what_a_process_holds_is_read_alike_and_an_array_of_ids_goes_to_the_careful_reader(tmp_path):
+def test_what_a_process_holds_is_read_alike_and_only_an_unusual_array_goes_to_the_careful_reader(tmp_path):
     """`holding` (SPEC section 12): the GPU attributes' texts as one JSON object, null for a process told nothing;
     a span's own goodput.fleet is its `fleet`."""
     gpu = [("goodput.gpu.ids", {"stringValue": "0,1"}), ("host.name", {"stringValue": "n1"}),
@@ -167,9 +167,15 @@ def test_what_a_process_holds_is_read_alike_and_an_array_of_ids_goes_to_the_care
     ids = {"arrayValue": {"values": [{"stringValue": "0"}, {"stringValue": "1"}]}}
     lines[0]["resourceSpans"][0]["resource"]["attributes"][0]["value"] = ids
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    assert fast_rows(path) is None  # an array is the careful reader's to render
-    holdings = {row[COLUMNS.index("name")]: row[COLUMNS.index("holding")] for row in careful_rows(path, tmp_path / "a")}
+    fast = fast_rows(path)  # an array of plain strings, as the instrumentation writes the ids, is read directly
+    assert fast == careful_rows(path, tmp_path / "a")
+    holdings = {row[COLUMNS.index("name")]: row[COLUMNS.index("holding")] for row in fast}
     assert json.loads(holdings["p0"])["goodput.gpu.ids"] == '["0","1"]'
+    for unusual in ([{"stringValue": 'a"b'}], [{"intValue": "3"}], [{"stringValue": "0"}, {"boolValue": True}]):
+        lines[0]["resourceSpans"][0]["resource"]["attributes"][0]["value"] = {"arrayValue": {"values": unusual}}
+        path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+        assert fast_rows(path) is None, unusual  # the careful reader's to render
+        assert careful_rows(path, tmp_path / "u")
 
 
 # --- files it hands over, and what the user then sees ---------------------------------------------------------------
@@ -334,7 +340,9 @@ _RESOURCE_ATTRIBUTE = st.tuples(
         ),
         st.integers(0, 99).flatmap(_int_value),
         st.just({"boolValue": True}),
-        st.just({"arrayValue": {"values": [{"stringValue": "0"}, {"stringValue": "1"}]}}),
+        st.sampled_from([[{"stringValue": "0"}, {"stringValue": "1"}], [], [{"stringValue": 'a"b'}],
+                         [{"intValue": "3"}], [{"stringValue": "é,x"}]]).map(lambda v: {"arrayValue": {"values": v}}),
+        st.just({"arrayValue": {}}),
     ),
 ).map(lambda pair: {"key": pair[0], "value": pair[1]})  # fmt: skip
 

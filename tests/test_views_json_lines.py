@@ -37,13 +37,16 @@ def test_restart_sample_lines_follow_the_json_report(tmp_path):
     payload = report_json(str(RESTART))
     rows = payload["iterations"]
     attempts = payload["attempts"]
-    assert [line["kind"] for line in lines] == ["iteration"] * len(rows) + WHOLE_RUN + ["attempt"] * len(attempts)
+    gpus = ["gpus"] if "gpus" in payload else []  # the sample's processes hold GPUs (SPEC section 12)
+    kinds = ["iteration"] * len(rows) + WHOLE_RUN + ["attempt"] * len(attempts) + gpus
+    assert [line["kind"] for line in lines] == kinds
     assert [{k: v for k, v in line.items() if k != "kind"} for line in lines[: len(rows)]] == rows
     whole = {line["kind"]: {k: v for k, v in line.items() if k != "kind"} for line in lines[len(rows) :]}
-    for kind in WHOLE_RUN:
+    for kind in WHOLE_RUN + gpus:
         assert whole[kind] == payload[kind]
     assert [{k: v for k, v in line.items() if k != "kind"} for line in lines if line["kind"] == "attempt"] == attempts
-    assert len(attempts) == 2 and lines[-1]["superseded"] == [] and lines[-2]["superseded"] == [3]
+    attempt_lines = [line for line in lines if line["kind"] == "attempt"]
+    assert len(attempts) == 2 and attempt_lines[-1]["superseded"] == [] and attempt_lines[-2]["superseded"] == [3]
 
 
 @pytest.mark.slow

@@ -37,6 +37,7 @@ from .values import (
     HOLDING_KEYS,
     HOLDING_SAFE_TEXT,
     RESOURCE_KEYS,
+    array_of_strings_sql,
     canonical_int_sql,
     holding_sql,
     host_pid_sql,
@@ -83,6 +84,8 @@ def _time_sure(text: str, value: str) -> str:
 _RESOURCE_KEY_LIST = ", ".join(f"'{key}'" for key in RESOURCE_KEYS)
 _HOLDING_KEY_LIST = ", ".join(f"'{key}'" for key in HOLDING_KEYS)
 _HOLDING_SAFE = sql_text(HOLDING_SAFE_TEXT)
+# A resource attribute's text: a string or int, or an array of plain strings (`goodput.gpu.ids`), else NULL.
+_RESOURCE_TEXT = f"coalesce({string_or_int_sql('a')}, {array_of_strings_sql('a')})"
 
 
 def _resource_value(key: str) -> str:
@@ -109,13 +112,13 @@ resources AS (
            CASE WHEN coalesce(len(rs.scopeSpans), 0) > 0 THEN rs.scopeSpans
                 ELSE rs.{LEGACY_NAMES["scopeSpans"]} END AS scope_spans,
            list_transform(rs.resource.attributes,
-                          lambda a: {{'k': a.key, 'v': {string_or_int_sql("a")}}}) AS resource_texts,
+                          lambda a: {{'k': a.key, 'v': {_RESOURCE_TEXT}}}) AS resource_texts,
            len(list_filter(rs.resource.attributes,
-                           lambda a: a.key IN ({_RESOURCE_KEY_LIST}) AND ({string_or_int_sql("a")}) IS NULL))
+                           lambda a: a.key IN ({_RESOURCE_KEY_LIST}) AND ({_RESOURCE_TEXT}) IS NULL))
                = 0
            AND len(list_filter(rs.resource.attributes,
                                lambda a: a.key IN ({_HOLDING_KEY_LIST})
-                                         AND NOT regexp_full_match({string_or_int_sql("a")}, {_HOLDING_SAFE})))
+                                         AND NOT regexp_full_match({_RESOURCE_TEXT}, {_HOLDING_SAFE})))
                = 0 AS resource_ok_or_null
     FROM resource_spans
 ),

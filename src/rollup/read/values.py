@@ -166,19 +166,36 @@ def holding(resource: Mapping[str, str]) -> str | None:
     return json.dumps(found, separators=(",", ":"), ensure_ascii=False)
 
 
-# The texts `holding_sql` writes as they are: no quote, backslash or control character to escape. A resource
-# with another text there is given to the careful reader.
-HOLDING_SAFE_TEXT = r"[^\x00-\x1f\\\"]*"
+# The texts `holding_sql` writes with no escape but a quote's: no backslash or control character. A resource with
+# another text there is given to the careful reader. An array's strings (`array_of_strings_sql`) hold no quote either.
+HOLDING_SAFE_TEXT = r"[^\x00-\x1f\\]*"
+ARRAY_STRING_SAFE_TEXT = r"[^\x00-\x1f\\\"]*"
 
 
 def holding_sql(resource_value: Callable[[str], str]) -> str:
-    """SQL twin of `holding`, for texts that match HOLDING_SAFE_TEXT (JSON needs no escape in them)."""
+    """SQL twin of `holding`, for texts that match HOLDING_SAFE_TEXT (JSON escapes nothing in them but a quote)."""
     telling = " OR ".join(f"{resource_value(key)} IS NOT NULL" for key in HOLDING_KEYS if key != "host.name")
     parts = ", ".join(
-        f"""CASE WHEN {resource_value(key)} IS NOT NULL THEN '"{key}":"' || {resource_value(key)} || '"' END"""
+        f"""CASE WHEN {resource_value(key)} IS NOT NULL
+                 THEN '"{key}":"' || replace({resource_value(key)}, '"', '\\"') || '"' END"""
         for key in HOLDING_KEYS
     )
     return f"CASE WHEN {telling} THEN '{{' || concat_ws(',', {parts}) || '}}' END"
+
+
+def array_of_strings_sql(entry: str) -> str:
+    """SQL: `render_value`'s text of an attribute entry whose value is an OTLP array of strings that need no JSON
+    escape (ARRAY_STRING_SAFE_TEXT; `["0","1"]`, as `goodput.gpu.ids` is written), its `arrayValue` read as JSON
+    text; NULL for any other value."""
+    array = f"{entry}.value.arrayValue"
+    strings = f"json_extract_string({array}, '$.values[*].stringValue')"
+    safe = f"list_filter({strings}, lambda x: x IS NOT NULL AND regexp_full_match(x, '{ARRAY_STRING_SAFE_TEXT}'))"
+    return (
+        f"CASE WHEN {array} IS NOT NULL AND json_valid({array}) "
+        f"AND coalesce(json_array_length({array}, '$.values'), 0) = len({safe}) "
+        f"AND coalesce(json_type({array}, '$.values'), 'ARRAY') = 'ARRAY' "
+        f"THEN '[' || array_to_string(list_transform({strings}, lambda x: '\"' || x || '\"'), ',') || ']' END"
+    )
 
 
 def run_id_sql(resource_value: Callable[[str], str]) -> str:
