@@ -149,8 +149,11 @@ class Generator:
 
         with managed_span(RLSpanGroup.GENERATION, "rl.toy.generation"):
             pass
-        time.sleep(0.2)  # a GPU kernel's worth of GIL-free work: the writer thread writes the span meanwhile
-        path = STATE.processor.span_exporter.file_path
+        deadline = time.monotonic() + 10  # GIL-free work: the writer thread writes the span meanwhile
+        path = STATE.processor.span_exporter.file_path  # set as the exporter opens its file
+        while not (path is not None and path.exists() and path.stat().st_size) and time.monotonic() < deadline:
+            time.sleep(0.05)  # a busy machine may take longer than a kernel; the call has not returned either way
+            path = STATE.processor.span_exporter.file_path
         return str(path) if path is not None else None, path.stat().st_size if path is not None else 0
 
 
