@@ -110,7 +110,7 @@ def assert_adds_up(item: dict) -> None:
 # --- the invariants -----------------------------------------------------------------------------------------------
 
 
-@settings(PROPERTY_TESTS, max_examples=40)
+@settings(PROPERTY_TESTS, max_examples=25)
 @given(spans=traces())
 def test_buckets_and_unaccounted_add_up_to_wall_clock(tmp_path_factory, spans):
     path = write_trace(tmp_path_factory.mktemp("sum") / "run.otlp", spans)
@@ -127,7 +127,7 @@ def test_buckets_and_unaccounted_add_up_to_wall_clock(tmp_path_factory, spans):
     assert out["outside"]["wall_s"] == pytest.approx((extent[1] - extent[0]) - union_length(windows), abs=1e-9)
 
 
-@settings(PROPERTY_TESTS, max_examples=40)
+@settings(PROPERTY_TESTS, max_examples=25)
 @given(spans=traces(), order=st.permutations(BUCKETS))
 def test_exclusive_figures_never_exceed_union_figures(tmp_path_factory, spans, order):
     path = write_trace(tmp_path_factory.mktemp("union") / "run.otlp", spans)
@@ -164,7 +164,7 @@ def test_exclusive_figures_never_exceed_union_figures(tmp_path_factory, spans, o
 SHAPES = ("bare", "jsonl", "json-document", "jsonl+gz", "framed+zst")
 
 
-@settings(PROPERTY_TESTS, max_examples=6)
+@settings(PROPERTY_TESTS, max_examples=4)
 @given(
     spans=traces(),
     split_shapes=st.lists(st.sampled_from(("framed", *SHAPES)), min_size=2, max_size=3),
