@@ -25,7 +25,7 @@ from pathlib import Path
 import tracegen
 from ingest import run_process, warm_page_cache
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
@@ -37,9 +37,22 @@ BATCH = 4096
 
 
 def _kv(key: str, value: object) -> KeyValue:
+    """An OTLP attribute: an int, a list of strings (an array), else a string."""
+    if isinstance(value, list):
+        return KeyValue(key=key, value=AnyValue(array_value=ArrayValue(values=[AnyValue(string_value=v)
+                                                                               for v in value])))  # fmt: skip
     if isinstance(value, int):
         return KeyValue(key=key, value=AnyValue(int_value=value))
     return KeyValue(key=key, value=AnyValue(string_value=str(value)))
+
+
+def framed_batch(resource: Resource, spans: list[Span]) -> bytes:
+    """One export request of `spans` from `resource`, framed as the Collector's file exporter frames it."""
+    request = ExportTraceServiceRequest(
+        resource_spans=[ResourceSpans(resource=resource, scope_spans=[ScopeSpans(spans=spans)])]
+    )
+    body = request.SerializeToString()
+    return struct.pack(">I", len(body)) + body
 
 
 def write_job(path: Path, spans: int, workers: int) -> None:
@@ -56,11 +69,7 @@ def write_job(path: Path, spans: int, workers: int) -> None:
         pending: list[Span] = []
 
         def flush(resource: Resource = resource, pending: list[Span] = pending) -> None:
-            request = ExportTraceServiceRequest(
-                resource_spans=[ResourceSpans(resource=resource, scope_spans=[ScopeSpans(spans=pending)])]
-            )
-            body = request.SerializeToString()
-            out.extend(struct.pack(">I", len(body)) + body)
+            out.extend(framed_batch(resource, pending))
             pending.clear()
 
         for step in range(steps):

@@ -24,26 +24,16 @@ import tempfile
 from pathlib import Path
 
 import tracegen
+from cached_rerun import _kv, framed_batch
 from ingest import run_process, warm_page_cache
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
-from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 GOODPUT = str(Path(sys.executable).with_name("goodput"))
 BAR, MEMORY_BAR = 1.5, 1.25
 FLEETS, PER_FLEET, GPUS_EACH, LEAVES = 8, 8, 8, 4
 BUCKETS = ("productive", "overhead", "idle", "wasted")
 BATCH = 4096
-
-
-def _kv(key: str, value: object) -> KeyValue:
-    if isinstance(value, list):
-        return KeyValue(key=key, value=AnyValue(array_value=ArrayValue(values=[AnyValue(string_value=v)
-                                                                               for v in value])))  # fmt: skip
-    if isinstance(value, int):
-        return KeyValue(key=key, value=AnyValue(int_value=value))
-    return KeyValue(key=key, value=AnyValue(string_value=str(value)))
 
 
 def write_job(path: Path, spans: int, *, gpus: bool) -> None:
@@ -64,11 +54,7 @@ def write_job(path: Path, spans: int, *, gpus: bool) -> None:
         pending: list[Span] = []
 
         def flush(resource: Resource = resource, pending: list[Span] = pending) -> None:
-            request = ExportTraceServiceRequest(
-                resource_spans=[ResourceSpans(resource=resource, scope_spans=[ScopeSpans(spans=pending)])]
-            )
-            body = request.SerializeToString()
-            out.extend(struct.pack(">I", len(body)) + body)
+            out.extend(framed_batch(resource, pending))
             pending.clear()
 
         half = (tracegen.SECOND_NS - 1000) // 2
