@@ -31,7 +31,8 @@ _HOMES: dict[str, str] = {
     "spans_in_window": "listing",
     "RayRunner": "on_ray",
     **dict.fromkeys(["FIGURES", "Figure"], "figures"),
-    **dict.fromkeys(["GpuOptions", "GpuReport", "GpuFigures"], "gpus"),
+    "GpuOptions": "gpus",
+    **dict.fromkeys(["GpuReport", "GpuFigures"], "gpu_charge"),
 }
 
 __all__ = list(_HOMES)
@@ -46,7 +47,8 @@ if TYPE_CHECKING:
     from .errors import GoodputError, InputError, OptionError, TraceFormatError
     from .figures import FIGURES, Figure
     from .findings import Finding
-    from .gpus import GpuFigures, GpuOptions, GpuReport
+    from .gpu_charge import GpuFigures, GpuReport
+    from .gpus import GpuOptions
     from .listing import spans_in_window
     from .on_ray import RayRunner
     from .report import Report, ReportOptions, WholeRun, build_report, report_json

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 from .attribution import parse_precedence
 from .breakdown import charged_name_walls, name_share_columns
 from .figures import FIGURES, Figure
-from .gpus import GpuOptions, charge_gpus, gpu_model
+from .gpu_charge import charge_gpus
+from .gpus import GpuOptions, gpu_model
 from .rows import NS_PER_S, Figures
 from .schema import BUCKETS
 from .windows import iteration_windows, select_windows

@@ -20,7 +20,8 @@ from .attribution import parse_precedence, total_charge
 from .breakdown import BREAKDOWN_KEYS
 from .errors import GoodputError, OptionError
 from .figures import FIGURES
-from .gpus import GpuOptions, GpuReport, gpu_count, gpu_model, gpu_report
+from .gpu_charge import GpuReport, gpu_report
+from .gpus import GpuOptions, gpu_count, gpu_model
 from .outliers import MIN_ROWS, compared_groups, outliers_of_columns
 from .ranges import ReportPart
 from .rows import Figures, IterationRow, IterationRows, NameShare, seconds, share, sum_figures
