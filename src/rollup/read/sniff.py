@@ -17,6 +17,7 @@ import gzip
 import re
 import struct
 import zlib
+from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, BinaryIO
@@ -88,7 +89,7 @@ def open_plain(path: str) -> Iterator[BinaryIO]:
         raw.close()
 
 
-class _Members:
+class _Members(ABC):
     """A readable stream of the content of compressed members (gzip) or frames (zstd) one after another, which says
     when the input ends inside one (`torn`) rather than passing a torn file for a complete one, or failing it.
 
@@ -106,8 +107,9 @@ class _Members:
         self._done = False
         self.torn = False  # the input ended inside a member: what came before it is all there is
 
+    @abstractmethod
     def _new_member(self) -> Any:
-        raise NotImplementedError
+        """A decompressor for the next member (frame) of the stream."""
 
     def _ended(self, member: Any) -> bool:
         return bool(member.eof)
