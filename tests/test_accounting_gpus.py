@@ -24,7 +24,8 @@ from hypothesis import strategies as st
 
 from conftest import PROPERTY_TESTS, json_report
 from rollup import GoodputError, GpuOptions
-from rollup.report import ReportOptions, build_report, report_json
+from rollup.json_report import report_json
+from rollup.report import ReportOptions, build_report
 from rollup.store import open_store
 from tracebuild import ORIGIN_NS, S, ns, step, write_trace
 

@@ -19,7 +19,8 @@ from typer.testing import CliRunner
 
 from cli import app
 from conftest import PROPERTY_TESTS, json_report
-from rollup.report import ReportOptions, build_report, report_json
+from rollup.json_report import report_json
+from rollup.report import ReportOptions, build_report
 from rollup.store import open_store
 from tracebuild import ORIGIN_NS, S, step, write_trace
 

@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 
 from conftest import PROPERTY_TESTS, invoke
 from rollup.checks import CheckOptions, check_findings
-from rollup.report import ReportOptions, build_report, report_json
+from rollup.json_report import report_json
+from rollup.report import ReportOptions, build_report
 from rollup.store import open_store
 from tracebuild import ORIGIN_NS, S, span_id_of, step, write_trace
 

@@ -437,8 +437,9 @@ def test_json_of_odd_types_is_read_as_the_careful_reader_reads_it_or_handed_over
 
 @pytest.mark.slow
 def test_several_files_share_one_table_that_the_lineage_walks_as_it_is(tmp_path):
+    from rollup.json_report import report_json
     from rollup.nodes import NODE_TABLE_COLUMNS
-    from rollup.report import build_report, report_json
+    from rollup.report import build_report
 
     folder = REPO / "sample_traces" / "grpo_async"
     assert len(list(folder.glob("*.jsonl"))) > 1

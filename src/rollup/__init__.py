@@ -21,7 +21,8 @@ from instrument._lazy import lazy_exports
 _HOMES: dict[str, str] = {
     **dict.fromkeys(["GoodputError", "InputError", "TraceFormatError", "OptionError"], "errors"),
     **dict.fromkeys(["SpanStore", "open_store", "ingest"], "store"),
-    **dict.fromkeys(["Report", "ReportOptions", "WholeRun", "build_report", "report_json"], "report"),
+    **dict.fromkeys(["Report", "ReportOptions", "WholeRun", "build_report"], "report"),
+    "report_json": "json_report",
     **dict.fromkeys(["Figures", "IterationRow", "NameShare"], "rows"),
     **dict.fromkeys(["Attempt", "attempt_label"], "attempts"),
     **dict.fromkeys(["Check", "CheckOptions", "check_findings"], "checks"),
@@ -49,9 +50,10 @@ if TYPE_CHECKING:
     from .findings import Finding
     from .gpu_charge import GpuFigures, GpuReport
     from .gpus import GpuOptions
+    from .json_report import report_json
     from .listing import spans_in_window
     from .on_ray import RayRunner
-    from .report import Report, ReportOptions, WholeRun, build_report, report_json
+    from .report import Report, ReportOptions, WholeRun, build_report
     from .rows import Figures, IterationRow, NameShare
     from .store import SpanStore, ingest, open_store
     from .timeline import Timeline, build_timeline
