@@ -147,6 +147,10 @@ def test_sample_restart_page_renders_a_stacked_bar_per_iteration(restart_page, t
     # One bar trace per bucket and one for the unaccounted rest, each with a bar per iteration (6 in the sample).
     assert drawn.bars["goodput-iterations"] == [len(payload["iterations"])] * len(SERIES)
     assert len(payload["iterations"]) == 6
+    # The sample's processes hold GPUs (SPEC section 12): a bar per iteration and pool, in each of the five series.
+    by_pool = json.loads(invoke(["report", str(RESTART), "--by", "pool", "--format", "json"]).stdout)["iterations"]
+    assert len(by_pool) > len(payload["iterations"]) and drawn.main_svgs.get("goodput-gpus", 0) >= 1
+    assert drawn.bars["goodput-gpus"] == [len(by_pool)] * len(SERIES)
 
 
 def test_check_counts_sums_findings_by_rule_errors_first():
