@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import logging
 import os
@@ -12,6 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
+import typer.main
+import typer.testing
 from hypothesis import HealthCheck, settings
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1 import trace_pb2
@@ -26,6 +29,11 @@ from tracebuild import S, write_trace
 PROPERTY_TESTS = settings(
     deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
 )
+
+
+# typer's CliRunner builds the click command from the app on every invoke, about 40 ms each of the suite's thousands
+# of commands: build it once per app. It is the command `goodput` runs, built by typer's own `get_command`.
+typer.testing._get_command = functools.cache(typer.main.get_command)  # type: ignore[attr-defined]
 
 
 def invoke(args: list[str], width: int = 160, env: dict[str, str] | None = None):
@@ -157,6 +165,48 @@ def ray_cluster(ray_inherited_trace_dir):
         yield ray
     finally:
         ray.shutdown()
+
+
+# --- the toy job's runs (examples/grpo_toy), shared by the modules that read them ----------------------------------
+
+TOY_STEPS, TOY_SEED = 3, 0  # step 1 plain, step 2 the failed one with a checkpoint, step 3 validation
+
+
+def run_toy_job(out: Path, *args: str) -> Path:
+    """`job.main` (TOY_STEPS steps, TOY_SEED) inside the session's cluster, writing into the folder `out`, leaving
+    the GOODPUT_* environment as it found it."""
+    from examples.grpo_toy import job
+
+    saved = {key: value for key, value in os.environ.items() if key.startswith("GOODPUT_")}
+    try:
+        job.main(["--steps", str(TOY_STEPS), "--seed", str(TOY_SEED), "--out", f"{out}/", *args], log=lambda _: None)
+    finally:
+        instrument.shutdown()
+        for key in [key for key in os.environ if key.startswith("GOODPUT_")]:
+            del os.environ[key]
+        os.environ.update(saved)
+    return out
+
+
+# Each run starts four actors (seconds on two cores): the modules about the job's goodput, its GPUs and its
+# regressions read the same three runs.
+@pytest.fixture(scope="session")
+def toy_sync_run(ray_cluster, tmp_path_factory) -> Path:
+    """Sync mode, the fleets apart: four actors, a GPU each."""
+    return run_toy_job(tmp_path_factory.mktemp("toy") / "sync", "--mode", "sync")
+
+
+@pytest.fixture(scope="session")
+def toy_async_run(ray_cluster, tmp_path_factory) -> Path:
+    """Async mode: a streaming generation actor, a validation actor, two training ranks."""
+    return run_toy_job(tmp_path_factory.mktemp("toy") / "async", "--mode", "async")
+
+
+@pytest.fixture(scope="session")
+def toy_buggy_colocated_run(ray_cluster, tmp_path_factory) -> Path:
+    """Sync, `--buggy --colocated`, as examples/regenerate_sample_traces.py runs the buggy sample: where the actors
+    run adds no finding, and generation rank i shares its GPU with training rank i."""
+    return run_toy_job(tmp_path_factory.mktemp("toy") / "buggy", "--mode", "sync", "--buggy", "--colocated")
 
 
 @pytest.fixture(autouse=True)

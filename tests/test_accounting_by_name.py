@@ -206,7 +206,7 @@ span_strategy = st.tuples(
 
 
 @pytest.mark.slow
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=7, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(span_strategy, min_size=1, max_size=12))
 def test_names_sum_to_their_bucket_and_match_exact_shares_in_every_window_and_the_total(tmp_path, drawn):
     steps = [step("s1", 1, 0, 2.0), step("s2", 2, 2.0, 4.0)]

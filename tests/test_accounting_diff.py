@@ -112,7 +112,7 @@ steps_strategy = st.lists(
 
 
 @pytest.mark.slow
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps_strategy, steps_strategy)
 def test_swapping_the_sides_negates_every_delta(tmp_path, first, second):
     a, b = run_of(tmp_path / "a", first), run_of(tmp_path / "b", second)

@@ -159,7 +159,7 @@ instants = st.integers(0, 60)
 
 
 @pytest.mark.slow
-@settings(PROPERTY_TESTS, max_examples=60)
+@settings(PROPERTY_TESTS, max_examples=30)
 @given(
     stretches=st.lists(st.tuples(instants, st.integers(0, 20)), min_size=1, max_size=12),
     spans=st.lists(st.tuples(instants, st.integers(1, 30)), max_size=20),
@@ -218,7 +218,7 @@ def _charge_spans(spans, buckets):
 
 
 @pytest.mark.slow
-@settings(PROPERTY_TESTS, max_examples=20)
+@settings(PROPERTY_TESTS, max_examples=10)
 @given(
     stretches=st.lists(st.tuples(instants, st.integers(0, 20)), min_size=1, max_size=12),
     spans=st.lists(st.tuples(instants, st.integers(0, 30)), max_size=24),
@@ -320,7 +320,7 @@ def _climb(spans: list[S]) -> dict[str, tuple]:
 
 
 @pytest.mark.slow
-@settings(PROPERTY_TESTS, max_examples=25)
+@settings(PROPERTY_TESTS, max_examples=12)
 @given(
     shape=st.lists(
         st.tuples(

@@ -323,7 +323,7 @@ def _options(drawn: Drawn) -> dict[str, Any]:
 
 
 @pytest.mark.slow
-@settings(PROPERTY_TESTS, max_examples=15)
+@settings(PROPERTY_TESTS, max_examples=7)
 @given(drawn=gpu_traces())
 def test_every_window_and_pool_adds_up_to_its_gpus_times_wall_and_matches_the_brute_force_charge(
     tmp_path_factory, drawn
@@ -398,7 +398,7 @@ def one_gpu_traces(draw) -> tuple[list[S], Resources, tuple[str, ...]]:
 
 
 @pytest.mark.slow
-@settings(PROPERTY_TESTS, max_examples=15)
+@settings(PROPERTY_TESTS, max_examples=7)
 @given(drawn=one_gpu_traces())
 def test_a_pool_of_one_gpu_whose_processes_hold_every_bucketed_span_is_the_wall_clock_view(tmp_path_factory, drawn):
     spans, resources, precedence = drawn

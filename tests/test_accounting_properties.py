@@ -111,7 +111,7 @@ def assert_adds_up(item: dict) -> None:
 # --- the invariants -----------------------------------------------------------------------------------------------
 
 
-@settings(PROPERTY_TESTS, max_examples=25)
+@settings(PROPERTY_TESTS, max_examples=12)
 @given(spans=traces())
 def test_buckets_and_unaccounted_add_up_to_wall_clock(tmp_path_factory, spans):
     path = write_trace(tmp_path_factory.mktemp("sum") / "run.otlp", spans)
@@ -128,7 +128,7 @@ def test_buckets_and_unaccounted_add_up_to_wall_clock(tmp_path_factory, spans):
     assert out["outside"]["wall_s"] == pytest.approx((extent[1] - extent[0]) - union_length(windows), abs=1e-9)
 
 
-@settings(PROPERTY_TESTS, max_examples=25)
+@settings(PROPERTY_TESTS, max_examples=12)
 @given(spans=traces(), order=st.permutations(BUCKETS))
 def test_exclusive_figures_never_exceed_union_figures(tmp_path_factory, spans, order):
     path = write_trace(tmp_path_factory.mktemp("union") / "run.otlp", spans)
@@ -272,7 +272,7 @@ def multi_process_traces(draw) -> list[S]:
     return spans
 
 
-@settings(PROPERTY_TESTS, max_examples=15)
+@settings(PROPERTY_TESTS, max_examples=7)
 @given(spans=multi_process_traces())
 def test_every_process_total_covers_the_whole_report(tmp_path_factory, spans):
     path = write_trace(tmp_path_factory.mktemp("by-process") / "run.otlp", spans)

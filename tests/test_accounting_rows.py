@@ -43,7 +43,7 @@ rows_strategy = st.lists(
 
 
 @pytest.mark.slow
-@settings(PROPERTY_TESTS, max_examples=60)
+@settings(PROPERTY_TESTS, max_examples=30)
 @given(rows_strategy)
 def test_rows_held_as_columns_come_back_as_they_went_in(rows):
     held = IterationRows(rows)
@@ -112,7 +112,7 @@ def test_frame_charges_read_as_the_list_of_charges_they_hold():
 
 
 @pytest.mark.slow
-@settings(PROPERTY_TESTS, max_examples=40)
+@settings(PROPERTY_TESTS, max_examples=20)
 @given(rows_strategy, st.data())
 def test_rows_built_column_by_column_are_the_rows_appended_one_by_one(rows, data):
     """A report builds its rows from the windows', the charges' and the span-seconds' columns at once
@@ -149,7 +149,7 @@ def test_rows_built_column_by_column_are_the_rows_appended_one_by_one(rows, data
 
 
 @pytest.mark.slow
-@settings(PROPERTY_TESTS, max_examples=40)
+@settings(PROPERTY_TESTS, max_examples=20)
 @given(rows_strategy)
 def test_names_held_as_columns_are_the_names_set_row_by_row(rows):
     """The report sets every row's breakdown by name at once, as columns sorted by row

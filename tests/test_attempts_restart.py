@@ -18,7 +18,7 @@ from examples.grpo_toy.restart import crash_and_resume
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
-STEPS, KILL_IN, RESUME_FROM = 5, 4, 3
+STEPS, KILL_IN, RESUME_FROM = 4, 3, 2
 
 
 @pytest.fixture(scope="module")

@@ -400,7 +400,7 @@ def restarted_jobs(draw) -> tuple[list[S], dict, list[tuple[float, float]]]:
 
 
 @pytest.mark.slow
-@settings(PROPERTY_TESTS, max_examples=30)
+@settings(PROPERTY_TESTS, max_examples=15)
 @given(job=restarted_jobs())
 def test_the_jobs_wall_clock_is_the_stretch_from_the_first_attempt_to_the_last(tmp_path_factory, job):
     spans, resources, extents = job

@@ -402,7 +402,7 @@ def expected_overlaps(spans: list[S]) -> dict[str, tuple[str, float]]:
 
 
 @pytest.mark.slow
-@settings(PROPERTY_TESTS, max_examples=20)
+@settings(PROPERTY_TESTS, max_examples=10)
 @given(spans=step_sets())
 def test_overlapping_steps_are_the_pairs_the_definition_names(tmp_path_factory, spans):
     folder = tmp_path_factory.mktemp("steps")

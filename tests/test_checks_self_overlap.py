@@ -211,7 +211,7 @@ def expected_self_overlaps(spans: list[S]) -> dict[str, str]:
     return out
 
 
-@settings(PROPERTY_TESTS, max_examples=12)
+@settings(PROPERTY_TESTS, max_examples=6)
 @given(spans=same_name_spans())
 def test_self_overlap_is_what_the_pairwise_definition_finds(tmp_path_factory, spans):
     path = str(write_trace(tmp_path_factory.mktemp("overlap") / "run.otlp", spans))

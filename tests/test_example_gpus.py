@@ -10,32 +10,16 @@ gave each actor on the session's cluster (which declares four GPUs, none of whic
 from __future__ import annotations
 
 import json
-import os
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
-import instrument
 from conftest import invoke
 from examples.grpo_toy import fleets, job
 
-STEPS, SEED = 1, 0  # where the actors run does not depend on the steps: one is enough
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
 GENERATION, TRAINING = fleets.GENERATION_FLEET, fleets.TRAINING_FLEET
-
-
-def run_job(out: Path, *args: str) -> Path:
-    """`job.main` inside the session's cluster, leaving the GOODPUT_* environment as it found it."""
-    saved = {key: value for key, value in os.environ.items() if key.startswith("GOODPUT_")}
-    try:
-        job.main(["--steps", str(STEPS), "--seed", str(SEED), "--out", f"{out}/", *args], log=lambda line: None)
-    finally:
-        instrument.shutdown()
-        for key in [key for key in os.environ if key.startswith("GOODPUT_")]:
-            del os.environ[key]
-        os.environ.update(saved)
-    return out
 
 
 def holdings(path: Path) -> dict[str, dict[int, frozenset[tuple[str, str]]]]:
@@ -71,31 +55,16 @@ def assert_apart(held: dict[str, dict[int, frozenset[tuple[str, str]]]], fleet_r
     assert len(set(gpus)) == len(gpus) == fleets.CLUSTER_GPUS, held
 
 
-@pytest.fixture(scope="module")
-def apart_run(ray_cluster, tmp_path_factory) -> Path:
-    return run_job(tmp_path_factory.mktemp("gpus") / "apart", "--mode", "sync")
-
-
-@pytest.fixture(scope="module")
-def colocated_run(ray_cluster, tmp_path_factory) -> Path:
-    return run_job(tmp_path_factory.mktemp("gpus") / "colocated", "--mode", "sync", "--colocated")
-
-
-@pytest.fixture(scope="module")
-def async_run(ray_cluster, tmp_path_factory) -> Path:
-    return run_job(tmp_path_factory.mktemp("gpus") / "async", "--mode", "async")
+@pytest.mark.slow
+@pytest.mark.ray
+def test_apart_every_actor_of_both_fleets_holds_a_gpu_of_its_own(toy_sync_run):
+    assert_apart(holdings(toy_sync_run), {GENERATION: 2, TRAINING: 2})
 
 
 @pytest.mark.slow
 @pytest.mark.ray
-def test_apart_every_actor_of_both_fleets_holds_a_gpu_of_its_own(apart_run):
-    assert_apart(holdings(apart_run), {GENERATION: 2, TRAINING: 2})
-
-
-@pytest.mark.slow
-@pytest.mark.ray
-def test_colocated_generation_rank_i_and_training_rank_i_hold_the_same_gpu(colocated_run):
-    held = holdings(colocated_run)
+def test_colocated_generation_rank_i_and_training_rank_i_hold_the_same_gpu(toy_buggy_colocated_run):
+    held = holdings(toy_buggy_colocated_run)  # --buggy changes spans, not where actors run
     assert sorted(held) == [GENERATION, TRAINING]
     assert sorted(held[GENERATION]) == sorted(held[TRAINING]) == [0, 1]
     for rank, ids in held[GENERATION].items():
@@ -107,8 +76,8 @@ def test_colocated_generation_rank_i_and_training_rank_i_hold_the_same_gpu(coloc
 
 @pytest.mark.slow
 @pytest.mark.ray
-def test_the_async_run_holds_a_gpu_for_its_stream_its_validation_and_each_training_rank(async_run):
-    assert_apart(holdings(async_run), {fleets.STREAM_FLEET: 1, fleets.VALIDATION_FLEET: 1, TRAINING: 2})
+def test_the_async_run_holds_a_gpu_for_its_stream_its_validation_and_each_training_rank(toy_async_run):
+    assert_apart(holdings(toy_async_run), {fleets.STREAM_FLEET: 1, fleets.VALIDATION_FLEET: 1, TRAINING: 2})
 
 
 def test_colocated_async_is_a_usage_error(capsys):

@@ -17,42 +17,25 @@ phase is first whenever the delta is within NOISE_S of EXTRA_S.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 
-import instrument
-from conftest import invoke
+from conftest import TOY_SEED, TOY_STEPS, invoke, run_toy_job
 from examples.grpo_toy import job, schedule
 
-STEPS, SEED = 3, 0  # step 1 plain, step 2 the failed one with a checkpoint, step 3 validation
+STEPS, SEED = TOY_STEPS, TOY_SEED  # step 1 plain, step 2 the failed one with a checkpoint, step 3 validation
 SLOWED = "rl.grpo.policy_training"
 EXTRA_S = 0.3
 NOISE_S = 0.1  # see the module docstring
 SAMPLE_SYNC = Path(__file__).resolve().parents[1] / "sample_traces" / "grpo_sync"
 
 
-def run_job(out: Path, *args: str) -> Path:
-    """`job.main` inside the session's cluster, leaving the GOODPUT_* environment as it found it."""
-    saved = {key: value for key, value in os.environ.items() if key.startswith("GOODPUT_")}
-    try:
-        job.main(
-            ["--steps", str(STEPS), "--seed", str(SEED), "--mode", "sync", "--out", f"{out}/", *args],
-            log=lambda line: None,
-        )
-    finally:
-        instrument.shutdown()
-        for key in [key for key in os.environ if key.startswith("GOODPUT_")]:
-            del os.environ[key]
-        os.environ.update(saved)
-    return out
-
-
 @pytest.fixture(scope="module")
-def normal_and_slowed(ray_cluster, tmp_path_factory) -> tuple[Path, Path]:
-    root = tmp_path_factory.mktemp("slow-phase")
-    return run_job(root / "normal"), run_job(root / "slowed", "--slow-phase", f"{SLOWED}:{EXTRA_S}")
+def normal_and_slowed(toy_sync_run, tmp_path_factory) -> tuple[Path, Path]:
+    """The session's plain sync run, and the same job (same seed, same steps) with one phase slowed."""
+    slowed = tmp_path_factory.mktemp("slow-phase") / "slowed"
+    return toy_sync_run, run_toy_job(slowed, "--mode", "sync", "--slow-phase", f"{SLOWED}:{EXTRA_S}")
 
 
 @pytest.mark.slow

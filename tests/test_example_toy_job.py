@@ -9,20 +9,18 @@ below its figure, hardly above it.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
-import instrument
 from cli import app
-from conftest import read_framed_records, read_json_lines_records
-from examples.grpo_toy import job, schedule
+from conftest import TOY_SEED, TOY_STEPS, read_framed_records, read_json_lines_records
+from examples.grpo_toy import schedule
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = REPO_ROOT / "sample_traces"
-STEPS, SEED = 4, 0
+STEPS, SEED = TOY_STEPS, TOY_SEED
 SAMPLE_STEPS = 6  # what examples/regenerate_sample_traces.py runs
 PROCESSES = 5  # the driver, two generation actors (async: the stream and validation) and two training actors
 BELOW, ABOVE = schedule.GOODPUT_TOLERANCE
@@ -58,35 +56,6 @@ def span_name(path: Path, span_id: str) -> str:
     assert result.exit_code == 0, result.output
     (row,) = json.loads(result.stdout)
     return row["name"]
-
-
-def run_job(out: Path, *args: str) -> Path:
-    """`job.main` inside the session's cluster, leaving the GOODPUT_* environment as it found it."""
-    saved = {key: value for key, value in os.environ.items() if key.startswith("GOODPUT_")}
-    try:
-        job.main(["--steps", str(STEPS), "--seed", str(SEED), "--out", f"{out}/", *args], log=lambda line: None)
-    finally:
-        instrument.shutdown()
-        for key in [key for key in os.environ if key.startswith("GOODPUT_")]:
-            del os.environ[key]
-        os.environ.update(saved)
-    return out
-
-
-@pytest.fixture(scope="module")
-def sync_run(ray_cluster, tmp_path_factory) -> Path:
-    return run_job(tmp_path_factory.mktemp("toy") / "sync", "--mode", "sync")
-
-
-@pytest.fixture(scope="module")
-def async_run(ray_cluster, tmp_path_factory) -> Path:
-    return run_job(tmp_path_factory.mktemp("toy") / "async", "--mode", "async")
-
-
-@pytest.fixture(scope="module")
-def buggy_run(ray_cluster, tmp_path_factory) -> Path:
-    # Colocated, as examples/regenerate_sample_traces.py runs the buggy sample: where the actors run adds no finding.
-    return run_job(tmp_path_factory.mktemp("toy") / "buggy", "--mode", "sync", "--buggy", "--colocated")
 
 
 def assert_goodput_follows_the_schedule(payload: dict, mode: str, steps: int) -> None:
@@ -130,10 +99,10 @@ def assert_planted_findings(path: Path, failed_step: int) -> None:
 
 @pytest.mark.slow
 @pytest.mark.ray
-def test_sync_run_is_clean_and_its_goodput_follows_the_schedule(sync_run):
-    assert_one_file_per_process(sync_run, ".otlp")
-    assert check(sync_run) == (0, {"findings": [], "summary": {"errors": 0, "warnings": 0}})
-    payload = report(sync_run)
+def test_sync_run_is_clean_and_its_goodput_follows_the_schedule(toy_sync_run):
+    assert_one_file_per_process(toy_sync_run, ".otlp")
+    assert check(toy_sync_run) == (0, {"findings": [], "summary": {"errors": 0, "warnings": 0}})
+    payload = report(toy_sync_run)
     assert_goodput_follows_the_schedule(payload, "sync", STEPS)
     # The hung trajectory is the only wasted time. The wall clock charges it only once actor 0's generation has
     # ended (productive comes first), so FAIL_S - generation_s of it; a little more when actor 0, dispatched first,
@@ -151,16 +120,16 @@ def test_sync_run_is_clean_and_its_goodput_follows_the_schedule(sync_run):
 
 @pytest.mark.slow
 @pytest.mark.ray
-def test_async_run_is_clean_and_its_goodput_follows_the_schedule(async_run):
-    assert_one_file_per_process(async_run, ".jsonl")
-    assert check(async_run) == (0, {"findings": [], "summary": {"errors": 0, "warnings": 0}})
-    assert_goodput_follows_the_schedule(report(async_run), "async", STEPS)
+def test_async_run_is_clean_and_its_goodput_follows_the_schedule(toy_async_run):
+    assert_one_file_per_process(toy_async_run, ".jsonl")
+    assert check(toy_async_run) == (0, {"findings": [], "summary": {"errors": 0, "warnings": 0}})
+    assert_goodput_follows_the_schedule(report(toy_async_run), "async", STEPS)
 
 
 @pytest.mark.slow
 @pytest.mark.ray
-def test_buggy_run_gives_exactly_the_planted_findings(buggy_run):
-    assert_planted_findings(buggy_run, schedule.failed_step(schedule.make_plan(SEED, STEPS)))
+def test_buggy_run_gives_exactly_the_planted_findings(toy_buggy_colocated_run):
+    assert_planted_findings(toy_buggy_colocated_run, schedule.failed_step(schedule.make_plan(SEED, STEPS)))
 
 
 def test_the_expected_goodput_of_a_sync_step_is_the_documented_formula():

@@ -361,7 +361,7 @@ def _json_lines(draw) -> bytes:
 
 
 @pytest.mark.slow
-@settings(PROPERTY_TESTS, max_examples=20)
+@settings(PROPERTY_TESTS, max_examples=10)
 @given(data=_json_lines())
 def test_whenever_it_reads_a_file_it_reads_what_the_careful_reader_reads(tmp_path, data):
     path = tmp_path / "generated.jsonl"

@@ -29,7 +29,7 @@ from rollup.read.chunks import convert_chunk, plan_chunks
 CORPUS = Path(__file__).parent / "corpus"
 # GOODPUT_FUZZ_EXAMPLES=5000 for a longer hunt; an input it finds belongs in tests/corpus/.
 FUZZ = settings(
-    max_examples=int(os.environ.get("GOODPUT_FUZZ_EXAMPLES", "200")),
+    max_examples=int(os.environ.get("GOODPUT_FUZZ_EXAMPLES", "100")),
     deadline=None,
     database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],

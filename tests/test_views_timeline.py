@@ -428,7 +428,7 @@ def test_sample_traces(tmp_path):
 
 
 @pytest.mark.slow
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 30), st.integers(0, 12), st.booleans()), max_size=40))
 def test_lanes_nest_whatever_the_spans(raw):
     spans = sorted(((start, start + length, anchor) for start, length, anchor in raw), key=lambda s: (s[0], -s[1]))
@@ -445,7 +445,7 @@ def test_lanes_nest_whatever_the_spans(raw):
 
 
 @pytest.mark.slow
-@settings(PROPERTY_TESTS, max_examples=15)
+@settings(PROPERTY_TESTS, max_examples=7)
 @given(st.data())
 def test_random_traces_are_viewable(tmp_path_factory, data):
     """Random spans over three processes, parents anywhere before them: lanes nest and every cross-process
@@ -491,7 +491,7 @@ def runs(draw) -> list[S]:
 
 
 @pytest.mark.slow
-@settings(PROPERTY_TESTS, max_examples=12)
+@settings(PROPERTY_TESTS, max_examples=6)
 @given(spans=runs(), low=st.integers(1, 5), width=st.integers(0, 4))
 def test_the_timeline_of_some_iterations_shows_what_spans_lists_for_each(tmp_path_factory, spans, low, width):
     path = str(write_trace(tmp_path_factory.mktemp("run") / "run.otlp", spans))
