@@ -39,6 +39,7 @@ def report(
         None, "--fail-under", help="Exit 1 (after printing) when the total goodput is below G: 0.6 or 60%."
     ),
     attempt: str | None = shell.AttemptOption,
+    last: str | None = shell.LastOption,
     fmt: OutputFormat | None = shell.ReportFormatOption,
     output: Path | None = shell.ReportOutputOption,
     no_cache: bool = shell.NoCacheOption,
@@ -58,20 +59,24 @@ def report(
     every iteration (start-up, gaps, shutdown). A job restarted from a checkpoint writes several attempts: an
     iteration's row is its latest attempt's, the windows it replaced are rework, the time between attempts is
     downtime, and the job's goodput over all of it is shown below. Figures far above their median over the
-    iterations (3 scaled MADs) are marked as outliers.
+    iterations (3 scaled MADs) are marked as outliers. With --last, only that stretch up to the latest span end,
+    and the stretch as a whole (`recent`).
     """
     if total_only and by is None:
         raise typer.BadParameter("--total goes with --by process, name, group or pool", param_hint="--total")
     gpu_options = shell.gpu_options(gpus, place)
     gate = _goodput_gate(fail_under)
     selected = shell.selected_iterations(iteration, iterations)
+    last_ns = shell.last_duration(last)
     fmt = shell.output_format(fmt, output, report=True)
     if fmt is OutputFormat.html and by is None:  # the page shows the total's breakdown by name
         by = "name"
     from rollup import CheckOptions, ReportOptions, build_report, check_findings
 
     options = shell.checked(
-        lambda: ReportOptions(selected, precedence, by, attempt, exact=iteration is not None, gpus=gpu_options)
+        lambda: ReportOptions(
+            selected, precedence, by, attempt, exact=iteration is not None, gpus=gpu_options, last_ns=last_ns
+        )
     )  # every option checked before a file is read
     checks = None
     with shell.runner(ray, ray_address) as runner, shell.opened_store(paths, no_cache, keep_going=keep_going) as store:

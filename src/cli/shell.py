@@ -280,6 +280,23 @@ def gpu_options(gpus: Sequence[str], place: Sequence[str]) -> GpuOptions:
     return checked(lambda: GpuOptions(tuple(gpus), tuple(place)))
 
 
+LastOption = typer.Option(
+    None,
+    "--last",
+    metavar="DURATION",
+    help="Only the last DURATION of trace time (90s, 10m, 2h), up to the latest span end read.",
+)
+
+
+def last_duration(text: str | None) -> int | None:
+    """`--last`'s value in nanoseconds (None without it); exit 2 on a bad one, before a file is read."""
+    if text is None:
+        return None
+    from rollup.recent import parse_duration
+
+    return checked(lambda: parse_duration(text))
+
+
 AttemptOption = typer.Option(
     None, "--attempt", help="Read one attempt only: its run id (goodput.run.id, else nemo.run.id), or 'latest'."
 )

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import math
 from array import array
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
@@ -340,12 +340,14 @@ def gpu_report(
     rework: Sequence[tuple[str, int, int]],
     extents: Sequence[tuple[str, int, int]],
     precedence: Sequence[str],
+    charge: Callable[..., GpuCharges] | None = None,
 ) -> GpuReport:
     """The GPU figures of a report whose windows are `windows` ((attempt, iteration, start, end) each: two
     iterations whose windows coincide are two windows, as the wall clock's total counts them) and whose rows are
     `rows` (their windows' keys: `--by process` gives a window once per process, and none where no process has a
     bucketed span, which still counts in the total), whose superseded windows are `rework` ((attempt, start, end),
-    each charged) and whose attempts span `extents`."""
+    each charged) and whose attempts span `extents`. `charge`: how the stretches are charged (`charge_gpus`, or a
+    watcher's, which keeps each stretch's answer)."""
     distinct: dict[tuple[str, int, int, int], int] = {}
     for window in windows:
         distinct.setdefault(window, len(distinct))
@@ -354,7 +356,7 @@ def gpu_report(
     keys = list(distinct)
     stretches = [(start, end) for _, _, start, end in keys] + [(start, end) for _, start, end in rework]
     attempts = [attempt for attempt, _, _, _ in keys] + [attempt for attempt, _, _ in rework]
-    charges = charge_gpus(spans, model, stretches, attempts, precedence)
+    charges = (charge or charge_gpus)(spans, model, stretches, attempts, precedence)
     scale = charges.scale
     charged = charges.by_window[: len(keys)]
     lost = charges.total(range(len(keys), len(stretches)))

@@ -132,6 +132,8 @@ def report_json(report: Report, *, lazy: bool = False) -> dict[str, Any]:
             out["total"]["names"] = names_json(report.total_names, report.by)
         if gpus is not None and row.label in ("total", "rework"):
             out[row.label]["gpu"] = (gpus.total() if row.label == "total" else gpus.rework).json()
+    if report.recent is not None:
+        out["recent"] = report.recent.json()
     out["attempts"] = [attempt_json(a) for a in report.attempts]
     if report.by_process:
         out["processes"] = [{"process": p, **figures_json(f)} for p, f in report.process_totals.items()]

@@ -13,7 +13,7 @@ import gc
 from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, ParamSpec, Protocol, TypeVar
 
 from .attempts import Attempt, downtime_stretches
 from .attribution import parse_precedence, total_charge
@@ -24,16 +24,16 @@ from .gpu_charge import GpuReport, gpu_report
 from .gpus import GpuOptions, gpu_model
 from .outliers import MIN_ROWS, compared_groups, outliers_of_columns
 from .ranges import ReportPart
+from .recent import Recent, clip_attempt, clip_frames, clip_pairs, last_stretch
 from .rows import Figures, IterationRows, NameShare, seconds, share, sum_figures
 from .run_rules import duplicate_step_findings, lost_step_findings
-from .runners import LocalRunner, Runner
+from .runners import LocalRunner, LocalSweeps, Runner, Sweeps
 from .schema import BUCKETS
-from .windows import missing_in, report_frames, window_kinds
+from .windows import missing_in, report_frames
 
 if TYPE_CHECKING:
     from .findings import Finding
     from .spanset import SpanSet
-    from .store import SpanStore
 
 _Params = ParamSpec("_Params")
 _Result = TypeVar("_Result")
@@ -71,7 +71,8 @@ class ReportOptions:
     for instants where several are active (`idle,productive,overhead,wasted`; default the declared order). `by`:
     "process" gives a row per window and process; "name" or "group" adds each row's and the total's breakdown by
     span name or `rl.span_group`; "pool" a row per window and pool of GPUs (SPEC section 12). `attempt` (a run id or
-    `latest`) reads that attempt alone. `gpus`: `--gpus` and `--place` (SPEC section 12)."""
+    `latest`) reads that attempt alone. `gpus`: `--gpus` and `--place` (SPEC section 12). `last_ns`: `--last`, the
+    stretch of that many nanoseconds up to the latest span end, every frame clipped to it (SPEC section 13)."""
 
     iterations: tuple[int, int] | None = None
     precedence: str | Sequence[str] | None = None
@@ -79,6 +80,7 @@ class ReportOptions:
     attempt: str | None = None
     exact: bool = False
     gpus: GpuOptions = field(default_factory=GpuOptions)
+    last_ns: int | None = None
 
     def __post_init__(self) -> None:
         if self.by is not None and self.by not in BY_CHOICES:
@@ -144,6 +146,7 @@ class Report:
     fresh_starts: list[tuple[Attempt, Attempt]] = field(default_factory=list)
     gpus: GpuReport | None = None  # when some process holds a GPU or --gpus was given (SPEC section 12)
     notes: list[str] = field(default_factory=list)  # about what was read, one line each (a GPU holding unread)
+    recent: Recent | None = None  # with --last: the stretch charged whole (SPEC section 13)
 
     def __post_init__(self) -> None:
         if not isinstance(self.iterations, IterationRows):
@@ -195,18 +198,35 @@ class WholeRun:
     keys: frozenset[str]
 
 
+class SpanSource(Protocol):
+    """What a report reads: a store (`store.SpanStore`), or a watcher's spans (`live.LiveSpans`)."""
+
+    def spans(self, attempt: str | None = None) -> SpanSet: ...
+
+
 @_many_small_objects
-def build_report(store: SpanStore, options: ReportOptions | None = None, runner: Runner | None = None) -> Report:
+def build_report(
+    store: SpanSource,
+    options: ReportOptions | None = None,
+    runner: Runner | None = None,
+    sweeps: Sweeps | None = None,
+) -> Report:
     """The report over the store's spans, as `options` ask (`ReportOptions`), its parts computed by `runner`
-    (default: in this process, `runners.LocalRunner`)."""
+    (default: in this process, `runners.LocalRunner`) and its other sweeps by `sweeps` (`runners.LocalSweeps`)."""
     options = options or ReportOptions()
     order = options.order
+    sweeps = sweeps or LocalSweeps()
     spans = store.spans(options.attempt)
     notes: list[str] = []
     model = gpu_model(spans, options.gpus, notes)
     if options.by == "pool" and model is None:
         raise OptionError("--by", "pool: no process holds a GPU (goodput.gpu.ids, goodput.gpus); name them with --gpus")
     frames = report_frames(spans, options.iterations)
+    stretch = last_stretch(spans, options.last_ns) if options.last_ns is not None else None
+    recent = None
+    if stretch is not None:
+        frames = clip_frames(frames, stretch)
+        recent = Recent(*stretch, Figures.from_ns(sweeps.charge_stretches(spans, [stretch], order)[0]))
     missing = missing_in(frames.held, options.iterations) if not frames.windows else None
     if missing is not None and options.exact:
         raise GoodputError(missing)
@@ -223,33 +243,38 @@ def build_report(store: SpanStore, options: ReportOptions | None = None, runner:
         Figures.from_ns(total_charge([part.outside for part in parts])),
         order,
         rework=Figures.from_ns(total_charge([part.rework for part in parts])),
-        downtime_ns=sum(end - start for start, end in downtime_stretches(attempts)),
+        downtime_ns=sum(end - start for start, end in _clipped(downtime_stretches(attempts), stretch)),
         attempts=attempts,
         by=options.by,
         missing=missing,
         lost_steps=tuple(_selected(_iterations_of(lost_step_findings(spans)), options.iterations)),
         duplicate_steps=tuple(_selected(_iterations_of(duplicate_step_findings(spans)), options.iterations)),
         fresh_starts=fresh_starts(attempts),
+        recent=recent,
     )
     if model is not None:
         keys = [(row.run_id, row.iteration, row.start_ns, row.end_ns) for row in rows]
-        extents = [(a.run_id, *a.extent) for a in attempts]
-        report.gpus = gpu_report(spans, model, windows, keys, lost, extents, order)
+        extents = [(a.run_id, *(clip_attempt(a, stretch) if stretch else a).extent) for a in attempts]
+        report.gpus = gpu_report(spans, model, windows, keys, lost, extents, order, sweeps.charge_gpus)
     report.notes.extend(notes)
     if options.by == "process":
         report.process_totals = process_totals(rows, total.wall_ns)
     elif options.by is not None:
         report.total_names = summed_names([part.names or [] for part in parts])
     del parts
-    mark_outliers(report.iterations, _kinds(spans, report.iterations))
+    mark_outliers(report.iterations, _kinds(spans, report.iterations, sweeps))
     return report
 
 
-def _kinds(spans: SpanSet, rows: IterationRows) -> array | None:
+def _clipped(stretches: list[tuple[int, int]], stretch: tuple[int, int] | None) -> list[tuple[int, int]]:
+    return stretches if stretch is None else clip_pairs(stretches, stretch)
+
+
+def _kinds(spans: SpanSet, rows: IterationRows, sweeps: Sweeps) -> array | None:
     """The rows' kinds, when there are enough rows for two kinds to be compared apart (`compared_groups`)."""
     if len(rows) < 2 * MIN_ROWS:
         return None
-    return window_kinds(spans, rows.column("start_ns"), rows.column("end_ns"))
+    return sweeps.window_kinds(spans, rows.column("start_ns"), rows.column("end_ns"))
 
 
 def _iterations_of(findings: Sequence[Finding]) -> list[int]:

@@ -12,9 +12,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
+from .attribution import charge_stretches
+from .gpu_charge import charge_gpus
 from .ranges import CheckPart, ReportPart, account_frames, check_frames
+from .windows import window_kinds
 
 if TYPE_CHECKING:
+    from array import array
+
+    from .attribution import FrameCharges
+    from .gpu_charge import GpuCharges
+    from .gpus import GpuModel
     from .spanset import SpanSet
     from .windows import ReportFrames, Windows
 
@@ -27,6 +35,49 @@ class Runner(Protocol):
     ) -> list[ReportPart]: ...
 
     def check_parts(self, spans: SpanSet, windows: Windows, expect: Sequence[str]) -> list[CheckPart]: ...
+
+
+class Sweeps(Protocol):
+    """The sweeps a report asks of its spans beside its parts: the windows' kinds (outliers), the GPU charge, and
+    stretches charged whole (`--last`'s `recent`). One stretch's answer depends only on the spans active in it, so
+    a watcher (`live`) keeps each stretch's answer and asks only about the stretches new spans touched."""
+
+    def window_kinds(self, spans: SpanSet, starts: Sequence[int], ends: Sequence[int]) -> array: ...
+
+    def charge_gpus(
+        self,
+        spans: SpanSet,
+        model: GpuModel,
+        stretches: Sequence[tuple[int, int]],
+        attempts: Sequence[str],
+        precedence: Sequence[str],
+    ) -> GpuCharges: ...
+
+    def charge_stretches(
+        self, spans: SpanSet, stretches: Sequence[tuple[int, int]], precedence: Sequence[str]
+    ) -> FrameCharges: ...
+
+
+class LocalSweeps:
+    """Every sweep asked of every span, in this process."""
+
+    def window_kinds(self, spans: SpanSet, starts: Sequence[int], ends: Sequence[int]) -> array:
+        return window_kinds(spans, starts, ends)
+
+    def charge_gpus(
+        self,
+        spans: SpanSet,
+        model: GpuModel,
+        stretches: Sequence[tuple[int, int]],
+        attempts: Sequence[str],
+        precedence: Sequence[str],
+    ) -> GpuCharges:
+        return charge_gpus(spans, model, stretches, attempts, precedence)
+
+    def charge_stretches(
+        self, spans: SpanSet, stretches: Sequence[tuple[int, int]], precedence: Sequence[str]
+    ) -> FrameCharges:
+        return charge_stretches(spans, stretches, precedence)
 
 
 class LocalRunner:

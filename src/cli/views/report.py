@@ -20,6 +20,7 @@ from .tables import table_text
 
 if TYPE_CHECKING:
     from rollup import Figure, Figures, Report, WholeRun
+    from rollup.recent import Recent
 
 REPORT_TITLE = "Wall clock by iteration (each instant charged once)"
 # The row keys head each part of a table split to fit; process names keep their tail.
@@ -196,6 +197,8 @@ def report_notes(report: Report) -> list[str]:
     from rollup import attempt_label
 
     notes = [f"note: {note}" for note in report.notes]
+    if report.recent is not None:
+        notes.append(f"note: {recent_line(report.recent)}")
     if report.lost_steps:
         numbers = number_ranges(report.lost_steps)
         noun = "iteration" if len(report.lost_steps) == 1 else "iterations"
@@ -219,3 +222,14 @@ def report_notes(report: Report) -> list[str]:
             "--attempt ID"
         )
     return notes
+
+
+def recent_line(recent: Recent) -> str:
+    """`--last`'s stretch charged whole, in one line: its length, goodput and buckets (SPEC section 13)."""
+    figures = recent.figures
+    goodput = figures.goodput
+    shown = "-" if goodput is None else f"{goodput:.1%}"
+    buckets = ", ".join(f"{bucket} {ns / 1e9:.3f} s" for bucket, ns in figures.bucket_ns.items() if ns)
+    return f"the last {figures.wall_ns / 1e9:.3f} s of trace time (up to the latest span end): goodput {shown}" + (
+        f" ({buckets}, unaccounted {figures.unaccounted_ns / 1e9:.3f} s)" if buckets else ""
+    )
