@@ -292,7 +292,7 @@ def last_duration(text: str | None) -> int | None:
     """`--last`'s value in nanoseconds (None without it); exit 2 on a bad one, before a file is read."""
     if text is None:
         return None
-    from rollup.recent import parse_duration
+    from rollup import parse_duration
 
     return checked(lambda: parse_duration(text))
 

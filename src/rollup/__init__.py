@@ -34,6 +34,8 @@ _HOMES: dict[str, str] = {
     **dict.fromkeys(["FIGURES", "Figure"], "figures"),
     "GpuOptions": "gpus",
     **dict.fromkeys(["GpuReport", "GpuFigures"], "gpu_charge"),
+    **dict.fromkeys(["LiveRun", "LiveState", "watch_json"], "live"),
+    **dict.fromkeys(["Recent", "parse_duration"], "recent"),
 }
 
 __all__ = list(_HOMES)
@@ -51,8 +53,10 @@ if TYPE_CHECKING:
     from .gpu_charge import GpuFigures, GpuReport
     from .gpus import GpuOptions
     from .json_report import report_json
+    from .live import LiveRun, LiveState, watch_json
     from .listing import spans_in_window
     from .on_ray import RayRunner
+    from .recent import Recent, parse_duration
     from .report import Report, ReportOptions, WholeRun, build_report
     from .rows import Figures, IterationRow, NameShare
     from .store import SpanStore, ingest, open_store

@@ -139,11 +139,16 @@ def _running(pid: int) -> bool:
 
 
 def connect(
-    spill: SpillDirectory, *, limit_bytes: int | None = None, threads: int | None = None
+    spill: SpillDirectory,
+    *,
+    limit_bytes: int | None = None,
+    threads: int | None = None,
+    database: Path | None = None,
 ) -> duckdb.DuckDBPyConnection:
-    """A fresh in-memory DuckDB connection held to `limit_bytes` (default `memory_limit_bytes()`), spilling into
-    `spill`, without the insertion order it would otherwise keep (no query of goodput relies on it: those that
-    need an order say ORDER BY, and keeping it costs memory in every operator)."""
+    """A fresh in-memory DuckDB connection (or one of the new database file `database`) held to `limit_bytes`
+    (default `memory_limit_bytes()`), spilling into `spill`, without the insertion order it would otherwise keep
+    (no query of goodput relies on it: those that need an order say ORDER BY, and keeping it costs memory in every
+    operator)."""
     import duckdb
 
     config: dict[str, str | bool | int | float | list[str]] = {
@@ -153,4 +158,4 @@ def connect(
     }
     if threads is not None:
         config["threads"] = threads
-    return duckdb.connect(":memory:", config=config)
+    return duckdb.connect(str(database) if database is not None else ":memory:", config=config)

@@ -20,7 +20,7 @@ from .tables import table_text
 
 if TYPE_CHECKING:
     from rollup import Figure, Figures, Report, WholeRun
-    from rollup.recent import Recent
+    from rollup import Recent
 
 REPORT_TITLE = "Wall clock by iteration (each instant charged once)"
 # The row keys head each part of a table split to fit; process names keep their tail.

@@ -3,7 +3,8 @@
 `plan_chunks` cuts a large plain file into chunks that start and end on record boundaries, cheaply (it reads only
 length headers or looks for newlines), so worker processes or Ray tasks can convert them side by side;
 `convert_chunk` decodes one chunk and streams its spans to Parquet batch by batch, so memory follows the batch size,
-not the file size. Both are plain functions of picklable arguments.
+not the file size. Both are plain functions of picklable arguments. `decode_range` hands a byte range's batches to a
+caller in this process instead (`read.tail`, which follows files as a job writes them).
 """
 
 from __future__ import annotations
@@ -215,8 +216,37 @@ def _convert(
     return ChunkResult(chunk, written, notices, other_signals)
 
 
+def decode_range(
+    path: str,
+    kind: str,
+    start: int,
+    end: int,
+    notices: list[str],
+    other_signals: dict[str, int],
+    *,
+    lines_before: int | None = None,
+    schema: pa.Schema = SPAN_SCHEMA,
+) -> Iterator[pa.RecordBatch]:
+    """The spans of bytes [start, end) of `path`'s plain content (`end` -1: to its end) as batches of `schema`,
+    decoded exactly as `convert_chunk` decodes a chunk, for a reader that follows a file as it grows (`read.tail`).
+
+    The range starts and ends on record boundaries. `lines_before`, the newlines before `start` of a JSON Lines
+    file, words a bad line's number without counting the lines before the range again. Faults surface as in
+    `convert_chunk`: a GoodputError, a TraceFormatError naming the byte offset or line of a corrupt record.
+    """
+    chunk = Chunk(path, start, end, 0)
+    batches = _batches(chunk, kind, DEFAULT_BATCH_ROWS, notices, schema, other_signals, lines_before)
+    yield from _guarded(batches, path)
+
+
 def _batches(
-    chunk: Chunk, kind: str, batch_rows: int, notices: list[str], schema: pa.Schema, other_signals: dict[str, int]
+    chunk: Chunk,
+    kind: str,
+    batch_rows: int,
+    notices: list[str],
+    schema: pa.Schema,
+    other_signals: dict[str, int],
+    lines_before: int | None = None,
 ) -> Iterator[pa.RecordBatch]:
     path = chunk.path
     if kind == "parquet":
@@ -241,7 +271,7 @@ def _batches(
                 records = iter([(0, read_up_to(stream, limit if limit is not None else 1 << 62))])
             yield from decode_records(records, path, where, min(batch_rows, DECODE_ROWS), schema, other_signals)
         else:
-            yield from _json_batches(stream, chunk, kind, compressed, notices, schema, other_signals)
+            yield from _json_batches(stream, chunk, kind, compressed, notices, schema, other_signals, lines_before)
         torn = torn_notice(path, stream)
         if torn is not None:
             notices.append(torn)
@@ -255,17 +285,18 @@ def _json_batches(
     notices: list[str],
     schema: pa.Schema,
     other_signals: dict[str, int],
+    lines_before: int | None = None,
 ) -> Iterator[pa.RecordBatch]:
     from .json_lines import json_line_batches
     from .otlp_json import JsonDecoder
 
     path = chunk.path
-    lines_before: list[int | None] = [0 if chunk.start == 0 else None]
+    known_lines: list[int | None] = [0 if chunk.start == 0 else lines_before]
 
     def line_number(relative: int) -> int:
-        before = lines_before[0]
+        before = known_lines[0]
         if before is None:
-            before = lines_before[0] = _count_newlines(path, chunk.start)
+            before = known_lines[0] = _count_newlines(path, chunk.start)
         return before + relative
 
     def where(relative_line: int, offset: int) -> str:

@@ -1,0 +1,138 @@
+"""`goodput watch`: a run still being written, redrawn as it grows (SPEC section 13).
+
+Each refresh reads what the files gained (`rollup.live.LiveRun`) and shows the report as it stands: a screen that
+fits the terminal, redrawn in place (rich's `Live` on the alternate screen, so the terminal never scrolls and is
+given back as it was on Ctrl-C), or one JSON object a line (`--format jsonl`), and with `--serve` the same figures
+at `/metrics` for Prometheus. `--once` shows one refresh and exits: for scripts and tests.
+"""
+
+from __future__ import annotations
+
+import enum
+import sys
+import time
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from . import shell
+
+if TYPE_CHECKING:
+    from rollup import LiveState
+
+    from .serve import MetricsServer
+
+
+class WatchFormat(str, enum.Enum):
+    table = "table"
+    jsonl = "jsonl"
+
+
+def watch(
+    paths: list[str] = typer.Argument(..., metavar="PATH...", help="Trace files, directories or globs, as they grow."),
+    interval: float = typer.Option(5.0, "--interval", help="Seconds between refreshes (default 5)."),
+    once: bool = typer.Option(False, "--once", help="Show one refresh and exit."),
+    fmt: WatchFormat = typer.Option(
+        WatchFormat.table, "--format", help="table: a screen redrawn in place; jsonl: one JSON object per refresh."
+    ),
+    serve: str | None = typer.Option(
+        None,
+        "--serve",
+        metavar="[HOST:]PORT",
+        help="Also serve the latest refresh for Prometheus at http://HOST:PORT/metrics (PORT alone: 127.0.0.1).",
+    ),
+    precedence: str | None = typer.Option(
+        None, "--precedence", help="Bucket order for instants where several are active (as report takes it)."
+    ),
+) -> None:
+    """Goodput of a run still being written: the newest iterations, the total so far, the last 1, 5 and 15 minutes.
+
+    Each refresh reads only what each file gained since the last one (and files new in the folders named), so it
+    costs what the job wrote, not the run. A folder that does not exist yet is waited for. Ctrl-C leaves.
+    """
+    if not interval > 0:
+        raise typer.BadParameter(f"expected seconds more than 0, got {interval}", param_hint="--interval")
+    from rollup import LiveRun, ReportOptions
+
+    options = shell.checked(lambda: ReportOptions(precedence=precedence))
+    server = _server(serve) if serve is not None else None
+    run = LiveRun(paths, options)
+    notes: list[str] = []
+    try:
+        if fmt is WatchFormat.jsonl or once:
+            _print_refreshes(run, fmt, interval, once, server, notes)
+        else:
+            _live_screen(run, interval, server, notes)
+    except KeyboardInterrupt:
+        pass  # Ctrl-C: the screen is given back by Live; nothing more to say
+    finally:
+        run.close()
+        if server is not None:
+            server.close()
+
+
+def _server(serve: str) -> MetricsServer:
+    from .serve import MetricsServer, parse_serve_address, shown_address
+
+    host, port = shell.checked(lambda: parse_serve_address(serve))
+    server = MetricsServer(host, port)
+    shell.print_notices([f"note: serving metrics at http://{shown_address(*server.address)}/metrics"])
+    return server
+
+
+def _refresh(run: Any, server: MetricsServer | None, notes: list[str]) -> tuple[LiveState, dict[str, Any]]:
+    from rollup import watch_json
+
+    state = run.refresh()
+    notes.extend(state.notes)
+    payload = watch_json(state)
+    if server is not None:
+        attempts = state.report.attempts
+        server.update(payload, attempts[0].run_id or None if len(attempts) == 1 else None)
+    return state, payload
+
+
+def _status(state: LiveState, interval: float, notes: list[str]) -> Any:
+    from .views.watch import WatchStatus
+
+    return WatchStatus(state.newest_end_ns, time.time_ns(), interval, None, None, tuple(notes))
+
+
+def _print_refreshes(
+    run: Any, fmt: WatchFormat, interval: float, once: bool, server: MetricsServer | None, notes: list[str]
+) -> None:
+    """One line of JSON (or one screen, as wide and tall as the terminal) per refresh; with `once`, one refresh."""
+    from rich.console import Console
+
+    from .views.watch import watch_json_line, watch_screen
+
+    console = Console(highlight=False)
+    while True:
+        said = len(notes)
+        state, payload = _refresh(run, server, notes)
+        if fmt is WatchFormat.jsonl:
+            sys.stdout.write(watch_json_line(payload) + "\n")
+            sys.stdout.flush()
+            shell.print_notices([f"note: {note}" for note in notes[said:]])
+        else:
+            size = console.size
+            console.print(watch_screen(payload, _status(state, interval, notes), size.width, size.height))
+        if once:
+            return
+        time.sleep(interval)
+
+
+def _live_screen(run: Any, interval: float, server: MetricsServer | None, notes: list[str]) -> None:
+    """The screen redrawn in place every `interval` seconds until Ctrl-C."""
+    from rich.console import Console
+    from rich.live import Live
+
+    from .views.watch import watch_screen
+
+    console = Console(highlight=False)
+    with Live(console=console, screen=True, auto_refresh=False, transient=True) as live:
+        while True:
+            state, payload = _refresh(run, server, notes)
+            size = console.size
+            live.update(watch_screen(payload, _status(state, interval, notes), size.width, size.height), refresh=True)
+            time.sleep(interval)

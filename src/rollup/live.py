@@ -1,0 +1,267 @@
+"""A run watched while it is written (`goodput watch`, SPEC section 13): each refresh reads what the files gained, and
+re-charges only the frames those spans touched.
+
+The report is built as `report` builds it (`report.build_report`), on the watcher's spans (`live_spans.LiveSpans`)
+and with a runner and sweeps of its own that keep every frame's answer (a window's charge and span-seconds, a
+superseded window's or an outside stretch's charge, a window's kind, its GPU charge): one stretch's answer depends
+only on the spans active in it, and a window's span-seconds only on the spans of its iteration, so after a refresh
+only the frames the new spans touched are asked again, of a slice of the spans that holds what they need. What is
+asked of the run as a whole (attempts, windows, holdings, the step rules) reads the small summary table. So a
+refresh costs what the new spans touched, the newest windows mostly, plus the rolling stretches of `recent`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import tempfile
+from array import array
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .attribution import Charge, ChargeColumns, FrameCharges, charge_stretches, total_charge, window_span_ns
+from .connection import SpillDirectory, connect, memory_limit_bytes
+from .gpu_charge import GpuCharges, GpuFigures, charge_gpus
+from .gpus import GpuModel
+from .live_spans import LiveSpans, Touched
+from .ranges import ReportPart
+from .read.tail import Tailer
+from .recent import Recent
+from .report import Report, ReportOptions, build_report
+from .rows import Figures, IterationRows
+from .schema import BUCKETS
+from .spanset import SpanSet
+from .windows import ReportFrames, Windows, window_kinds
+
+# The rolling stretches a watcher charges at every refresh (SPEC section 13), by label.
+RECENT = {"1m": 60 * 10**9, "5m": 300 * 10**9, "15m": 900 * 10**9}
+_SLICES = itertools.count(1)
+
+
+@dataclass
+class LiveState:
+    """One refresh: the report as it stands, the rolling stretches, what was read, the notes of this refresh."""
+
+    report: Report
+    recent: dict[str, Recent | None]
+    spans: int
+    files: int
+    newest_end_ns: int | None
+    notes: list[str] = field(default_factory=list)
+
+
+class _Answers:
+    """Each frame's answers, by the frame's key, dropped when arrivals touch the frame (`forget`)."""
+
+    def __init__(self) -> None:
+        self.by_key: dict[tuple[Any, ...], Any] = {}
+
+    def forget(self, touched: Touched) -> None:
+        """Drop the answers of every frame `touched` overlaps, or whose (attempt, iteration) it names; all of them
+        after a rebuild. A key is (kind, attempt, iteration, start, end, ...)."""
+        if touched.everything:
+            self.by_key.clear()
+            return
+        if not touched.stretches and not touched.iterations:
+            return
+        stretches = sorted(touched.stretches)
+        low = min((start for start, _ in stretches), default=None)
+        for key in list(self.by_key):
+            _, attempt, iteration, start, end = key[:5]
+            if (attempt, iteration) in touched.iterations or (
+                low is not None and end >= low and any(s <= end and e >= start for s, e in stretches)
+            ):
+                del self.by_key[key]
+
+
+class LiveRun:
+    """`paths` followed as they grow; `refresh()` reads what they gained and gives the report as it stands."""
+
+    def __init__(self, paths: Sequence[str | os.PathLike[str]], options: ReportOptions | None = None) -> None:
+        if options is not None and (options.by is not None or options.attempt is not None):
+            raise ValueError("a watcher reports every attempt, a row per window")
+        self.options = options or ReportOptions()
+        self.tailer = Tailer(paths)
+        self._folder = tempfile.TemporaryDirectory(prefix="goodput-watch-")
+        self._spill = SpillDirectory(Path(self._folder.name) / "spill")
+        # A database file of its own: what the run holds beyond the memory limit stays on disk, not in memory.
+        self.connection = connect(
+            self._spill, limit_bytes=memory_limit_bytes(), database=Path(self._folder.name) / "live.duckdb"
+        )
+        self.live = LiveSpans(self.connection)
+        self.answers = _Answers()
+        self.runner = _KeptRunner(self)
+        self.sweeps = _KeptSweeps(self)
+
+    def refresh(self) -> LiveState:
+        """Read what the files gained, and the report and the rolling stretches as they stand."""
+        batch = self.tailer.poll()
+        if batch.spans.num_rows or batch.reset:
+            self.answers.forget(self.live.add(batch.spans, batch.reset))
+        report = build_report(self.live, self.options, self.runner, self.sweeps)
+        newest = _newest(self.live)
+        recent: dict[str, Recent | None] = dict.fromkeys(RECENT)
+        if newest is not None:
+            stretches = [(newest - length, newest) for length in RECENT.values()]
+            with self.sliced(stretches, set()) as spans:
+                charges = charge_stretches(spans, stretches, self.options.order)
+            for (label, _), stretch, charge in zip(RECENT.items(), stretches, charges, strict=True):
+                recent[label] = Recent(*stretch, Figures.from_ns(charge))
+        return LiveState(report, recent, self.live.count, batch.files, newest, list(batch.notes))
+
+    def sliced(self, stretches: list[tuple[int, int]], iterations: set[tuple[str, int]]) -> _Slice:
+        return _Slice(self.live, stretches, iterations)
+
+    def close(self) -> None:
+        self.connection.close()
+        self._folder.cleanup()
+
+
+def _newest(live: LiveSpans) -> int | None:
+    ((newest,),) = live.connection.execute("SELECT max(end_ns) FROM live_summary").fetchall()
+    return None if newest is None else int(newest)
+
+
+class _Slice:
+    """A slice of the watcher's spans for some stretches (`LiveSpans.slice`), dropped on leaving."""
+
+    def __init__(self, live: LiveSpans, stretches: list[tuple[int, int]], iterations: set[tuple[str, int]]) -> None:
+        self.live, self.name = live, f"live_slice_{next(_SLICES)}"
+        self.spans = live.slice(stretches, iterations, self.name)
+
+    def __enter__(self) -> SpanSet:
+        return self.spans
+
+    def __exit__(self, *exc: object) -> None:
+        self.live.connection.execute(f"DROP TABLE IF EXISTS {self.name}")
+
+
+class _KeptRunner:
+    """A runner (`runners.Runner`) that keeps each frame's charge and each window's span-seconds, and asks only
+    for the frames it has no answer for, of a slice of the spans."""
+
+    def __init__(self, run: LiveRun) -> None:
+        self.run = run
+
+    def report_parts(
+        self, spans: SpanSet, frames: ReportFrames, precedence: Sequence[str], by: str | None
+    ) -> list[ReportPart]:
+        order = tuple(precedence)
+        answers = self.run.answers.by_key
+        windows, lost, outside = frames.windows, frames.lost, frames.outside
+        keys: list[tuple[Any, ...]] = [("window", w.run_id, w.iteration, w.start_ns, w.end_ns, order) for w in windows]
+        keys += [("lost", w.run_id, w.iteration, w.start_ns, w.end_ns, order) for w in lost]
+        keys += [("outside", None, None, start, end, order) for start, end in outside]
+        missing = [i for i, key in enumerate(keys) if key not in answers]
+        if missing:
+            stretches = [(keys[i][3], keys[i][4]) for i in missing]
+            asked = [i for i in missing if i < len(windows)]
+            iterations = {(keys[i][1], keys[i][2]) for i in asked}
+            with self.run.sliced(stretches, iterations) as sliced:
+                charges = charge_stretches(sliced, stretches, precedence)
+                span_ns = window_span_ns(sliced, windows.take(asked))
+            for at, i in enumerate(missing):
+                answers[keys[i]] = [charges[at], None]
+            for at, i in enumerate(asked):
+                answers[keys[i]][1] = tuple(column[at] for column in span_ns)
+        charged = [answers[key][0] for key in keys]
+        rows = IterationRows.of_windows(
+            windows, _columns(charged[: len(windows)]), _span_columns(keys, answers, len(windows))
+        )
+        rework = total_charge(charged[len(windows) : len(windows) + len(lost)])
+        rest = total_charge(charged[len(windows) + len(lost) :])
+        return [ReportPart(array("q", range(len(windows))), rows, rows.total(), rework, rest)]
+
+    def check_parts(self, spans: SpanSet, windows: Windows, expect: Sequence[str]) -> list[Any]:
+        raise NotImplementedError("a watcher runs no check")
+
+
+def _columns(charges: list[Charge]) -> ChargeColumns:
+    walls = array("q", (c.wall_ns for c in charges))
+    by_bucket = {b: array("q", (c.bucket_ns[b] for c in charges)) for b in BUCKETS}
+    return ChargeColumns(walls, by_bucket, array("q", (c.unaccounted_ns for c in charges)))
+
+
+def _span_columns(keys: list[tuple[Any, ...]], answers: dict[tuple[Any, ...], Any], count: int) -> list[array]:
+    return [array("q", (answers[keys[i]][1][b] for i in range(count))) for b in range(len(BUCKETS))]
+
+
+class _KeptSweeps:
+    """Sweeps (`runners.Sweeps`) that keep each stretch's kind and GPU charge, asking only for new stretches."""
+
+    def __init__(self, run: LiveRun) -> None:
+        self.run = run
+
+    def window_kinds(self, spans: SpanSet, starts: Sequence[int], ends: Sequence[int]) -> array:
+        answers = self.run.answers.by_key
+        keys = [("kind", None, None, start, end) for start, end in zip(starts, ends, strict=True)]
+        missing = sorted({i for i, key in enumerate(keys) if key not in answers}, key=lambda i: keys[i])
+        if missing:
+            asked = [(keys[i][3], keys[i][4]) for i in missing]
+            with self.run.sliced(asked, set()) as sliced:
+                kinds = window_kinds(sliced, [s for s, _ in asked], [e for _, e in asked])
+            for i, kind in zip(missing, kinds, strict=True):
+                answers[keys[i]] = kind
+        return array("q", (answers[key] for key in keys))
+
+    def charge_gpus(
+        self,
+        spans: SpanSet,
+        model: GpuModel,
+        stretches: Sequence[tuple[int, int]],
+        attempts: Sequence[str],
+        precedence: Sequence[str],
+    ) -> GpuCharges:
+        answers = self.run.answers.by_key
+        held = repr((model.classes, model.pools, sorted(model.placed.items()), tuple(precedence)))
+        keys = [
+            ("gpu", attempt, None, start, end, held) for (start, end), attempt in zip(stretches, attempts, strict=True)
+        ]
+        missing = [i for i, key in enumerate(keys) if key not in answers]
+        scale = None
+        if missing:
+            asked = [stretches[i] for i in missing]
+            with self.run.sliced(list(asked), set()) as sliced:
+                charges = charge_gpus(sliced, model, asked, [attempts[i] for i in missing], precedence)
+            scale = charges.scale
+            for at, i in enumerate(missing):
+                answers[keys[i]] = charges.by_window[at]
+        if scale is None:
+            scale = charge_gpus(spans, model, [], [], precedence).scale
+        by_window: list[dict[str, GpuFigures]] = [answers[key] for key in keys]
+        return GpuCharges(by_window, scale)
+
+    def charge_stretches(
+        self, spans: SpanSet, stretches: Sequence[tuple[int, int]], precedence: Sequence[str]
+    ) -> FrameCharges:
+        with self.run.sliced(list(stretches), set()) as sliced:
+            return charge_stretches(sliced, stretches, precedence)
+
+
+# The rows a refresh's JSON object carries: the newest iterations' (SPEC section 13's "last rows").
+WATCH_ROWS = 10
+
+
+def watch_json(state: LiveState, rows: int = WATCH_ROWS) -> dict[str, Any]:
+    """SPEC section 13's object of one refresh: what was read, the newest `rows` rows and the total as `report
+    --format json` writes them, the rolling stretches, the GPUs."""
+    from .json_report import figures_json, row_json
+
+    report = state.report
+    iterations = report.iterations
+    first = max(0, len(iterations) - rows)
+    total = report.whole_run()[0]
+    total_json = figures_json(total.figures, total.keys)
+    if report.gpus is not None:
+        total_json["gpu"] = report.gpus.total().json()
+    return {
+        "kind": "watch",
+        "spans": state.spans,
+        "files": state.files,
+        "iterations": [row_json(report, iterations[i], i) for i in range(first, len(iterations))],
+        "total": total_json,
+        "recent": {label: None if recent is None else recent.json() for label, recent in state.recent.items()},
+        "gpus": None if report.gpus is None else report.gpus.json(),
+    }

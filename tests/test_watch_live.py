@@ -1,0 +1,349 @@
+"""`goodput watch` and its incremental accounting (SPEC section 13): files written a record at a time (a record torn in
+two halves now and then, a file replaced under the watcher) while a watcher refreshes; at every checkpoint its report
+must be the JSON `goodput report` gives of the files as they stand, read afresh.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import struct
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from conftest import GOODPUT, invoke, json_report
+from rollup.json_report import report_json
+from rollup.live import LiveRun, watch_json
+
+SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
+
+
+def records(path: Path) -> list[bytes]:
+    """The file's records as written: framed protobuf's length-prefixed messages, or JSON Lines' lines."""
+    data = path.read_bytes()
+    if path.suffix == ".jsonl":
+        return [line + b"\n" for line in data.split(b"\n") if line]
+    out, at = [], 0
+    while at < len(data):
+        (length,) = struct.unpack(">I", data[at : at + 4])
+        out.append(data[at : at + 4 + length])
+        at += 4 + length
+    return out
+
+
+def fresh_report(folder: Path) -> dict:
+    return json_report(folder, "--no-cache")
+
+
+def assert_same_report(run: LiveRun, folder: Path) -> dict:
+    got = report_json(run.refresh().report)
+    assert json.dumps(got, sort_keys=True) == json.dumps(fresh_report(folder), sort_keys=True)
+    return got
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sample", ["grpo_sync", "grpo_async", "grpo_restart", "grpo_buggy"])
+def test_a_run_written_a_record_at_a_time_reads_as_the_report_of_the_files_at_every_checkpoint(tmp_path, sample):
+    written = {f.name: records(f) for f in sorted((SAMPLES / sample).iterdir()) if f.is_file()}
+    folder = tmp_path / "run"
+    folder.mkdir()
+    run = LiveRun([folder])
+    rounds = max(len(r) for r in written.values())
+    try:
+        for k in range(rounds):
+            for number, (name, held) in enumerate(written.items()):
+                if k >= len(held):
+                    continue
+                record = held[k]
+                with open(folder / name, "ab") as out:
+                    if (k + number) % 5 == 0:  # torn: the first half now, the rest after the refresh
+                        out.write(record[: len(record) // 2])
+                        out.flush()
+                        run.refresh()
+                        out.write(record[len(record) // 2 :])
+                    else:
+                        out.write(record)
+            if k % 9 == 4:
+                assert_same_report(run, folder)
+            else:
+                run.refresh()
+        final = assert_same_report(run, folder)
+        assert final["iterations"]
+    finally:
+        run.close()
+
+
+@pytest.mark.slow
+def test_a_file_replaced_under_the_watcher_is_read_again_from_its_start(tmp_path):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    sync, buggy = (sorted((SAMPLES / name).glob("grpo-driver-*")) for name in ("grpo_sync", "grpo_buggy"))
+    target = folder / "driver.otlp"
+    target.write_bytes(sync[0].read_bytes())
+    run = LiveRun([folder])
+    try:
+        assert_same_report(run, folder)
+        staged = tmp_path / "staged.otlp"
+        staged.write_bytes(buggy[0].read_bytes())
+        os.replace(staged, target)  # another file (another inode) under the same name
+        assert_same_report(run, folder)
+        target.write_bytes(sync[0].read_bytes()[:200])  # cut short: a torn first record, nothing of the rest
+        state = run.refresh()
+        assert state.spans == 0 and not state.report.iterations
+    finally:
+        run.close()
+
+
+def test_the_json_of_a_refresh_is_the_reports_rows_and_total(tmp_path):
+    result = invoke(["watch", str(SAMPLES / "grpo_sync"), "--once", "--format", "jsonl"])
+    assert result.exit_code == 0, result.output
+    (line,) = result.stdout.splitlines()
+    payload = json.loads(line)
+    report = json_report(SAMPLES / "grpo_sync")
+    assert list(payload) == ["kind", "spans", "files", "iterations", "total", "recent", "gpus"]
+    assert payload["kind"] == "watch" and payload["files"] == 5 and payload["spans"] == 88
+    assert payload["iterations"] == report["iterations"][-10:]
+    assert payload["total"] == report["total"] and payload["gpus"] == report["gpus"]
+    # The last 15 minutes of a run shorter than that hold all of it: the job's wall clock and productive time.
+    whole = payload["recent"]["15m"]
+    assert (
+        whole["end_ns"] == max(a["end_ns"] for a in report["attempts"])
+        or whole["end_ns"] >= report["iterations"][-1]["end_ns"]
+    )
+    assert whole["productive_s"] == pytest.approx(report["job"]["productive_s"], abs=1e-9)
+    one = payload["recent"]["1m"]
+    assert one["wall_s"] == 60.0
+    assert one["wall_s"] == pytest.approx(sum(one[k] for k in ("productive_s", "overhead_s", "idle_s", "wasted_s",
+                                                                 "unaccounted_s")), abs=1e-6)  # fmt: skip
+
+
+def test_watch_json_is_the_reports_after_every_refresh(tmp_path):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    run = LiveRun([folder])
+    try:
+        empty = watch_json(run.refresh())
+        assert (
+            empty["spans"] == 0 and empty["iterations"] == [] and empty["recent"] == dict.fromkeys(["1m", "5m", "15m"])
+        )
+        for source in sorted((SAMPLES / "grpo_async").iterdir()):
+            (folder / source.name).write_bytes(source.read_bytes())
+        payload = watch_json(run.refresh())
+        assert payload["iterations"] == fresh_report(folder)["iterations"][-10:]
+    finally:
+        run.close()
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--interval", "0"], "--interval"),
+        (["--interval", "-1"], "--interval"),
+        (["--serve", "70000"], "--serve"),
+        (["--serve", "x"], "--serve"),
+    ],
+)
+def test_bad_options_are_usage_errors(args, says):
+    result = invoke(["watch", str(SAMPLES / "grpo_sync"), "--once", *args])
+    assert result.exit_code == 2
+    assert says in result.output
+
+
+def test_a_report_of_the_last_minutes_refuses_a_duration_without_a_unit():
+    for bad in ("5x", "15", "0m", "-5m"):
+        result = invoke(["report", str(SAMPLES / "grpo_sync"), "--last", bad])
+        assert result.exit_code == 2, (bad, result.output)
+        assert "--last" in result.output
+
+
+def test_a_folder_that_does_not_exist_yet_is_waited_for(tmp_path):
+    result = invoke(["watch", str(tmp_path / "later"), "--once"], width=200)
+    assert result.exit_code == 0, result.output
+    assert "waiting for" in result.output and "later" in result.output
+
+
+def test_a_file_that_is_no_trace_is_skipped_with_a_note_once(tmp_path):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "README.md").write_text("# not a trace\n")
+    for source in sorted((SAMPLES / "grpo_sync").iterdir()):
+        (folder / source.name).write_bytes(source.read_bytes())
+    run = LiveRun([folder])
+    try:
+        first, second = run.refresh(), run.refresh()
+        assert [n for n in first.notes if "README.md" in n] and not [n for n in second.notes if "README.md" in n]
+        assert second.spans == 88
+    finally:
+        run.close()
+
+
+def test_a_port_taken_is_exit_2_naming_it():
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = invoke(["watch", str(SAMPLES / "grpo_sync"), "--once", "--serve", str(port)])
+    assert result.exit_code == 2
+    assert f"127.0.0.1:{port}" in result.stderr and "in use" in result.stderr
+
+
+def _started_watch(args: list[str]) -> tuple[subprocess.Popen, str]:
+    """`goodput watch ARGS --serve 0` as a process of its own, and the address it says it serves on."""
+    process = subprocess.Popen(
+        [str(GOODPUT), "watch", *args, "--serve", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert process.stderr is not None
+    line = process.stderr.readline()
+    assert "serving metrics at http://" in line, line
+    return process, line.split("serving metrics at ")[1].strip()
+
+
+@pytest.mark.slow
+def test_the_metrics_endpoint_serves_the_latest_refresh_over_http(tmp_path):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    driver, *workers = sorted((SAMPLES / "grpo_sync").iterdir())
+    (folder / driver.name).write_bytes(driver.read_bytes())
+    process, url = _started_watch([str(folder), "--format", "jsonl", "--interval", "0.2"])
+    try:
+        assert process.stdout is not None
+        first = json.loads(process.stdout.readline())
+        for worker in workers:
+            (folder / worker.name).write_bytes(worker.read_bytes())
+        for _ in range(200):  # the refresh that read the workers' files
+            payload = json.loads(process.stdout.readline())
+            if payload["spans"] == 88:
+                break
+        assert first["spans"] < payload["spans"] == 88
+        time.sleep(0.5)  # the next refreshes read nothing new: the same figures
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            text = answer.read().decode()
+        from prometheus_client.parser import text_string_to_metric_families
+
+        samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+                   for family in text_string_to_metric_families(text) for s in family.samples}  # fmt: skip
+        run_id = {"run_id": json_report(folder)["attempts"][0]["run_id"]}
+        assert samples[("goodput_spans", tuple(run_id.items()))] == 88
+        assert samples[("goodput_iteration", tuple(run_id.items()))] == 6
+        report = json_report(folder)
+        ratio = samples[("goodput_ratio", tuple(sorted({**run_id, "window": "total"}.items())))]
+        assert ratio == pytest.approx(report["total"]["goodput"])
+        assert "# TYPE goodput_wall_seconds gauge" in text
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(url.replace("/metrics", "/"), timeout=10)
+        assert refused.value.code == 404
+        refused.value.close()
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=20) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+        for stream in (process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()
+
+
+def test_ctrl_c_in_a_terminal_gives_the_screen_back_and_exits_0(tmp_path):
+    """The live screen in a real pseudo-terminal of 80 x 24: drawn on the alternate screen, never more than the
+    terminal, given back on Ctrl-C (exit 0)."""
+    import fcntl
+    import pty
+    import termios
+
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: goodput in the terminal
+        os.execv(str(GOODPUT), [str(GOODPUT), "watch", str(SAMPLES / "grpo_sync"), "--interval", "0.3"])
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+    os.kill(pid, signal.SIGWINCH)
+    seen = b""
+    deadline = time.monotonic() + 60
+    while b"total" not in seen and time.monotonic() < deadline:
+        seen += _read(fd)
+    time.sleep(1)
+    seen += _read(fd, wait=0.2)
+    os.write(fd, b"\x03")  # Ctrl-C, as the terminal sends it
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        seen += _read(fd, wait=0.1)
+    else:
+        os.kill(pid, signal.SIGKILL)
+        raise AssertionError(seen.decode(errors="replace")[-2000:])
+    seen += _read(fd, wait=0.1)
+    os.close(fd)
+    text = seen.decode(errors="replace")
+    assert os.waitstatus_to_exitcode(status) == 0, text[-2000:]
+    assert "\x1b[?1049h" in text and "\x1b[?1049l" in text  # the alternate screen, entered and left
+    assert text.rindex("\x1b[?1049l") > text.rindex("total")
+    assert "63.6%" in text and "iter" in text
+    assert "Traceback" not in text
+
+
+def _read(fd: int, wait: float = 0.5) -> bytes:
+    import select
+
+    ready, _, _ = select.select([fd], [], [], wait)
+    if not ready:
+        return b""
+    try:
+        return os.read(fd, 65536)
+    except OSError:
+        return b""
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+def test_watch_follows_the_toy_job_while_it_runs_and_ends_on_its_report(tmp_path):
+    """The example job as a real process (its own `ray.init` cluster) writing JSON Lines, `goodput watch` as another
+    reading them as they grow: iterations appear while the job runs, and the last refresh is the report's."""
+    out = tmp_path / "run"
+    repo = Path(__file__).resolve().parents[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GOODPUT_")}
+    env |= {
+        "RAY_AUTH_MODE": "disabled",
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(repo), env.get("PYTHONPATH")])),
+    }
+    env["GOODPUT_CACHE_DIR"] = os.environ["GOODPUT_CACHE_DIR"]
+    job = subprocess.Popen(
+        [sys.executable, "-m", "examples.grpo_toy.job", "--steps", "4", "--mode", "async", "--out", f"{out}/"],
+        cwd=repo, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    watcher = subprocess.Popen(
+        [str(GOODPUT), "watch", str(out), "--format", "jsonl", "--interval", "0.5"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
+    )  # fmt: skip
+    assert watcher.stdout is not None
+    seen: list[dict] = []
+    try:
+        while job.poll() is None:
+            seen.append(json.loads(watcher.stdout.readline()))
+        assert job.returncode == 0
+        final_spans = None
+        for _ in range(60):  # the refreshes after the job's last write
+            seen.append(json.loads(watcher.stdout.readline()))
+            if final_spans == seen[-1]["spans"]:
+                break
+            final_spans = seen[-1]["spans"]
+    finally:
+        watcher.send_signal(signal.SIGINT)
+        watcher.wait(timeout=30)
+        watcher.stdout.close()
+        if job.poll() is None:
+            job.kill()
+            job.wait()
+    during = [p for p in seen if p["iterations"]]
+    assert during and len({p["spans"] for p in seen}) > 2  # it grew refresh by refresh
+    assert any(len(p["iterations"]) < 4 for p in during)  # iterations were seen before the job had all four
+    report = json_report(out)
+    assert seen[-1]["iterations"] == report["iterations"] and seen[-1]["total"] == report["total"]
