@@ -53,8 +53,8 @@ if TYPE_CHECKING:
     from .gpu_charge import GpuFigures, GpuReport
     from .gpus import GpuOptions
     from .json_report import report_json
-    from .live import LiveRun, LiveState, watch_json
     from .listing import spans_in_window
+    from .live import LiveRun, LiveState, watch_json
     from .on_ray import RayRunner
     from .recent import Recent, parse_duration
     from .report import Report, ReportOptions, WholeRun, build_report

@@ -19,8 +19,7 @@ from .notes import number_ranges
 from .tables import table_text
 
 if TYPE_CHECKING:
-    from rollup import Figure, Figures, Report, WholeRun
-    from rollup import Recent
+    from rollup import Figure, Figures, Recent, Report, WholeRun
 
 REPORT_TITLE = "Wall clock by iteration (each instant charged once)"
 # The row keys head each part of a table split to fit; process names keep their tail.
