@@ -12,6 +12,7 @@ refresh costs what the new spans touched, the newest windows mostly, plus the ro
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import os
 import tempfile
@@ -21,20 +22,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+
 from .attribution import Charge, ChargeColumns, FrameCharges, charge_stretches, total_charge, window_span_ns
 from .connection import SpillDirectory, connect, memory_limit_bytes
 from .gpu_charge import GpuCharges, GpuFigures, charge_gpus
 from .gpus import GpuModel
-from .live_spans import LiveSpans, Touched
+from .live_spans import LiveSpans, Touched, merged
 from .ranges import ReportPart
 from .read.tail import Tailer
 from .recent import Recent
 from .report import Report, ReportOptions, build_report
 from .rows import Figures, IterationRows
-from .schema import BUCKETS
+from .schema import ACCOUNTING_SCHEMA, BUCKETS, SPAN_SCHEMA
 from .spanset import SpanSet
 from .windows import ReportFrames, Windows, window_kinds
 
+# What a watcher reads of each span: what the accounting reads, and the span's file (to drop it when replaced).
+_READ_SCHEMA = pa.schema([*ACCOUNTING_SCHEMA, SPAN_SCHEMA.field("source_file")])
 # The rolling stretches a watcher charges at every refresh (SPEC section 13), by label.
 RECENT = {"1m": 60 * 10**9, "5m": 300 * 10**9, "15m": 900 * 10**9}
 _SLICES = itertools.count(1)
@@ -53,27 +58,58 @@ class LiveState:
 
 
 class _Answers:
-    """Each frame's answers, by the frame's key, dropped when arrivals touch the frame (`forget`)."""
+    """Each frame's answers, by the frame's key (kind, attempt, iteration, start, end, ...), dropped when arrivals
+    touch the frame (`forget`). Indexed by the frame's (attempt, iteration) and by its end (in bins of BIN_NS), so
+    forgetting looks only at the frames of the iterations touched and at those ending after the earliest stretch
+    touched: the newest, mostly."""
+
+    BIN_NS = 1 << 34  # about 17 s
 
     def __init__(self) -> None:
         self.by_key: dict[tuple[Any, ...], Any] = {}
+        self._by_iteration: dict[tuple[Any, Any], set[tuple[Any, ...]]] = {}
+        self._by_bin: dict[int, set[tuple[Any, ...]]] = {}
+
+    def __contains__(self, key: tuple[Any, ...]) -> bool:
+        return key in self.by_key
+
+    def __getitem__(self, key: tuple[Any, ...]) -> Any:
+        return self.by_key[key]
+
+    def __setitem__(self, key: tuple[Any, ...], value: Any) -> None:
+        if key not in self.by_key:
+            self._by_iteration.setdefault((key[1], key[2]), set()).add(key)
+            self._by_bin.setdefault(key[4] // self.BIN_NS, set()).add(key)
+        self.by_key[key] = value
+
+    def _drop(self, key: tuple[Any, ...]) -> None:
+        if self.by_key.pop(key, None) is not None or key in self._by_iteration.get((key[1], key[2]), ()):
+            self._by_iteration.get((key[1], key[2]), set()).discard(key)
+            self._by_bin.get(key[4] // self.BIN_NS, set()).discard(key)
 
     def forget(self, touched: Touched) -> None:
         """Drop the answers of every frame `touched` overlaps, or whose (attempt, iteration) it names; all of them
-        after a rebuild. A key is (kind, attempt, iteration, start, end, ...)."""
+        after a rebuild."""
         if touched.everything:
             self.by_key.clear()
+            self._by_iteration.clear()
+            self._by_bin.clear()
             return
-        if not touched.stretches and not touched.iterations:
+        for pair in touched.iterations:
+            for key in list(self._by_iteration.get(pair, ())):
+                if key[0] in ("window", "lost"):
+                    self._drop(key)
+        if not touched.stretches:
             return
-        stretches = sorted(touched.stretches)
-        low = min((start for start, _ in stretches), default=None)
-        for key in list(self.by_key):
-            _, attempt, iteration, start, end = key[:5]
-            if (attempt, iteration) in touched.iterations or (
-                low is not None and end >= low and any(s <= end and e >= start for s, e in stretches)
-            ):
-                del self.by_key[key]
+        stretches = merged(touched.stretches)
+        starts = [start for start, _ in stretches]
+        first_bin = stretches[0][0] // self.BIN_NS
+        for number in [n for n in self._by_bin if n >= first_bin]:
+            for key in list(self._by_bin[number]):
+                start, end = key[3], key[4]
+                at = bisect.bisect_right(starts, end) - 1  # the last touched stretch starting by the frame's end
+                if at >= 0 and stretches[at][1] >= start:
+                    self._drop(key)
 
 
 class LiveRun:
@@ -83,7 +119,7 @@ class LiveRun:
         if options is not None and (options.by is not None or options.attempt is not None):
             raise ValueError("a watcher reports every attempt, a row per window")
         self.options = options or ReportOptions()
-        self.tailer = Tailer(paths)
+        self.tailer = Tailer(paths, _READ_SCHEMA)
         self._folder = tempfile.TemporaryDirectory(prefix="goodput-watch-")
         self._spill = SpillDirectory(Path(self._folder.name) / "spill")
         # A database file of its own: what the run holds beyond the memory limit stays on disk, not in memory.
@@ -149,11 +185,12 @@ class _KeptRunner:
         self, spans: SpanSet, frames: ReportFrames, precedence: Sequence[str], by: str | None
     ) -> list[ReportPart]:
         order = tuple(precedence)
-        answers = self.run.answers.by_key
+        answers = self.run.answers
         windows, lost, outside = frames.windows, frames.lost, frames.outside
-        keys: list[tuple[Any, ...]] = [("window", w.run_id, w.iteration, w.start_ns, w.end_ns, order) for w in windows]
-        keys += [("lost", w.run_id, w.iteration, w.start_ns, w.end_ns, order) for w in lost]
-        keys += [("outside", None, None, start, end, order) for start, end in outside]
+        keys = [*_window_keys("window", windows, order), *_window_keys("lost", lost, order)]
+        keys += [
+            ("outside", None, None, start, end, order) for start, end in zip(outside.starts, outside.ends, strict=True)
+        ]
         missing = [i for i, key in enumerate(keys) if key not in answers]
         if missing:
             stretches = [(keys[i][3], keys[i][4]) for i in missing]
@@ -178,13 +215,25 @@ class _KeptRunner:
         raise NotImplementedError("a watcher runs no check")
 
 
+def _window_keys(kind: str, windows: Windows, order: tuple[str, ...]) -> list[tuple[Any, ...]]:
+    """The answers' keys of `windows`, read off their columns (no Window made)."""
+    run_ids = windows.run_ids
+    stretches = windows.stretches
+    return [
+        (kind, run_ids[attempt], iteration, start, end, order)
+        for attempt, iteration, start, end in zip(
+            windows.attempts, windows.iterations, stretches.starts, stretches.ends, strict=True
+        )
+    ]
+
+
 def _columns(charges: list[Charge]) -> ChargeColumns:
     walls = array("q", (c.wall_ns for c in charges))
     by_bucket = {b: array("q", (c.bucket_ns[b] for c in charges)) for b in BUCKETS}
     return ChargeColumns(walls, by_bucket, array("q", (c.unaccounted_ns for c in charges)))
 
 
-def _span_columns(keys: list[tuple[Any, ...]], answers: dict[tuple[Any, ...], Any], count: int) -> list[array]:
+def _span_columns(keys: list[tuple[Any, ...]], answers: _Answers, count: int) -> list[array]:
     return [array("q", (answers[keys[i]][1][b] for i in range(count))) for b in range(len(BUCKETS))]
 
 
@@ -195,7 +244,7 @@ class _KeptSweeps:
         self.run = run
 
     def window_kinds(self, spans: SpanSet, starts: Sequence[int], ends: Sequence[int]) -> array:
-        answers = self.run.answers.by_key
+        answers = self.run.answers
         keys = [("kind", None, None, start, end) for start, end in zip(starts, ends, strict=True)]
         missing = sorted({i for i, key in enumerate(keys) if key not in answers}, key=lambda i: keys[i])
         if missing:
@@ -214,7 +263,7 @@ class _KeptSweeps:
         attempts: Sequence[str],
         precedence: Sequence[str],
     ) -> GpuCharges:
-        answers = self.run.answers.by_key
+        answers = self.run.answers
         held = repr((model.classes, model.pools, sorted(model.placed.items()), tuple(precedence)))
         keys = [
             ("gpu", attempt, None, start, end, held) for (start, end), attempt in zip(stretches, attempts, strict=True)

@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .attempts import ATTEMPT_SQL
-from .lineage import LINEAGE_COLUMNS, build_lineage
+from .lineage import LINEAGE_COLUMNS, MAX_DEPTH, build_lineage
 from .nodes import NODE_COLUMNS_SQL, NODE_TABLE_COLUMNS
 from .schema import ACCOUNTING_SCHEMA, IS_JOB_SQL
 from .spanset import SpanSet
@@ -33,7 +34,9 @@ if TYPE_CHECKING:
 # The watcher's own tables: every span with its lineage (and its file), the pending spans' keys, the summary.
 SPANS_TABLE = "live_spans"
 PENDING = "live_pending"
-SUMMARY = "live_summary"
+SUMMARY = "live_summary"  # a view: the step spans as they are, and the other spans folded
+_SUMMARY_STEPS = "live_summary_steps"
+_SUMMARY_FOLDED = "live_summary_folded"
 _WALKED = "live_walked"
 _FRESH = "live_fresh"
 _CHANGED = "live_changed"
@@ -70,8 +73,13 @@ class LiveSpans:
         self._hosts: dict[str, set[str | None]] = {}  # process as read -> the host:pid of each process of that name
         columns = ", ".join(f"{name} {kind}" for name, kind in self._column_types())
         connection.execute(f"CREATE TABLE {SPANS_TABLE} ({columns})")
-        connection.execute(f"CREATE TABLE {PENDING} (tkey UBIGINT, skey UBIGINT, pkey UBIGINT)")
-        connection.execute(f"CREATE TABLE {SUMMARY} AS SELECT * FROM {SPANS_TABLE} LIMIT 0")
+        # A pending span, and `top`: the id of the parent not read that its chain of loaded parents ends at.
+        connection.execute(f"CREATE TABLE {PENDING} (tkey UBIGINT, skey UBIGINT, top UBIGINT)")
+        self._steps = self._folded = connection.sql(f"SELECT * FROM {SPANS_TABLE} LIMIT 0").to_arrow_table()
+        self._register_summary()
+        connection.execute(
+            f"CREATE VIEW {SUMMARY} AS SELECT * FROM {_SUMMARY_STEPS} UNION ALL SELECT * FROM {_SUMMARY_FOLDED}"
+        )
 
     def _column_types(self) -> list[tuple[str, str]]:
         """The columns of LINEAGE as the walk makes them, plus `source_file`: read off an empty walk."""
@@ -129,6 +137,10 @@ class LiveSpans:
         arrived = arrived.append_column("source_process", arrived.column("process"))
         if dropped_files or self._renames_needed(arrived):
             return self._rebuild(arrived, dropped_files)
+        # A span read again has its first reading's start: only the spans starting since the earliest arrival are
+        # looked at for it, and the table's time order lets the scan skip the older row groups.
+        earliest = pc.min(arrived.column("start_ns")).as_py()
+        since = f"WHERE start_ns >= {int(earliest)}" if earliest is not None else ""
         self.connection.register("live_arrived", arrived)
         try:
             self.connection.execute(
@@ -136,7 +148,7 @@ class LiveSpans:
                 CREATE OR REPLACE TEMP TABLE {_FRESH} AS
                 SELECT * FROM (
                     SELECT DISTINCT ON (trace_id, span_id) {self._renamed()}, {NODE_COLUMNS_SQL} FROM live_arrived
-                ) a ANTI JOIN {SPANS_TABLE} s USING (trace_id, span_id)
+                ) a ANTI JOIN (SELECT trace_id, span_id FROM {SPANS_TABLE} {since}) s USING (trace_id, span_id)
                 """
             )
         finally:
@@ -176,23 +188,14 @@ class LiveSpans:
                 "ELSE process END AS process)")  # fmt: skip
 
     def _pending_below(self) -> int:
-        """Table _CHANGED: the keys of the pending spans below the new ones (their lineage changes); their count."""
+        """Table _CHANGED: the keys of the pending spans below the new ones, whose chains end at a new span (their
+        lineage changes); their count."""
         self.connection.execute(
-            f"CREATE OR REPLACE TEMP TABLE {_CHANGED} AS SELECT tkey, skey FROM {_FRESH} WHERE false"
+            f"""
+            CREATE OR REPLACE TEMP TABLE {_CHANGED} AS
+            SELECT DISTINCT p.tkey, p.skey FROM {PENDING} p SEMI JOIN {_FRESH} f ON f.tkey = p.tkey AND f.skey = p.top
+            """
         )
-        frontier = f"SELECT tkey, skey FROM {_FRESH}"
-        while True:
-            (added,) = self.connection.execute(
-                f"""
-                INSERT INTO {_CHANGED}
-                SELECT DISTINCT p.tkey, p.skey
-                FROM {PENDING} p JOIN ({frontier}) f ON f.tkey = p.tkey AND f.skey = p.pkey
-                ANTI JOIN {_CHANGED} c ON c.tkey = p.tkey AND c.skey = p.skey
-                """
-            ).fetchall()[0]
-            if not added:
-                break
-            frontier = f"SELECT tkey, skey FROM {_CHANGED}"
         ((below,),) = self.connection.execute(f"SELECT count(*) FROM {_CHANGED}").fetchall()
         return int(below)
 
@@ -236,8 +239,10 @@ class LiveSpans:
                     SELECT {", ".join("l." + n if n not in _SOURCE_COLUMNS else "w." + n for n in _ROW_COLUMNS)}
                     FROM {LINEAGE} l JOIN {_WALKED} w USING (tkey, skey) WHERE w.changed"""
             )
-            c.execute(f"INSERT INTO {SPANS_TABLE} SELECT * FROM live_rows")
-            self._pend(f"SELECT tkey, skey, pkey FROM {_WALKED} WHERE changed", _WALKED)
+            c.execute(
+                f"INSERT INTO {SPANS_TABLE} SELECT * FROM live_rows ORDER BY start_ns"
+            )  # time order: see _rebuild
+            self._pend(_WALKED)
         finally:
             self._drop_walk()
         rows = c.execute(f"SELECT start_ns, end_ns, bucketed, {ATTEMPT_SQL}, eff_iteration FROM live_rows").fetchall()
@@ -253,45 +258,72 @@ class LiveSpans:
                 touched.iterations.add((attempt, int(iteration)))
         return touched
 
-    def _pend(self, keys: str, walked: str) -> None:
-        """Add to PENDING the spans of `keys` whose chain of loaded parents (in `walked`, which holds every
-        ancestor) ends at a parent not read: they wait for it."""
-        self.connection.execute(
-            f"""
-            INSERT INTO {PENDING}
-            WITH RECURSIVE up(tkey, skey, pkey, reached, depth) AS (
-                SELECT k.tkey, k.skey, k.pkey, k.pkey, 0 FROM ({keys}) k
-                UNION ALL
-                SELECT u.tkey, u.skey, u.pkey, w.pkey, u.depth + 1
-                FROM up u JOIN {walked} w ON w.tkey = u.tkey AND w.skey = u.reached
-                WHERE u.reached IS NOT NULL AND u.depth < 10000
-            )
-            SELECT tkey, skey, pkey FROM up GROUP BY tkey, skey, pkey HAVING NOT bool_or(reached IS NULL)
-            """
-        )
+    def _pend(self, walked: str) -> None:
+        """Add to PENDING the changed spans of `walked` (which holds every loaded ancestor of them) whose chain of
+        loaded parents ends at a parent not read, with that parent's id: they wait for it. A chain caught in a
+        cycle ends nowhere and waits for nothing. Walked in Python: the table is a batch's spans, and a statement
+        costs more than the walk."""
+        rows = self.connection.execute(f"SELECT tkey, skey, pkey, changed FROM {walked}").fetchall()
+        parent_of = {(t, s): p for t, s, p, _ in rows}
+        tops: dict[tuple[int, int], int | None] = {}
+
+        def top_of(tkey: int, parent: int | None) -> int | None:
+            """Where the chain from `parent` (a parent id) up ends: None at a root (or in a cycle), else the first
+            id not loaded. `tops` keeps, for each loaded span passed, where the chain above it ends."""
+            path: list[int] = []
+            key = parent
+            while True:
+                if key is None or len(path) > MAX_DEPTH:  # a root, or a cycle
+                    end = None
+                    break
+                if (tkey, key) not in parent_of:  # not loaded: the chain waits for it
+                    end = key
+                    break
+                if (tkey, key) in tops:
+                    end = tops[(tkey, key)]
+                    break
+                path.append(key)
+                key = parent_of[(tkey, key)]
+            for on in path:
+                tops[(tkey, on)] = end
+            return end
+
+        pending = [(t, s, top) for t, s, p, changed in rows if changed and (top := top_of(t, p)) is not None]
+        if pending:
+            table = pa.table({name: pa.array(column, pa.uint64()) for name, column in zip(
+                ("tkey", "skey", "top"), zip(*pending, strict=True), strict=True)})  # fmt: skip
+            self.connection.register("live_new_pending", table)
+            try:
+                self.connection.execute(f"INSERT INTO {PENDING} SELECT * FROM live_new_pending")
+            finally:
+                self.connection.unregister("live_new_pending")
 
     def _summarize(self, table: str) -> None:
         """Fold the spans of `table` into SUMMARY: their step spans as they are, the rest as one row per attempt,
         process, holding and whether a job span, spanning their earliest start to their latest end (what
-        `attempts.find_attempts`, `windows.attempt_windows`, `gpus.read_holders` and the step rules read)."""
+        `attempts.find_attempts`, `windows.attempt_windows`, `gpus.read_holders` and the step rules read). Both
+        parts are Arrow tables held here and handed to DuckDB by name: a few rows a batch, no table written."""
         c = self.connection
+        columns = ", ".join(_ROW_COLUMNS)
+        steps = c.sql(f"SELECT {columns} FROM {table} WHERE is_step").to_arrow_table()
+        if steps.num_rows:
+            self._steps = pa.concat_tables([self._steps, steps.cast(self._steps.schema)])
+            if self._steps.column(0).num_chunks > 64:
+                self._steps = self._steps.combine_chunks()
         keys = ", ".join(_OWN_KEYS)
         others = [n for n in _ROW_COLUMNS if n not in (*_OWN_KEYS, "start_ns", "end_ns")]
         picked = ", ".join(f"any_value({n}) AS {n}" for n in others)
         folded = f"""
             SELECT {keys}, min(start_ns) AS start_ns, max(end_ns) AS end_ns, {picked}
-            FROM (SELECT * FROM {SUMMARY} WHERE NOT is_step
-                  UNION ALL BY NAME SELECT {", ".join(_ROW_COLUMNS)} FROM {table} WHERE NOT is_step)
+            FROM (SELECT {columns} FROM {_SUMMARY_FOLDED} UNION ALL SELECT {columns} FROM {table} WHERE NOT is_step)
             GROUP BY {keys}, {IS_JOB_SQL}
         """
-        c.execute(
-            f"""
-            CREATE OR REPLACE TABLE {SUMMARY} AS
-            SELECT {", ".join(_ROW_COLUMNS)} FROM ({folded})
-            UNION ALL SELECT {", ".join(_ROW_COLUMNS)} FROM {SUMMARY} WHERE is_step
-            UNION ALL SELECT {", ".join(_ROW_COLUMNS)} FROM {table} WHERE is_step
-            """
-        )
+        self._folded = c.sql(f"SELECT {columns} FROM ({folded})").to_arrow_table().cast(self._steps.schema)
+        self._register_summary()
+
+    def _register_summary(self) -> None:
+        self.connection.register(_SUMMARY_STEPS, self._steps)
+        self.connection.register(_SUMMARY_FOLDED, self._folded)
 
     def _rebuild(self, arrived: pa.Table, dropped_files: list[str]) -> Touched:
         """Every span walked again: the ones kept (less those of `dropped_files`) and the arrivals."""
@@ -322,10 +354,15 @@ class LiveSpans:
             build_lineage(c, _WALKED)
             c.execute(f"DELETE FROM {SPANS_TABLE}")
             c.execute(f"DELETE FROM {PENDING}")
-            c.execute(f"DELETE FROM {SUMMARY}")
+            self._steps = self._folded = self._steps.slice(0, 0)
+            self._register_summary()
             picked = ", ".join("l." + n if n not in _SOURCE_COLUMNS else "w." + n for n in _ROW_COLUMNS)
-            c.execute(f"INSERT INTO {SPANS_TABLE} SELECT {picked} FROM {LINEAGE} l JOIN {_WALKED} w USING (tkey, skey)")
-            self._pend(f"SELECT tkey, skey, pkey FROM {_WALKED}", _WALKED)
+            # In time order: a scan for recent spans then skips the older row groups by their start and end.
+            c.execute(
+                f"INSERT INTO {SPANS_TABLE} SELECT {picked} FROM {LINEAGE} l JOIN {_WALKED} w USING (tkey, skey) "
+                "ORDER BY l.start_ns"
+            )
+            self._pend(_WALKED)
             self._summarize(SPANS_TABLE)
         finally:
             self._drop_walk()

@@ -117,6 +117,16 @@ def lost_step_findings(spans: SpanSet) -> list[Finding]:
     """Each iteration strictly between an attempt's lowest and highest step-span iteration whose spans were read
     but whose step span was not: its process ended before writing it (a crash), so the iteration has no window and
     its time is counted outside. On the earliest-starting span of that iteration."""
+    ((gaps,),) = spans.rows(  # no iteration missing between the lowest and highest step: nothing to look for
+        f"""
+        SELECT count(*) FROM (
+            SELECT {ATTEMPT_SQL} AS attempt FROM {spans.own} WHERE is_step AND iteration IS NOT NULL
+            GROUP BY attempt HAVING count(DISTINCT iteration) < max(iteration) - min(iteration) + 1
+        )
+        """
+    )
+    if not gaps:
+        return []
     rows = spans.rows(
         f"""
         WITH steps AS (

@@ -105,8 +105,9 @@ class Tailer:
     hidden ones left out; globs). A path that names nothing yet is waited for: its files are read once they appear.
     Each `poll` hands out the spans new since the one before; the spans of a poll alone are held in memory."""
 
-    def __init__(self, paths: Sequence[str | os.PathLike[str]]) -> None:
+    def __init__(self, paths: Sequence[str | os.PathLike[str]], schema: pa.Schema = SPAN_SCHEMA) -> None:
         self.paths = [os.fspath(path) for path in paths]
+        self.schema = schema  # SPAN_SCHEMA or a projection of it: only its columns are built (`chunks.convert_chunk`)
         self._files: dict[str, _Followed] = {}
         self._said: set[str] = set()
 
@@ -118,7 +119,7 @@ class Tailer:
             self._forget(path, found)
         for path, named in listed.items():
             self._look(path, named, found)
-        spans = pa.Table.from_batches(found.batches, schema=SPAN_SCHEMA)
+        spans = pa.Table.from_batches(found.batches, schema=self.schema)
         files = sum(followed.trace for followed in self._files.values())
         return TailBatch(spans, found.reset, found.notes, files)
 
@@ -235,7 +236,7 @@ class Tailer:
         stop = (end, followed.lines + newlines)
         try:
             for batch in decode_range(followed.path, followed.kind or "", start, end, notices, other_signals,
-                                      lines_before=lines_before):  # fmt: skip
+                                      lines_before=lines_before, schema=self.schema):  # fmt: skip
                 batches.append(batch)
         except NotATrace as error:  # its first record is none (a JSON Lines file of something else)
             self._not_a_trace(followed, error, found)
@@ -247,7 +248,7 @@ class Tailer:
             place = _record_start(followed, start, error)
             if place is not None:
                 stop = place
-                batches = _decoded(followed, start, place[0]) if place[0] > start else []
+                batches = _decoded(followed, start, place[0], self.schema) if place[0] > start else []
             elif followed.incremental:  # where the good records end is unknown: keep none, lest one come twice
                 stop, batches = (start, followed.lines), []
         except GoodputError as error:  # gone or unreadable since it was looked at
@@ -391,12 +392,12 @@ def _line_start(path: str, start: int, newlines: int) -> int | None:
     return position
 
 
-def _decoded(followed: _Followed, start: int, end: int) -> list[pa.RecordBatch]:
+def _decoded(followed: _Followed, start: int, end: int, schema: pa.Schema) -> list[pa.RecordBatch]:
     """The batches of [start, end): the records before a corrupt one, read again up to it; none should that fail
     too (the bytes changed under the reader)."""
     lines_before = followed.lines if followed.kind == "json-lines" else None
     batches: Iterator[pa.RecordBatch] = decode_range(
-        followed.path, followed.kind or "", start, end, [], {}, lines_before=lines_before
+        followed.path, followed.kind or "", start, end, [], {}, lines_before=lines_before, schema=schema
     )
     try:
         return list(batches)

@@ -1,0 +1,129 @@
+"""What a refresh of `goodput watch` costs while a large run grows, against one full cached `goodput report`.
+
+The run is bench/tracegen's synthetic GRPO job, exported in batches of `--batch` spans as framed protobuf: the
+batches holding the first `--spans` spans are one file, already read by the watcher (its first refresh); then
+`--appends` more batches are appended to it one at a time, each followed by a refresh. Measured in this process from
+its own accounting (`time.process_time`, every thread's CPU, DuckDB's included): the CPU seconds of each of those
+refreshes. The baseline, in the same run: `goodput report FILE --format json` as a process of its own on the final
+file, once to fill the cache and then `--repeats` times cached, its CPU seconds from the child's own accounting
+(`wait4`'s rusage), the best kept. Bar: the median refresh at 0.1x of the cached report or less.
+
+Also: the watcher's report after the last append must be the report's JSON exactly, and the peak memory (this
+process's high-water mark, which holds the whole watch, first read included; and how much it grew during the
+appends) against the cached report's peak.
+
+Usage: python bench/watch.py [--spans 1000000] [--batch 500] [--appends 50] [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import tracegen
+from ingest import run_process
+
+GOODPUT = str(Path(sys.executable).with_name("goodput"))
+BAR = 0.1
+
+
+def _records(spans: int, batch: int) -> tuple[list[bytes], list[int]]:
+    """The job's exported batches as framed records, and the spans in each."""
+    encoder = tracegen.ProtoBatchEncoder()
+    records: list[bytes] = []
+    counts: list[int] = []
+
+    def write_batch(process, rows) -> None:
+        message = encoder.encode(builder.trace_id, process, rows)
+        records.append(struct.pack(">I", len(message)) + message)
+        counts.append(len(rows))
+
+    builder = tracegen._JobBuilder(spans, tracegen.DEFAULT_SEED, write_batch, batch)
+    builder.run()
+    return records, counts
+
+
+def _child_cpu(argv: list[str], env: dict[str, str]) -> tuple[float, int, str]:
+    """CPU seconds (user + system) of one process of its own, from its rusage (whose peak RSS is not its own:
+    `ingest.Run`); its stdout."""
+    with tempfile.TemporaryFile() as out:
+        process = subprocess.Popen(argv, stdout=out, stderr=subprocess.DEVNULL, env=env)
+        _, status, usage = os.wait4(process.pid, 0)
+        process.returncode = os.waitstatus_to_exitcode(status)
+        if process.returncode != 0:
+            raise SystemExit(f"{' '.join(argv)} exited {process.returncode}")
+        out.seek(0)
+        return usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024, out.read().decode()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--spans", type=int, default=1_000_000)
+    parser.add_argument("--batch", type=int, default=500)
+    parser.add_argument("--appends", type=int, default=50)
+    parser.add_argument("--repeats", type=int, default=3)
+    options = parser.parse_args()
+
+    sys.path.remove(str(Path(__file__).resolve().parent))  # bench/rollup.py is not the package
+    from rollup import LiveRun, report_json
+
+    records, counts = _records(options.spans + options.batch * (options.appends + 8), options.batch)
+    first = 0
+    held = 0
+    while held < options.spans:
+        held += counts[first]
+        first += 1
+    appended = records[first : first + options.appends]
+    folder = Path(tempfile.mkdtemp(prefix="goodput-bench-watch-"))
+    path = folder / "run.otlp"
+    path.write_bytes(b"".join(records[:first]))
+    env = {**os.environ, "GOODPUT_CACHE_DIR": str(folder / "cache")}
+    os.environ["GOODPUT_CACHE_DIR"] = env["GOODPUT_CACHE_DIR"]
+    print(f"run: {held:,} spans in {first:,} batches already written; then {len(appended)} appends of "
+          f"{options.batch} spans")  # fmt: skip
+
+    run = LiveRun([path])
+    started = time.process_time()
+    state = run.refresh()
+    print(f"first refresh (reads all {state.spans:,} spans): {time.process_time() - started:.2f} CPU s")
+    peak_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    costs = []
+    for record in appended:
+        with open(path, "ab") as out:
+            out.write(record)
+        started = time.process_time()
+        state = run.refresh()
+        costs.append(time.process_time() - started)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    watched = json.dumps(report_json(state.report), sort_keys=True)
+    run.close()
+
+    argv = [GOODPUT, "report", str(path), "--format", "json"]
+    _child_cpu(argv, env)  # fills the cache
+    cached = [_child_cpu(argv, env) for _ in range(options.repeats)]
+    report_cpu = min(cpu for cpu, _, _ in cached)
+    report_peak = run_process(argv, env).max_rss_bytes  # GNU time's high-water mark of the command alone
+    same = watched == json.dumps(json.loads(cached[0][2]), sort_keys=True)
+
+    median = statistics.median(costs)
+    print(f"refresh after an append of {options.batch} spans: median {median * 1000:.0f} ms CPU "
+          f"(min {min(costs) * 1000:.0f}, max {max(costs) * 1000:.0f}) over {len(costs)}")  # fmt: skip
+    print(f"baseline, one cached `goodput report` of the same file: {report_cpu:.2f} CPU s (best of {options.repeats})")
+    print(f"ratio: {median / report_cpu:.3f}x (bar {BAR}x) -> {'ok' if median <= BAR * report_cpu else 'OVER'}")
+    print(f"the watcher's report after the last append is report's JSON: {'yes' if same else 'NO'}")
+    grown = (peak - peak_before) / 1e6
+    print(f"peak memory: the watcher {peak / 1e6:.0f} MB (after its first read {peak_before / 1e6:.0f} MB, grown "
+          f"{grown:.0f} MB over the appends); the cached report {report_peak / 1e6:.0f} MB")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
