@@ -89,3 +89,22 @@ def test_the_instrumentation_snippet_writes_a_trace_the_report_reads(tmp_path, m
     rows = json.loads(result.stdout)["iterations"]
     assert [row["iteration"] for row in rows] == [0, 1, 2]  # iteration_scope(step) for step in range(3)
     assert all(row["productive_s"] > 0 and row["overhead_s"] > 0 for row in rows)
+
+
+def test_the_live_screen_shown_is_what_watch_draws_at_80_columns(monkeypatch):
+    """The README's screen was captured from `goodput watch` in a tmux pane of 80 x 24; `--once` draws the same
+    frame, but for how long ago the newest span ended, which depends on when it runs."""
+    monkeypatch.chdir(REPO)
+    result = runner.invoke(app, ["watch", "sample_traces/grpo_sync/", "--once"], env={"COLUMNS": "80", "LINES": "24"})
+    assert result.exit_code == 0, result.output
+    drawn = [line.rstrip() for line in result.stdout.rstrip("\n").splitlines()]
+    while drawn and not drawn[-1]:
+        drawn.pop()
+    shown = block_after("a finished run, so it says so:\n").splitlines()
+    assert len(drawn) == len(shown)
+    for got, want in zip(drawn, shown, strict=True):
+        if want.startswith("no new span for "):
+            assert re.fullmatch(r"no new span for \d+ (s|min|h|d): has the job stopped\?", got), got
+        else:
+            assert got == want
+    assert max(len(line) for line in shown) <= 80
