@@ -42,7 +42,7 @@ FRONT_DOOR = {
     "build_timeline", "spans_in_window",
     "Report", "ReportOptions", "WholeRun", "Figures", "IterationRow", "NameShare", "Attempt", "Check", "CheckOptions",
     "Finding", "Diff", "Timeline", "FIGURES", "Figure", "RayRunner", "attempt_label", "GpuOptions", "GpuReport",
-    "GpuFigures", "LiveRun", "LiveState", "watch_json", "Recent", "parse_duration",
+    "GpuFigures", "LiveRun", "LiveState", "watch_json", "Recent", "LastStretch", "parse_duration",
     "GoodputError", "InputError", "TraceFormatError", "OptionError",
 }  # fmt: skip
 

@@ -347,3 +347,57 @@ def test_watch_follows_the_toy_job_while_it_runs_and_ends_on_its_report(tmp_path
     assert any(len(p["iterations"]) < 4 for p in during)  # iterations were seen before the job had all four
     report = json_report(out)
     assert seen[-1]["iterations"] == report["iterations"] and seen[-1]["total"] == report["total"]
+
+
+# --- --last, offline ------------------------------------------------------------------------------------------------
+
+
+def _newest_end(path: Path) -> int:
+    result = invoke(["query", str(path), "SELECT max(greatest(end_ns, start_ns)) AS t FROM spans", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)[0]["t"]
+
+
+def test_the_last_seconds_of_a_report_are_its_windows_clipped_and_the_stretch_charged_whole():
+    sample = SAMPLES / "grpo_sync"
+    whole, last = json_report(sample), json_report(sample, "--last", "2s")
+    newest = _newest_end(sample)
+    low = newest - 2 * 10**9
+    assert last["recent"]["start_ns"] == low and last["recent"]["end_ns"] == newest
+    assert last["recent"]["wall_s"] == 2.0 and last["job"]["wall_s"] == pytest.approx(2.0, abs=1e-9)
+    # One attempt, no downtime: every instant of the stretch is in a row or outside.
+    for bucket in ("productive", "overhead", "idle", "wasted", "unaccounted"):
+        key = f"{bucket}_s"
+        assert last["recent"][key] == pytest.approx(last["total"][key] + last["outside"][key], abs=1e-9)
+    kept = [row for row in whole["iterations"] if row["end_ns"] > low]
+    assert [row["iteration"] for row in last["iterations"]] == [row["iteration"] for row in kept]
+    first = last["iterations"][0]
+    assert first["start_ns"] == max(kept[0]["start_ns"], low) and first["end_ns"] == kept[0]["end_ns"]
+
+    # The windows wholly inside are the whole report's rows (outliers aside: fewer rows are compared).
+    def without_outliers(row: dict) -> dict:
+        return {key: value for key, value in row.items() if key != "outliers"}
+
+    assert [without_outliers(r) for r in last["iterations"][1:]] == [without_outliers(r) for r in kept[1:]]
+
+
+def test_spans_check_and_timeline_keep_the_spans_sharing_time_with_the_last_stretch(tmp_path):
+    sample = SAMPLES / "grpo_buggy"
+    newest = _newest_end(sample)
+    low = newest - 3 * 10**9
+    sql = f"SELECT span_id FROM spans WHERE start_ns <= {newest} AND greatest(end_ns, start_ns) >= {low}"
+    result = invoke(["query", str(sample), sql, "--format", "json"])
+    expected = {row["span_id"] for row in json.loads(result.stdout)}
+    assert 0 < len(expected) < 91
+    listed = invoke(["spans", str(sample), "--last", "3s", "--format", "json"])
+    assert listed.exit_code == 0, listed.output
+    assert {row["span_id"] for row in json.loads(listed.stdout)} == expected
+    found = invoke(["check", str(sample), "--last", "3s", "--format", "json"])
+    assert found.exit_code in (0, 1), found.output
+    assert {f["span_id"] for f in json.loads(found.stdout)["findings"] if f["span_id"]} <= expected
+    written = tmp_path / "timeline.json"
+    drawn = invoke(["timeline", str(sample), "--last", "3s", "--output", str(written)])
+    assert drawn.exit_code == 0, drawn.output
+    events = json.loads(written.read_text())["traceEvents"]
+    ids = {e["args"]["span_id"] for e in events if e.get("ph") == "X" and "span_id" in e.get("args", {})}
+    assert ids and ids <= expected

@@ -29,6 +29,7 @@ def check(
     output: Path | None = shell.OutputOption,
     no_cache: bool = shell.NoCacheOption,
     keep_going: bool = shell.KeepGoingOption,
+    last: str | None = shell.LastOption,
     ray: bool = typer.Option(
         False,
         "--ray",
@@ -43,15 +44,16 @@ def check(
     an attempt), orphan-span, iteration-mismatch, inverted-span, overlapping-attempts, no-iterations,
     mostly-unaccounted (a window more than half charged to no bucket), missing-group (with --expect). The table
     has a line per rule and span name, with the count, the iterations and an example; --all, JSON, CSV and
-    Markdown list each finding.
+    Markdown list each finding. With --last, the spans sharing time with that last stretch of trace time.
     """
     selected = shell.selected_iterations(iteration, iterations)
+    last_ns = shell.last_duration(last)
     chosen = shell.output_format(fmt, output)
     from rollup import CheckOptions, check_findings
 
     options = shell.checked(lambda: CheckOptions(attempt, expect or (), selected, exact=iteration is not None))
     with shell.runner(ray, ray_address) as runner, shell.opened_store(paths, no_cache, keep_going=keep_going) as store:
-        found = check_findings(store, options, runner)
+        found = check_findings(shell.through_last(store, last_ns), options, runner)
         if found.missing is not None:
             shell.print_notices([f"note: {found.missing}"])
     shell.emit(check_text(found, chosen, width=shell.terminal_width(), each=each), output)

@@ -62,6 +62,7 @@ def spans(
         "NAME [host:pid]).",
     ),
     attempt: str | None = shell.AttemptOption,
+    last: str | None = shell.LastOption,
     fmt: TabularFormat | None = shell.FormatOption,
     output: Path | None = shell.OutputOption,
     no_cache: bool = shell.NoCacheOption,
@@ -73,8 +74,10 @@ def spans(
     the first span's start without --iteration). The window is the report's row for N, its latest attempt's.
     --process NAME selects the process listed as NAME, and those listed as NAME@host:pid or NAME [host:pid]: every
     process of the service NAME (`--process grpo-generation` lists both grpo-generation@vm:13372 and @vm:13373).
+    --last DURATION keeps the spans sharing time with that last stretch of trace time.
     """
     chosen = shell.output_format(fmt, output)
+    last_ns = shell.last_duration(last)
     from rollup import spans_in_window
 
     if bucket is not None:
@@ -83,7 +86,9 @@ def spans(
             known = ", ".join(BUCKETS)
             raise typer.BadParameter(f"{bucket!r} is not a bucket; buckets: {known}", param_hint="--bucket")
     with shell.opened_store(paths, no_cache, keep_going=keep_going) as store:
-        window, table = spans_in_window(store, iteration, bucket=bucket, process=process, attempt=attempt)
+        window, table = spans_in_window(
+            shell.through_last(store, last_ns), iteration, bucket=bucket, process=process, attempt=attempt
+        )
     if chosen is OutputFormat.table:  # ids that only a script needs would push the readable columns off the screen
         table = table.drop_columns(["parent_span_id", "trace_id"])
     columns, rows = arrow_rows(table)
@@ -101,6 +106,7 @@ def timeline(
     attempt: str | None = shell.AttemptOption,
     gpus: list[str] = shell.GpusOption,
     place: list[str] = shell.PlaceOption,
+    last: str | None = shell.LastOption,
     no_cache: bool = shell.NoCacheOption,
     keep_going: bool = shell.KeepGoingOption,
 ) -> None:
@@ -110,15 +116,17 @@ def timeline(
     One process per emitting process, concurrent spans on separate lanes, an 'iterations' process with each
     window (and each superseded one), arrows from a parent to its children in other processes. Times are
     microseconds from the run's first span. --iterations A:B keeps the spans overlapping those windows. With GPUs,
-    each process is labelled with its fleet, its pool and the GPUs it holds.
+    each process is labelled with its fleet, its pool and the GPUs it holds. --last DURATION keeps the spans
+    sharing time with that last stretch of trace time.
     """
     selected = shell.selected_iterations(iteration, iterations)
     gpu_options = shell.gpu_options(gpus, place)
+    last_ns = shell.last_duration(last)
     from rollup import build_timeline
 
     with shell.opened_store(paths, no_cache, keep_going=keep_going, accounting=False) as store:
-        built = build_timeline(store, iterations=selected, attempt=attempt, exact=iteration is not None,
-                               gpus=gpu_options)  # fmt: skip
+        built = build_timeline(shell.through_last(store, last_ns), iterations=selected, attempt=attempt,
+                               exact=iteration is not None, gpus=gpu_options)  # fmt: skip
         if built.missing is not None or (not built.windows and selected is None):
             shell.print_notices([shell.nothing_note(store, built.missing)])
         if str(output) == "-":

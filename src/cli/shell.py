@@ -288,6 +288,16 @@ LastOption = typer.Option(
 )
 
 
+def through_last(store: Any, last_ns: int | None) -> Any:
+    """The store as `--last` shows it (`rollup.LastStretch`: the spans sharing time with the last stretch), or as it
+    is without it."""
+    if last_ns is None:
+        return store
+    from rollup import LastStretch
+
+    return LastStretch(store, last_ns)
+
+
 def last_duration(text: str | None) -> int | None:
     """`--last`'s value in nanoseconds (None without it); exit 2 on a bad one, before a file is read."""
     if text is None:

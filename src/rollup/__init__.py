@@ -35,7 +35,7 @@ _HOMES: dict[str, str] = {
     "GpuOptions": "gpus",
     **dict.fromkeys(["GpuReport", "GpuFigures"], "gpu_charge"),
     **dict.fromkeys(["LiveRun", "LiveState", "watch_json"], "live"),
-    **dict.fromkeys(["Recent", "parse_duration"], "recent"),
+    **dict.fromkeys(["Recent", "LastStretch", "parse_duration"], "recent"),
 }
 
 __all__ = list(_HOMES)
@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     from .listing import spans_in_window
     from .live import LiveRun, LiveState, watch_json
     from .on_ray import RayRunner
-    from .recent import Recent, parse_duration
+    from .recent import LastStretch, Recent, parse_duration
     from .report import Report, ReportOptions, WholeRun, build_report
     from .rows import Figures, IterationRow, NameShare
     from .store import SpanStore, ingest, open_store

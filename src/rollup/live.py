@@ -24,7 +24,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from .attribution import Charge, ChargeColumns, FrameCharges, charge_stretches, total_charge, window_span_ns
+from .attribution import Charge, ChargeColumns, FrameCharges, charge_stretches, window_span_ns
 from .connection import SpillDirectory, connect, memory_limit_bytes
 from .gpu_charge import GpuCharges, GpuFigures, charge_gpus
 from .gpus import GpuModel
@@ -174,12 +174,45 @@ class _Slice:
         self.live.connection.execute(f"DROP TABLE IF EXISTS {self.name}")
 
 
+class _Held:
+    """What one question of the report answered last time, as columns of 64-bit integers, and the keys it was
+    asked for. Asked again with keys that start as those did, it takes that part of the columns as it was and looks
+    up only the rest: a refresh touches the newest frames, so the part looked up is short."""
+
+    def __init__(self, width: int) -> None:
+        self.keys: list[tuple[Any, ...]] = []
+        self.columns = [array("q") for _ in range(width)]
+
+    def columns_for(self, keys: list[tuple[Any, ...]], answers: _Answers, first_missing: int, row: Any) -> list[array]:
+        """The columns for `keys`: the part before `first_missing` (the first key this asking had to work out)
+        that starts as last time's did is reused; the rest is `row(answer)` for each key."""
+        old, by_key = self.keys, answers.by_key
+        same, most = 0, min(len(old), len(keys), max(first_missing, 0))
+        while same < most and keys[same] == old[same]:
+            same += 1
+        rows = [row(by_key[key]) for key in keys[same:]]
+        columns = [column[:same] + array("q", (values[j] for values in rows)) for j, column in enumerate(self.columns)]
+        self.keys, self.columns = keys, columns
+        return columns
+
+
+def _charge_row(charge: Charge) -> tuple[int, ...]:
+    return (charge.wall_ns, *(charge.bucket_ns[b] for b in BUCKETS), charge.unaccounted_ns)
+
+
+def _summed(columns: list[array]) -> Charge:
+    wall, *by_bucket, unaccounted = (sum(column) for column in columns)
+    return Charge(wall, dict(zip(BUCKETS, by_bucket, strict=True)), unaccounted)
+
+
 class _KeptRunner:
     """A runner (`runners.Runner`) that keeps each frame's charge and each window's span-seconds, and asks only
     for the frames it has no answer for, of a slice of the spans."""
 
     def __init__(self, run: LiveRun) -> None:
         self.run = run
+        width = 2 + len(BUCKETS)
+        self._windows, self._lost, self._outside = _Held(width + len(BUCKETS)), _Held(width), _Held(width)
 
     def report_parts(
         self, spans: SpanSet, frames: ReportFrames, precedence: Sequence[str], by: str | None
@@ -187,10 +220,9 @@ class _KeptRunner:
         order = tuple(precedence)
         answers = self.run.answers
         windows, lost, outside = frames.windows, frames.lost, frames.outside
-        keys = [*_window_keys("window", windows, order), *_window_keys("lost", lost, order)]
-        keys += [
-            ("outside", None, None, start, end, order) for start, end in zip(outside.starts, outside.ends, strict=True)
-        ]
+        window_keys, lost_keys = _window_keys("window", windows, order), _window_keys("lost", lost, order)
+        outside_keys = [("outside", None, None, s, e, order) for s, e in zip(outside.starts, outside.ends, strict=True)]
+        keys = [*window_keys, *lost_keys, *outside_keys]
         missing = [i for i, key in enumerate(keys) if key not in answers]
         if missing:
             stretches = [(keys[i][3], keys[i][4]) for i in missing]
@@ -200,16 +232,27 @@ class _KeptRunner:
                 charges = charge_stretches(sliced, stretches, precedence)
                 span_ns = window_span_ns(sliced, windows.take(asked))
             for at, i in enumerate(missing):
-                answers[keys[i]] = [charges[at], None]
+                answers[keys[i]] = (_charge_row(charges[at]), ())
             for at, i in enumerate(asked):
-                answers[keys[i]][1] = tuple(column[at] for column in span_ns)
-        charged = [answers[key][0] for key in keys]
-        rows = IterationRows.of_windows(
-            windows, _columns(charged[: len(windows)]), _span_columns(keys, answers, len(windows))
+                answers[keys[i]] = (answers[keys[i]][0], tuple(column[at] for column in span_ns))
+        ends = (len(windows), len(windows) + len(lost), len(keys))
+
+        def first_missing(low: int, high: int) -> int:
+            """The first position, counted from `low`, of a key worked out this time among keys[low:high]."""
+            return next((i - low for i in missing if low <= i < high), high - low)
+
+        held = self._windows.columns_for(
+            window_keys, answers, first_missing(0, ends[0]), lambda answer: (*answer[0], *answer[1])
         )
-        rework = total_charge(charged[len(windows) : len(windows) + len(lost)])
-        rest = total_charge(charged[len(windows) + len(lost) :])
-        return [ReportPart(array("q", range(len(windows))), rows, rows.total(), rework, rest)]
+        lost_held = self._lost.columns_for(lost_keys, answers, first_missing(*ends[:2]), lambda answer: answer[0])
+        outside_held = self._outside.columns_for(
+            outside_keys, answers, first_missing(*ends[1:]), lambda answer: answer[0]
+        )
+        walls, *charged = held[: 2 + len(BUCKETS)]
+        columns = ChargeColumns(walls, dict(zip(BUCKETS, charged[: len(BUCKETS)], strict=True)), charged[-1])
+        rows = IterationRows.of_windows(windows, columns, held[2 + len(BUCKETS) :])
+        lost_total, outside_total = _summed(lost_held), _summed(outside_held)
+        return [ReportPart(array("q", range(len(windows))), rows, rows.total(), lost_total, outside_total)]
 
     def check_parts(self, spans: SpanSet, windows: Windows, expect: Sequence[str]) -> list[Any]:
         raise NotImplementedError("a watcher runs no check")
@@ -227,33 +270,25 @@ def _window_keys(kind: str, windows: Windows, order: tuple[str, ...]) -> list[tu
     ]
 
 
-def _columns(charges: list[Charge]) -> ChargeColumns:
-    walls = array("q", (c.wall_ns for c in charges))
-    by_bucket = {b: array("q", (c.bucket_ns[b] for c in charges)) for b in BUCKETS}
-    return ChargeColumns(walls, by_bucket, array("q", (c.unaccounted_ns for c in charges)))
-
-
-def _span_columns(keys: list[tuple[Any, ...]], answers: _Answers, count: int) -> list[array]:
-    return [array("q", (answers[keys[i]][1][b] for i in range(count))) for b in range(len(BUCKETS))]
-
-
 class _KeptSweeps:
     """Sweeps (`runners.Sweeps`) that keep each stretch's kind and GPU charge, asking only for new stretches."""
 
     def __init__(self, run: LiveRun) -> None:
         self.run = run
+        self._kinds = _Held(1)
 
     def window_kinds(self, spans: SpanSet, starts: Sequence[int], ends: Sequence[int]) -> array:
         answers = self.run.answers
         keys = [("kind", None, None, start, end) for start, end in zip(starts, ends, strict=True)]
-        missing = sorted({i for i, key in enumerate(keys) if key not in answers}, key=lambda i: keys[i])
+        missing = [i for i, key in enumerate(keys) if key not in answers]
         if missing:
             asked = [(keys[i][3], keys[i][4]) for i in missing]
             with self.run.sliced(asked, set()) as sliced:
                 kinds = window_kinds(sliced, [s for s, _ in asked], [e for _, e in asked])
             for i, kind in zip(missing, kinds, strict=True):
                 answers[keys[i]] = kind
-        return array("q", (answers[key] for key in keys))
+        first = missing[0] if missing else len(keys)
+        return self._kinds.columns_for(keys, answers, first, lambda kind: (kind,))[0]
 
     def charge_gpus(
         self,

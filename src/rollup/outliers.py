@@ -51,11 +51,10 @@ def outliers_of_columns(columns: Mapping[str, Sequence[int]], count: int) -> dic
     for figure in OUTLIER_FIGURES:
         values = columns[figure]
         middle = median(values)
-        mad = median(abs(v - middle) for v in values)
+        mad = median([abs(v - middle) for v in values])
         if mad == 0:
             continue
         bar = max(MAD_FACTOR * MAD_SCALE * mad, MIN_EXCESS_NS)
-        for index, value in enumerate(values):
-            if value - middle > bar:
-                flagged.setdefault(index, []).append(figure)
+        for index in [i for i, value in enumerate(values) if value - middle > bar]:
+            flagged.setdefault(index, []).append(figure)
     return flagged

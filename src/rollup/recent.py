@@ -11,15 +11,15 @@ from __future__ import annotations
 import re
 from array import array
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .attempts import Attempt
 from .errors import OptionError
 from .intervals import Stretches
 from .rows import Figures, seconds, share
+from .spanset import SpanSet
 
 if TYPE_CHECKING:
-    from .spanset import SpanSet
     from .windows import ReportFrames, Windows
 
 _UNITS_NS = {"s": 10**9, "m": 60 * 10**9, "h": 3600 * 10**9, "d": 86_400 * 10**9}
@@ -119,3 +119,33 @@ class Recent:
             "unaccounted_s": seconds(f.unaccounted_ns),
             "goodput": share(f.bucket_ns["productive"], f.wall_ns),
         }
+
+
+class LastStretch:
+    """A store seen through `--last` (`check`, `spans`, `timeline`): its spans that share time with the last
+    stretch of `duration_ns` up to their latest end, each with the lineage the whole run gave it (a worker's span
+    keeps the iteration of the step that dispatched it, however long before that step began). Everything else is
+    the store's."""
+
+    def __init__(self, store: Any, duration_ns: int) -> None:
+        self.store, self.duration_ns = store, duration_ns
+        self._sets: dict[str | None, SpanSet] = {}
+
+    def spans(self, attempt: str | None = None) -> SpanSet:
+        if attempt not in self._sets:
+            whole = self.store.spans(attempt)
+            stretch = last_stretch(whole, self.duration_ns)
+            if stretch is None:
+                self._sets[attempt] = whole
+            else:
+                name = f"last_stretch_{len(self._sets) + 1}"
+                low, high = stretch
+                whole.run(
+                    f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT * FROM {whole.lineage} "
+                    f"WHERE start_ns <= {high} AND end_ns >= {low}"
+                )
+                self._sets[attempt] = SpanSet(whole.connection, name, name, run_id=whole.run_id)
+        return self._sets[attempt]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)

@@ -70,6 +70,8 @@ class Windows(Sequence[Window]):
     def take(self, positions: Iterable[int]) -> Windows:
         """The windows at `positions`, in that order."""
         picked = list(positions)
+        if picked and picked == list(range(picked[0], picked[-1] + 1)):  # a run of them: sliced, not picked one by one
+            return self[picked[0] : picked[-1] + 1]
         return Windows(
             array("q", (self.iterations[i] for i in picked)),
             self.stretches.take(picked),
@@ -198,6 +200,8 @@ def latest_windows(windows: Windows) -> tuple[Windows, Windows]:
     for position, iteration in enumerate(windows.iterations):
         latest[iteration] = position
     rows = sorted(latest.values(), key=windows.iterations.__getitem__)
+    if len(rows) == len(windows):  # nothing superseded
+        return windows.take(rows), windows[:0]
     kept = set(rows)
     return windows.take(rows), windows.take(p for p in range(len(windows)) if p not in kept)
 
@@ -216,7 +220,8 @@ def outside_stretches(extent: tuple[int, int] | None, windows: Windows) -> Stret
         return outside
     cursor, run_end = extent
     starts, ends = windows.stretches.starts, windows.stretches.ends
-    for position in sorted(range(len(windows)), key=starts.__getitem__):
+    in_order = all(a <= b for a, b in zip(starts, starts[1:], strict=False))  # one attempt's, mostly: no sort
+    for position in range(len(windows)) if in_order else sorted(range(len(windows)), key=starts.__getitem__):
         if min(starts[position], run_end) > cursor:
             outside.starts.append(cursor)
             outside.ends.append(min(starts[position], run_end))
@@ -233,7 +238,12 @@ def outside_attempts(attempts: Sequence[Attempt], by_attempt: dict[str, Windows]
     """Each attempt's stretches outside its windows (`outside_stretches`; `by_attempt`: the windows by run id),
     attempt after attempt."""
     none = Windows(array("q"), Stretches(array("q"), array("q")), array("q"), ())
-    return Stretches.of(s for a in attempts for s in outside_stretches(a.extent, by_attempt.get(a.run_id, none)))
+    outside = Stretches(array("q"), array("q"))
+    for attempt in attempts:
+        found = outside_stretches(attempt.extent, by_attempt.get(attempt.run_id, none))
+        outside.starts.extend(found.starts)
+        outside.ends.extend(found.ends)
+    return outside
 
 
 def window_of(spans: SpanSet, iteration: int) -> Window:
@@ -329,7 +339,8 @@ def with_windows(attempts: list[Attempt], by_attempt: dict[str, Windows], supers
         lost.setdefault(window.run_id, []).append(window.iteration)
     out = []
     for attempt in attempts:
-        numbers = [w.iteration for w in by_attempt.get(attempt.run_id, [])]
+        held = by_attempt.get(attempt.run_id)
+        numbers = held.iterations if held is not None else array("q")
         out.append(
             replace(
                 attempt,
