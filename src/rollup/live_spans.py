@@ -70,11 +70,14 @@ class LiveSpans:
     def __init__(self, connection: duckdb.DuckDBPyConnection) -> None:
         self.connection = connection
         self.count = 0
+        self._earliest_changed: int | None = None  # the earliest start of the pending spans a batch changes
         self._hosts: dict[str, set[str | None]] = {}  # process as read -> the host:pid of each process of that name
         columns = ", ".join(f"{name} {kind}" for name, kind in self._column_types())
         connection.execute(f"CREATE TABLE {SPANS_TABLE} ({columns})")
         # A pending span, and `top`: the id of the parent not read that its chain of loaded parents ends at.
-        connection.execute(f"CREATE TABLE {PENDING} (tkey UBIGINT, skey UBIGINT, top UBIGINT)")
+        # Its start too: the pending spans a batch changes are read back from the spans that started since the
+        # earliest of them (the table is in time order: older row groups are skipped by their statistics).
+        connection.execute(f"CREATE TABLE {PENDING} (tkey UBIGINT, skey UBIGINT, top UBIGINT, start_ns BIGINT)")
         self._steps = self._folded = connection.sql(f"SELECT * FROM {SPANS_TABLE} LIMIT 0").to_arrow_table()
         self._register_summary()
         connection.execute(
@@ -193,11 +196,17 @@ class LiveSpans:
         self.connection.execute(
             f"""
             CREATE OR REPLACE TEMP TABLE {_CHANGED} AS
-            SELECT DISTINCT p.tkey, p.skey FROM {PENDING} p SEMI JOIN {_FRESH} f ON f.tkey = p.tkey AND f.skey = p.top
+            SELECT DISTINCT p.tkey, p.skey, p.start_ns
+            FROM {PENDING} p SEMI JOIN {_FRESH} f ON f.tkey = p.tkey AND f.skey = p.top
             """
         )
-        ((below,),) = self.connection.execute(f"SELECT count(*) FROM {_CHANGED}").fetchall()
+        ((below, earliest),) = self.connection.execute(f"SELECT count(*), min(start_ns) FROM {_CHANGED}").fetchall()
+        self._earliest_changed = None if earliest is None else int(earliest)
         return int(below)
+
+    def _since(self, prefix: str) -> str:
+        """SQL: a span (its columns after `prefix`) started no earlier than the earliest pending span changed."""
+        return "false" if self._earliest_changed is None else f"{prefix}start_ns >= {self._earliest_changed}"
 
     def _walk_new(self, fresh: int) -> Touched:
         """The walk over the new spans, the pending ones below them and every ancestor above: their rows replace
@@ -210,28 +219,48 @@ class LiveSpans:
             SELECT {node_columns}, source_file, source_process, true AS changed FROM {_FRESH}
             UNION ALL
             SELECT {", ".join("s." + n for n in NODE_TABLE_COLUMNS)}, s.source_file, s.source_process, true
-            FROM {SPANS_TABLE} s SEMI JOIN {_CHANGED} c USING (tkey, skey)
+            FROM (SELECT * FROM {SPANS_TABLE} WHERE {self._since("")}) s SEMI JOIN {_CHANGED} c USING (tkey, skey)
             """
         )
-        while True:  # every ancestor of what is walked, up to the roots: what they hand down
-            (added,) = c.execute(
+        # Every ancestor of what is walked, up to the roots: what they hand down. Of an ancestor the walk reads its
+        # keys, id, bucket flag and iteration alone (`lineage._walk`'s parents), so only those are read of every
+        # span, not each span's every column; its other columns stay empty, and its row is not written back.
+        # The parents not walked yet are looked up by their ids as literals: a filtered scan, not a join over
+        # every span; a parent not loaded is looked for once.
+        handed = ("tkey", "skey", "pkey", "span_id", "bucketed", "iteration")
+        asked: set[int] = set()
+        while True:
+            wanted = {
+                parent
+                for (parent,) in c.execute(
+                    f"""SELECT DISTINCT w.pkey FROM {_WALKED} w
+                        ANTI JOIN {_WALKED} x ON x.tkey = w.tkey AND x.skey = w.pkey WHERE w.pkey IS NOT NULL"""
+                ).fetchall()
+            } - asked
+            if not wanted:
+                break
+            asked |= wanted
+            c.execute(
                 f"""
-                INSERT INTO {_WALKED}
-                SELECT DISTINCT {", ".join("s." + n for n in NODE_TABLE_COLUMNS)}, s.source_file, s.source_process,
-                       false
-                FROM {SPANS_TABLE} s SEMI JOIN {_WALKED} w ON w.tkey = s.tkey AND w.pkey = s.skey
+                INSERT INTO {_WALKED} ({", ".join(handed)}, changed)
+                SELECT DISTINCT {", ".join("s." + n for n in handed)}, false
+                FROM (SELECT {", ".join(handed)} FROM {SPANS_TABLE} WHERE skey IN ({", ".join(map(str, sorted(wanted)))}))
+                     s
+                SEMI JOIN {_WALKED} w ON w.tkey = s.tkey AND w.pkey = s.skey
                 ANTI JOIN {_WALKED} x ON x.tkey = s.tkey AND x.skey = s.skey
                 """
-            ).fetchall()[0]
-            if not added:
-                break
+            )
         touched = Touched()
         old = c.execute(
             f"""SELECT s.start_ns, s.end_ns, s.bucketed, {ATTEMPT_SQL.replace("run_id", "s.run_id")}, s.eff_iteration
-                FROM {SPANS_TABLE} s SEMI JOIN {_CHANGED} c USING (tkey, skey)"""
+                FROM (SELECT * FROM {SPANS_TABLE} WHERE {self._since("")}) s
+                SEMI JOIN {_CHANGED} c USING (tkey, skey)"""
         ).fetchall()
         for table in (SPANS_TABLE, PENDING):
-            c.execute(f"DELETE FROM {table} t USING {_CHANGED} x WHERE t.tkey = x.tkey AND t.skey = x.skey")
+            c.execute(
+                f"DELETE FROM {table} t USING {_CHANGED} x "
+                f"WHERE {self._since('t.')} AND t.tkey = x.tkey AND t.skey = x.skey"
+            )
         try:
             build_lineage(c, _WALKED)
             c.execute(
@@ -263,8 +292,8 @@ class LiveSpans:
         loaded parents ends at a parent not read, with that parent's id: they wait for it. A chain caught in a
         cycle ends nowhere and waits for nothing. Walked in Python: the table is a batch's spans, and a statement
         costs more than the walk."""
-        rows = self.connection.execute(f"SELECT tkey, skey, pkey, changed FROM {walked}").fetchall()
-        parent_of = {(t, s): p for t, s, p, _ in rows}
+        rows = self.connection.execute(f"SELECT tkey, skey, pkey, changed, start_ns FROM {walked}").fetchall()
+        parent_of = {(t, s): p for t, s, p, _, _ in rows}
         tops: dict[tuple[int, int], int | None] = {}
 
         def top_of(tkey: int, parent: int | None) -> int | None:
@@ -288,10 +317,13 @@ class LiveSpans:
                 tops[(tkey, on)] = end
             return end
 
-        pending = [(t, s, top) for t, s, p, changed in rows if changed and (top := top_of(t, p)) is not None]
+        pending = [(t, s, top, start) for t, s, p, changed, start in rows
+                   if changed and (top := top_of(t, p)) is not None]  # fmt: skip
         if pending:
-            table = pa.table({name: pa.array(column, pa.uint64()) for name, column in zip(
-                ("tkey", "skey", "top"), zip(*pending, strict=True), strict=True)})  # fmt: skip
+            keys, skeys, tops_found, starts = zip(*pending, strict=True)
+            table = pa.table({"tkey": pa.array(keys, pa.uint64()), "skey": pa.array(skeys, pa.uint64()),
+                              "top": pa.array(tops_found, pa.uint64()),
+                              "start_ns": pa.array(starts, pa.int64())})  # fmt: skip
             self.connection.register("live_new_pending", table)
             try:
                 self.connection.execute(f"INSERT INTO {PENDING} SELECT * FROM live_new_pending")
