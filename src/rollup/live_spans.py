@@ -240,12 +240,12 @@ class LiveSpans:
             if not wanted:
                 break
             asked |= wanted
+            ids = ", ".join(map(str, sorted(wanted)))
             c.execute(
                 f"""
                 INSERT INTO {_WALKED} ({", ".join(handed)}, changed)
                 SELECT DISTINCT {", ".join("s." + n for n in handed)}, false
-                FROM (SELECT {", ".join(handed)} FROM {SPANS_TABLE} WHERE skey IN ({", ".join(map(str, sorted(wanted)))}))
-                     s
+                FROM (SELECT {", ".join(handed)} FROM {SPANS_TABLE} WHERE skey IN ({ids})) s
                 SEMI JOIN {_WALKED} w ON w.tkey = s.tkey AND w.pkey = s.skey
                 ANTI JOIN {_WALKED} x ON x.tkey = s.tkey AND x.skey = s.skey
                 """
