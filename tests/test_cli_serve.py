@@ -7,6 +7,7 @@ import json
 import socket
 import struct
 import threading
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -253,9 +254,11 @@ def test_a_client_that_resets_its_connection_is_not_reported(serve, payload, cap
 def wait_for_answers_to_finish() -> None:
     """Until no thread of a server is answering a connection (each is socketserver's `process_request_thread`, and
     ends within the server's client timeout at the latest)."""
-    for thread in threading.enumerate():
-        if thread.name.endswith("(process_request_thread)"):
-            thread.join()
+    while answering := [t for t in threading.enumerate() if t.name.endswith("(process_request_thread)")]:
+        for thread in answering:
+            if thread.ident is not None:  # started: a thread still starting is listed too, and cannot be joined yet
+                thread.join()
+        time.sleep(0.01)
 
 
 def test_a_port_alone_serves_on_the_loopback_address_only(serve):

@@ -37,6 +37,10 @@ def records(path: Path) -> list[bytes]:
     return out
 
 
+# Records each file gains between two refreshes (the last of them torn now and then).
+RECORDS_PER_ROUND = 3
+
+
 def fresh_report(folder: Path) -> dict:
     return json_report(folder, "--no-cache")
 
@@ -54,22 +58,24 @@ def test_a_run_written_a_record_at_a_time_reads_as_the_report_of_the_files_at_ev
     folder = tmp_path / "run"
     folder.mkdir()
     run = LiveRun([folder])
-    rounds = max(len(r) for r in written.values())
+    rounds = -(-max(len(r) for r in written.values()) // RECORDS_PER_ROUND)
     try:
         for k in range(rounds):
             for number, (name, held) in enumerate(written.items()):
-                if k >= len(held):
+                batch = held[k * RECORDS_PER_ROUND : (k + 1) * RECORDS_PER_ROUND]
+                if not batch:
                     continue
-                record = held[k]
+                *whole, last = batch
                 with open(folder / name, "ab") as out:
-                    if (k + number) % 5 == 0:  # torn: the first half now, the rest after the refresh
-                        out.write(record[: len(record) // 2])
+                    out.write(b"".join(whole))
+                    if (k + number) % 4 == 0:  # torn: the first half now, the rest after the refresh
+                        out.write(last[: len(last) // 2])
                         out.flush()
                         run.refresh()
-                        out.write(record[len(record) // 2 :])
+                        out.write(last[len(last) // 2 :])
                     else:
-                        out.write(record)
-            if k % 9 == 4:
+                        out.write(last)
+            if k % 4 == 2:
                 assert_same_report(run, folder)
             else:
                 run.refresh()
@@ -163,7 +169,7 @@ def test_a_report_of_the_last_minutes_refuses_a_duration_without_a_unit():
 
 
 def test_a_folder_that_does_not_exist_yet_is_waited_for(tmp_path):
-    result = invoke(["watch", str(tmp_path / "later"), "--once"], width=200)
+    result = invoke(["watch", str(tmp_path / "later"), "--once"], env={"COLUMNS": "400"})
     assert result.exit_code == 0, result.output
     assert "waiting for" in result.output and "later" in result.output
 
@@ -316,7 +322,7 @@ def test_watch_follows_the_toy_job_while_it_runs_and_ends_on_its_report(tmp_path
     }
     env["GOODPUT_CACHE_DIR"] = os.environ["GOODPUT_CACHE_DIR"]
     job = subprocess.Popen(
-        [sys.executable, "-m", "examples.grpo_toy.job", "--steps", "4", "--mode", "async", "--out", f"{out}/"],
+        [sys.executable, "-m", "examples.grpo_toy.job", "--steps", "3", "--mode", "async", "--out", f"{out}/"],
         cwd=repo, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     watcher = subprocess.Popen(
@@ -344,7 +350,7 @@ def test_watch_follows_the_toy_job_while_it_runs_and_ends_on_its_report(tmp_path
             job.wait()
     during = [p for p in seen if p["iterations"]]
     assert during and len({p["spans"] for p in seen}) > 2  # it grew refresh by refresh
-    assert any(len(p["iterations"]) < 4 for p in during)  # iterations were seen before the job had all four
+    assert any(len(p["iterations"]) < 3 for p in during)  # iterations were seen before the job had all three
     report = json_report(out)
     assert seen[-1]["iterations"] == report["iterations"] and seen[-1]["total"] == report["total"]
 
