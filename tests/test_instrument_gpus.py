@@ -286,8 +286,11 @@ def test_actors_colocated_on_one_gpu_record_the_same_id(ray_cluster, ray_inherit
 @pytest.mark.slow
 def test_an_actor_and_a_task_set_up_from_a_carrier_record_their_gpus_with_no_call_of_their_own(ray_cluster, tmp_path):
     receiver = Receiver.options(num_gpus=1).remote()
+    # A worker of its own (a runtime env no other test asks for): one an earlier test's task configured would
+    # keep that test's set-up, as a job's reused worker keeps its job's.
+    fresh = score.options(runtime_env={"env_vars": {"FRESH_WORKER_FOR": tmp_path.name}})
     try:
-        (actor_holds, actor_ray), (task_holds, task_ray) = dispatched([receiver.held, score], tmp_path)
+        (actor_holds, actor_ray), (task_holds, task_ray) = dispatched([receiver.held, fresh], tmp_path)
     finally:
         ray.kill(receiver)
     assert len(actor_ray) == len(task_ray) == 1

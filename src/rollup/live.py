@@ -28,8 +28,9 @@ from .attribution import Charge, ChargeColumns, FrameCharges, charge_stretches, 
 from .connection import SpillDirectory, connect, memory_limit_bytes
 from .gpu_charge import GpuCharges, GpuFigures, charge_gpus
 from .gpus import GpuModel
-from .live_spans import LiveSpans, Touched, merged
+from .live_spans import LiveSpans, Touched
 from .ranges import ReportPart
+from .ray_slices import merged_stretches
 from .read.tail import Tailer
 from .recent import Recent
 from .report import Report, ReportOptions, build_report
@@ -101,7 +102,7 @@ class _Answers:
                     self._drop(key)
         if not touched.stretches:
             return
-        stretches = merged(touched.stretches)
+        stretches = merged_stretches(touched.stretches)
         starts = [start for start, _ in stretches]
         first_bin = stretches[0][0] // self.BIN_NS
         for number in [n for n in self._by_bin if n >= first_bin]:

@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 from .attempts import ATTEMPT_SQL
 from .lineage import LINEAGE_COLUMNS, MAX_DEPTH, build_lineage
 from .nodes import NODE_COLUMNS_SQL, NODE_TABLE_COLUMNS
+from .ray_slices import merged_stretches
 from .schema import ACCOUNTING_SCHEMA, IS_JOB_SQL
 from .spanset import SpanSet
 from .tables import LINEAGE, LINEAGE_HANDED, OWN_SPANS
@@ -108,7 +109,7 @@ class LiveSpans:
         """A table `name` of the spans active in one of `stretches` or of one of the (attempt, iteration) pairs
         `iterations`: all that those frames' charges and span-seconds read (`ranges`). The caller drops it. Past
         SLICE_STRETCHES merged stretches, every span (no table made)."""
-        cover = merged(stretches)
+        cover = merged_stretches(stretches)
         if len(cover) > SLICE_STRETCHES:
             return SpanSet(self.connection, SPANS_TABLE, SPANS_TABLE)
         conditions = [f"(start_ns < {end} AND end_ns > {start})" for start, end in cover]
@@ -410,14 +411,3 @@ class LiveSpans:
 
 def _in_schema() -> pa.Schema:
     return pa.schema([*ACCOUNTING_SCHEMA, pa.field("source_file", pa.string())])
-
-
-def merged(stretches: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """`stretches` as the fewest stretches covering the same time: sorted, those that meet joined."""
-    out: list[list[int]] = []
-    for start, end in sorted(stretches):
-        if out and start <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], end)
-        else:
-            out.append([start, end])
-    return [(start, end) for start, end in out]

@@ -86,16 +86,22 @@ class Dataset:
         return max(MIN_LIMIT_BYTES, limit // (os.cpu_count() or 1))
 
 
+def merged_stretches(stretches: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """`stretches` as the fewest stretches covering the same time: sorted, those that meet joined."""
+    out: list[list[int]] = []
+    for start, end in sorted(stretches):
+        if out and start <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], end)
+        else:
+            out.append([start, end])
+    return [(start, end) for start, end in out]
+
+
 def cover(stretches: Sequence[tuple[int, int]], most: int = COVER_STRETCHES) -> tuple[tuple[int, int], ...]:
     """At most `most` stretches, sorted and disjoint, holding every one of `stretches`: merged where they overlap,
     then across the smallest gaps between them (a few spans more to read, but a short filter: DuckDB tests each
     span against every stretch)."""
-    merged: list[list[int]] = []
-    for start, end in sorted(stretches):
-        if merged and start <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], end)
-        else:
-            merged.append([start, end])
+    merged = [list(stretch) for stretch in merged_stretches(stretches)]
     if len(merged) > most:
         gaps = sorted(range(1, len(merged)), key=lambda i: merged[i][0] - merged[i - 1][1], reverse=True)
         breaks = sorted(gaps[: most - 1])

@@ -101,21 +101,27 @@ def _frame_cuts(file, size: int, target_bytes: int) -> list[int]:
 
     Reads the 4-byte headers alone, through the file's buffer (a seek within it costs no system call), not a map of
     the file: every page a map touches counts in the process's resident memory, ~10% of a large file."""
-    cuts, chunk_start, offset = [], 0, 0
-    while offset + 4 <= size:
-        file.seek(offset)
-        header = file.read(4)
-        if len(header) < 4:
-            break
-        (length,) = struct.unpack(">I", header)
-        following = offset + 4 + length
-        if following > size:
-            break
-        offset = following
+    cuts, chunk_start = [], 0
+    for offset in record_ends(file, 0, size):
         if offset - chunk_start >= target_bytes and offset < size:
             cuts.append(offset)
             chunk_start = offset
     return cuts
+
+
+def record_ends(file, offset: int, size: int) -> Iterator[int]:
+    """The offset just past each whole length-prefixed record from `offset` on, within the first `size` bytes of
+    `file` (open, binary), walking the 4-byte headers alone; a record cut short at the end is not one."""
+    while offset + 4 <= size:
+        file.seek(offset)
+        header = file.read(4)
+        if len(header) < 4:
+            return
+        (length,) = struct.unpack(">I", header)
+        if offset + 4 + length > size:
+            return
+        offset += 4 + length
+        yield offset
 
 
 def _line_cuts(file, size: int, target_bytes: int) -> list[int]:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 import re
 import stat as file_mode
-import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +24,7 @@ import pyarrow as pa
 
 from ..errors import GoodputError, InputError, TraceFormatError
 from ..schema import SPAN_SCHEMA
-from .chunks import decode_range
+from .chunks import decode_range, record_ends
 from .paths import expand_paths
 from .signals import NotATrace, not_a_trace_error, skip_notice, skipped_notice
 from .sniff import UTF8_BOM, compression_of, open_plain, sniff_format
@@ -305,18 +304,9 @@ def _waiting_note(text: str, error: InputError) -> str:
 
 def _framed_end(path: str, offset: int, size: int) -> int:
     """Just past the last whole length-prefixed record from `offset` within the first `size` bytes. Walks the
-    4-byte headers alone through the file's buffer, never the records (as `chunks._frame_cuts` does)."""
+    4-byte headers alone through the file's buffer, never the records (`chunks.record_ends`)."""
     with open(path, "rb") as file:
-        while offset + 4 <= size:
-            file.seek(offset)
-            header = file.read(4)
-            if len(header) < 4:
-                break
-            (length,) = struct.unpack(">I", header)
-            if offset + 4 + length > size:
-                break
-            offset += 4 + length
-    return offset
+        return max(record_ends(file, offset, size), default=offset)
 
 
 def _lines_end(path: str, offset: int, size: int) -> tuple[int, int]:
