@@ -407,3 +407,11 @@ def test_spans_check_and_timeline_keep_the_spans_sharing_time_with_the_last_stre
     events = json.loads(written.read_text())["traceEvents"]
     ids = {e["args"]["span_id"] for e in events if e.get("ph") == "X" and "span_id" in e.get("args", {})}
     assert ids and ids <= expected
+
+
+def test_the_screen_shows_the_checks_counts(tmp_path):
+    result = invoke(["watch", str(SAMPLES / "grpo_buggy"), "--once"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    summary = json.loads(invoke(["check", str(SAMPLES / "grpo_buggy"), "--format", "json"]).stdout)["summary"]
+    assert summary["errors"] == 3
+    assert f"check: {summary['errors']} errors, {summary['warnings']} warnings" in result.stdout

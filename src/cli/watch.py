@@ -92,10 +92,34 @@ def _refresh(run: Any, server: MetricsServer | None, notes: list[str]) -> tuple[
     return state, payload
 
 
-def _status(state: LiveState, interval: float, notes: list[str]) -> Any:
+# A check asks every span again (the watcher keeps no check from one refresh to the next): on a run this large or
+# larger, the screen's counts are worked out again at most once a CHECK_EVERY_S.
+CHECK_EVERY_SPANS, CHECK_EVERY_S = 200_000, 60.0
+
+
+class _Checked:
+    """The screen's check counts: (errors, warnings) as of the last check of the watcher's spans."""
+
+    def __init__(self) -> None:
+        self.counts: tuple[int | None, int | None] = (None, None)
+        self._spans = -1
+        self._at = 0.0
+
+    def of(self, run: Any, state: LiveState) -> tuple[int | None, int | None]:
+        now = time.monotonic()
+        due = state.spans != self._spans and (state.spans < CHECK_EVERY_SPANS or now - self._at >= CHECK_EVERY_S)
+        if due:
+            from rollup import CheckOptions, check_findings
+
+            summary = check_findings(run.live, CheckOptions(), run.runner).summary
+            self.counts, self._spans, self._at = (summary["errors"], summary["warnings"]), state.spans, now
+        return self.counts
+
+
+def _status(state: LiveState, interval: float, notes: list[str], counts: tuple[int | None, int | None]) -> Any:
     from .views.watch import WatchStatus
 
-    return WatchStatus(state.newest_end_ns, time.time_ns(), interval, None, None, tuple(notes))
+    return WatchStatus(state.newest_end_ns, time.time_ns(), interval, *counts, tuple(notes))
 
 
 def _print_refreshes(
@@ -107,6 +131,7 @@ def _print_refreshes(
     from .views.watch import watch_json_line, watch_screen
 
     console = Console(highlight=False)
+    checked = _Checked()
     while True:
         said = len(notes)
         state, payload = _refresh(run, server, notes)
@@ -116,7 +141,8 @@ def _print_refreshes(
             shell.print_notices([f"note: {note}" for note in notes[said:]])
         else:
             size = console.size
-            console.print(watch_screen(payload, _status(state, interval, notes), size.width, size.height))
+            status = _status(state, interval, notes, checked.of(run, state))
+            console.print(watch_screen(payload, status, size.width, size.height))
         if once:
             return
         time.sleep(interval)
@@ -130,9 +156,11 @@ def _live_screen(run: Any, interval: float, server: MetricsServer | None, notes:
     from .views.watch import watch_screen
 
     console = Console(highlight=False)
+    checked = _Checked()
     with Live(console=console, screen=True, auto_refresh=False, transient=True) as live:
         while True:
             state, payload = _refresh(run, server, notes)
             size = console.size
-            live.update(watch_screen(payload, _status(state, interval, notes), size.width, size.height), refresh=True)
+            status = _status(state, interval, notes, checked.of(run, state))
+            live.update(watch_screen(payload, status, size.width, size.height), refresh=True)
             time.sleep(interval)
