@@ -9,7 +9,9 @@ at `/metrics` for Prometheus. `--once` shows one refresh and exits: for scripts 
 from __future__ import annotations
 
 import enum
+import signal
 import sys
+import threading
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -58,14 +60,27 @@ def watch(
     server = _server(serve) if serve is not None else None
     run = LiveRun(paths, options)
     notes: list[str] = []
+    # Ctrl-C asks the loop to stop after the refresh under way: raised as KeyboardInterrupt, it would interrupt a
+    # DuckDB query halfway (DuckDB says so as an error of its own), so it only sets `stop`. A second Ctrl-C (a first
+    # read of a long run takes a while) interrupts the refresh itself; whatever that raises ends the watch, exit 0.
+    stop = threading.Event()
+
+    def interrupted(signum: int, frame: object) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+
+    previous = signal.signal(signal.SIGINT, interrupted)
     try:
         if fmt is WatchFormat.jsonl or once:
-            _print_refreshes(run, fmt, interval, once, server, notes)
+            _print_refreshes(run, fmt, interval, once, server, notes, stop)
         else:
-            _live_screen(run, interval, server, notes)
-    except KeyboardInterrupt:
-        pass  # Ctrl-C: the screen is given back by Live; nothing more to say
+            _live_screen(run, interval, server, notes, stop)
+    except (KeyboardInterrupt, Exception):
+        if not stop.is_set():
+            raise
     finally:
+        signal.signal(signal.SIGINT, previous)
         run.close()
         if server is not None:
             server.close()
@@ -123,7 +138,13 @@ def _status(state: LiveState, interval: float, notes: list[str], counts: tuple[i
 
 
 def _print_refreshes(
-    run: Any, fmt: WatchFormat, interval: float, once: bool, server: MetricsServer | None, notes: list[str]
+    run: Any,
+    fmt: WatchFormat,
+    interval: float,
+    once: bool,
+    server: MetricsServer | None,
+    notes: list[str],
+    stop: threading.Event,
 ) -> None:
     """One line of JSON (or one screen, as wide and tall as the terminal) per refresh; with `once`, one refresh."""
     from rich.console import Console
@@ -132,7 +153,7 @@ def _print_refreshes(
 
     console = Console(highlight=False)
     checked = _Checked()
-    while True:
+    while not stop.is_set():
         said = len(notes)
         state, payload = _refresh(run, server, notes)
         if fmt is WatchFormat.jsonl:
@@ -143,13 +164,14 @@ def _print_refreshes(
             size = console.size
             status = _status(state, interval, notes, checked.of(run, state))
             console.print(watch_screen(payload, status, size.width, size.height))
-        if once:
+        if once or stop.wait(interval):
             return
-        time.sleep(interval)
 
 
-def _live_screen(run: Any, interval: float, server: MetricsServer | None, notes: list[str]) -> None:
-    """The screen redrawn in place every `interval` seconds until Ctrl-C."""
+def _live_screen(
+    run: Any, interval: float, server: MetricsServer | None, notes: list[str], stop: threading.Event
+) -> None:
+    """The screen redrawn in place every `interval` seconds until Ctrl-C (`stop`)."""
     from rich.console import Console
     from rich.live import Live
 
@@ -158,9 +180,9 @@ def _live_screen(run: Any, interval: float, server: MetricsServer | None, notes:
     console = Console(highlight=False)
     checked = _Checked()
     with Live(console=console, screen=True, auto_refresh=False, transient=True) as live:
-        while True:
+        while not stop.is_set():
             state, payload = _refresh(run, server, notes)
             size = console.size
             status = _status(state, interval, notes, checked.of(run, state))
             live.update(watch_screen(payload, status, size.width, size.height), refresh=True)
-            time.sleep(interval)
+            stop.wait(interval)
