@@ -16,7 +16,7 @@ import pytest
 
 import rollup
 from conftest import python_path, run_goodput
-from rollup.read.plan import ProcessRunner
+from rollup.read.workers import ProcessRunner
 from tracebuild import many_small_files
 
 pytestmark = [pytest.mark.slow]
@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.slow]
 
 def test_fork_only_while_duckdb_has_not_been_imported():
     code = (
-        "from rollup.read.plan import pool_start_method\n"
+        "from rollup.read.workers import pool_start_method\n"
         "print(pool_start_method())\n"
         "import duckdb\n"
         "connection = duckdb.connect()\n"

@@ -35,7 +35,7 @@ from .schema import sql_text
 
 if TYPE_CHECKING:
     from .read.chunks import ChunkResult
-    from .read.plan import ConvertJob
+    from .read.workers import ConvertJob
     from .spanset import SpanSet
     from .windows import ReportFrames, Windows
 

@@ -28,30 +28,20 @@ from .attempts import choose_attempt, find_attempts
 from .cache import (
     cache_work_dir,
     lineage_cache_path,
-    read_set_summary,
     retire_older_lineage,
     set_summary_path,
     spill_root,
-    write_set_summary,
 )
 from .connection import MIN_LIMIT_BYTES, SpillDirectory, connect, memory_limit_bytes, out_of_memory, spill_directory
 from .errors import GoodputError
 from .lineage import LINEAGE_VERSION, ensure_lineage
 from .memory import DIRECT_JSON_MIN_BYTES, conversion_workers, nodes_as_parquet
-from .read.plan import (
-    FileEntry,
-    ProcessRunner,
-    Progress,
-    Runner,
-    execute_plan,
-    load_direct,
-    plan_load,
-    run_in_this_process,
-    wants_processes,
-)
-from .schema import ACCOUNTING_SCHEMA, SPAN_SCHEMA, accounting_only, sql_text
+from .read.plan import FileEntry, Progress, execute_plan, load_direct, plan_load, wants_processes
+from .read.workers import ProcessRunner, Runner, run_in_this_process
+from .schema import ACCOUNTING_SCHEMA, SPAN_SCHEMA, accounting_only
+from .spans_view import create_spans_view
 from .spanset import SpanSet
-from .tables import ATTEMPT_SPANS, SOURCE_SPANS, SPANS
+from .tables import ATTEMPT_SPANS, SPANS
 
 if TYPE_CHECKING:
     import duckdb
@@ -195,70 +185,6 @@ class SpanStore:
             raise said from None
 
 
-def _create_spans_view(
-    connection: duckdb.DuckDBPyConnection,
-    parts: list[str],
-    schema: pa.Schema,
-    tables: Sequence[str] = (),
-    summary: Path | None = None,
-) -> tuple[bool, int]:
-    """SPANS: every span of the parts (and of the views `read.duckdb_json` made), each once, with `schema`'s
-    columns.
-
-    A view over the Parquet parts, read column by column as queries need them, so memory stays far below the
-    spans' size; materialized only when duplicates must be dropped (the same span exported twice, same trace and
-    span id, counts once). Processes shown alike (SPEC section 1) get their `[host:pid]` here. Returns whether
-    SPANS is other than the sources as they are (then the lineage cannot walk a source table in their place), and
-    how many spans were dropped as duplicates.
-
-    Finding duplicates and shared names reads every span; `summary` (a cached set of files, see
-    `cache.set_summary_path`) keeps the answer, so a re-run on the same files skips that pass."""
-    if not parts and not tables:
-        connection.register("empty_spans", pa.Table.from_batches([], schema=schema))
-        connection.execute(f"CREATE TABLE {SPANS} AS SELECT * FROM empty_spans")
-        connection.unregister("empty_spans")
-        return False, 0
-    columns = ", ".join(schema.names)
-    sources = [f"SELECT {columns} FROM {table}" for table in tables]
-    if parts:
-        files = "[" + ", ".join(sql_text(p) for p in parts) + "]"
-        sources.append(f"SELECT {columns} FROM read_parquet({files})")
-    connection.execute(f"CREATE VIEW {SOURCE_SPANS} AS {' UNION ALL '.join(sources)}")
-    known = read_set_summary(summary) if summary is not None else None
-    if known is not None:
-        duplicates, shared = known
-    else:
-        # Counted on a 64-bit hash of the pair, not the pair of strings: several times cheaper to hash and to hold.
-        # A collision (rare: docs/performance.md) only sends the load down the exact DISTINCT ON path.
-        # Spans that all sit in `read.duckdb_json`'s view have the ids as integers already (`tkey`, `skey`): the
-        # hash of those reads two narrow columns of a table that may have spilled, not the ids' text.
-        direct = len(tables) == 1 and not parts
-        pair, source = ("hash(tkey, skey)", tables[0]) if direct else ("hash(trace_id, span_id)", SOURCE_SPANS)
-        (duplicates,) = connection.execute(f"SELECT count(*) - count(DISTINCT {pair}) FROM {source}").fetchall()[0]
-        shared = [
-            name
-            for (name,) in connection.execute(
-                f"SELECT process FROM {SOURCE_SPANS} GROUP BY process HAVING count(DISTINCT coalesce(host_pid, '')) > 1"
-            ).fetchall()
-        ]
-        if summary is not None:
-            write_set_summary(summary, duplicates, shared)
-    columns = "*"
-    if shared:
-        names = ", ".join(sql_text(name) for name in shared)
-        columns = (
-            f"* REPLACE (CASE WHEN process IN ({names}) "
-            "THEN process || ' [' || coalesce(host_pid, '?') || ']' ELSE process END AS process)"
-        )
-    if duplicates:
-        connection.execute(
-            f"CREATE TABLE {SPANS} AS SELECT DISTINCT ON (trace_id, span_id) {columns} FROM {SOURCE_SPANS}"
-        )
-    else:
-        connection.execute(f"CREATE VIEW {SPANS} AS SELECT {columns} FROM {SOURCE_SPANS}")
-    return bool(duplicates or shared), int(duplicates)
-
-
 def _work_dir(use_cache: bool, cache_dir: Path | None) -> Path:
     return cache_work_dir(cache_dir) if use_cache else Path(tempfile.mkdtemp(prefix="goodput-"))
 
@@ -281,7 +207,7 @@ def _convert(
     (`read.duckdb_json`), the fastest way there is.
 
     Worker processes, when the jobs are worth them, are started before the connection is opened: DuckDB's threads
-    would make forking them unsafe (`read.plan.pool_start_method`)."""
+    would make forking them unsafe (`read.workers.pool_start_method`)."""
     workers = workers or conversion_workers()
     direct = connect is not None and runner is None and not use_cache and accounting_only(schema)
     direct = direct and connect is not None and connect.limit_bytes >= DIRECT_JSON_MIN_BYTES
@@ -385,7 +311,7 @@ def open_store(
         tables = list(dict.fromkeys(t for entry in entries for t in entry.tables))
         keys = [entry.cache_key for entry in entries]
         summary = set_summary_path(work_dir, keys) if use_cache else None
-        rewritten, duplicates = _create_spans_view(connection, parts, schema, tables, summary)
+        rewritten, duplicates = create_spans_view(connection, parts, schema, tables, summary)
     except BaseException as exc:
         connect.close()
         if not use_cache:

@@ -12,14 +12,11 @@ the file's entry, so a large metrics file beside the traces is read once, not by
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import shutil
-import sys
-import threading
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,10 +28,11 @@ from ..errors import GoodputError, InputError, TraceFormatError
 from ..memory import nodes_as_parquet
 from ..schema import SPAN_SCHEMA
 from ..tables import DIRECT_SPANS
-from .chunks import Chunk, ChunkResult, convert_chunk, parquet_problem, plan_chunks
+from .chunks import Chunk, ChunkResult, parquet_problem, plan_chunks
 from .paths import expand_paths
 from .signals import NotATrace, not_a_trace_error, skip_notice, skipped_notice
 from .sniff import compression_of, sniff_format
+from .workers import ConvertJob, Runner
 
 if TYPE_CHECKING:
     import duckdb
@@ -48,8 +46,6 @@ MIN_CHUNK_BYTES = 4 << 20
 MAX_CHUNK_BYTES = 256 << 20
 NOT_A_TRACE_MARK = "not-a-trace.json"  # in a cache entry: the file is no trace, and why
 
-ConvertJob = tuple[Chunk, str, pa.Schema]  # a chunk, the Parquet part it becomes, the columns it keeps
-Runner = Callable[[Sequence[ConvertJob]], Iterator[ChunkResult]]
 Progress = Callable[[int, int], None]
 
 
@@ -119,86 +115,6 @@ def _cached_verdict(entry_dir: Path, path: Path) -> NotATrace | None:
         return NotATrace(str(path), str(mark["where"]), str(mark["problem"]))
     except (OSError, ValueError, KeyError, TypeError):
         return None
-
-
-def pool_start_method() -> str:
-    """How conversion workers started now are made: `fork` (cheapest: a worker has the decoders already imported)
-    while this process runs no thread but its main one, else `forkserver` (`spawn` where there is none).
-
-    A child forked beside other threads inherits their locks but not the threads that would release them, and can
-    hang on one. `threading` sees only Python threads; DuckDB's are native, started by its first connection and
-    kept by any still open (ours, or a caller's in the same process), so fork is used only while DuckDB has not
-    been imported at all: nothing can have connected. `store.open_store` starts its workers before it imports
-    DuckDB, and `ProcessRunner` imports it just before forking (an import starts no thread; checked), so the CLI
-    forks and its workers inherit the import.
-    """
-    import multiprocessing
-
-    methods = multiprocessing.get_all_start_methods()
-    if "fork" in methods and threading.active_count() == 1 and "duckdb" not in sys.modules:
-        return "fork"
-    return _without_fork()
-
-
-def _without_fork() -> str:
-    import multiprocessing
-
-    return "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
-
-
-def _imported_without_threads(module: str) -> bool:
-    """Import `module` for forked workers to inherit (the JSON reader's DuckDB: ~0.1 s a worker otherwise), and
-    say whether that started no thread, as the OS counts them: importing DuckDB starts none (its first connection
-    does), and where that cannot be seen (no /proc) or is no longer so, the caller does not fork."""
-    try:
-        before = len(os.listdir("/proc/self/task"))
-        importlib.import_module(module)
-        return len(os.listdir("/proc/self/task")) == before
-    except OSError:
-        return False
-
-
-def run_in_this_process(jobs: Sequence[ConvertJob]) -> Iterator[ChunkResult]:
-    """Convert chunks one after another in this process: for few and small jobs, cheaper than starting workers."""
-    for chunk, out_path, schema in jobs:
-        yield convert_chunk(chunk, out_path, schema=schema, report_faults=True)
-
-
-class ProcessRunner:
-    """A runner converting chunks on `workers` processes, which start when it is made (see `pool_start_method`):
-    make it before anything starts threads, `close()` it when done."""
-
-    def __init__(self, workers: int) -> None:
-        self.start_method = pool_start_method()
-        if self.start_method == "fork" and not _imported_without_threads("duckdb"):
-            self.start_method = _without_fork()
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-
-        context = multiprocessing.get_context(self.start_method)
-        if self.start_method == "forkserver":  # the server imports the decoders once; each worker forks from it
-            context.set_forkserver_preload([convert_chunk.__module__, "duckdb"])
-        self._pool = ProcessPoolExecutor(max_workers=max(1, workers), mp_context=context)
-        if self.start_method == "fork":  # the pool forks every worker on its first task: have it do so now
-            self._pool.submit(os.getpid).result()
-
-    def __call__(self, jobs: Sequence[ConvertJob]) -> Iterator[ChunkResult]:
-        futures = [
-            self._pool.submit(convert_chunk, chunk, out_path, schema=schema, report_faults=True)
-            for chunk, out_path, schema in jobs
-        ]
-        try:
-            from concurrent.futures import as_completed
-
-            for future in as_completed(futures):
-                yield future.result()
-        except BaseException:
-            for future in futures:
-                future.cancel()
-            raise
-
-    def close(self) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
 
 
 def wants_processes(plan: Plan, workers: int) -> bool:

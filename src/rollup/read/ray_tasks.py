@@ -21,7 +21,7 @@ from typing import Any
 
 from ..errors import GoodputError
 from .chunks import DEFAULT_CHUNK_BYTES, Chunk, ChunkResult, convert_chunk
-from .plan import ConvertJob
+from .workers import ConvertJob
 
 # Ray's CPUs are not known before connecting, which happens only when there is work: `ingest --ray` caps chunks at
 # this size instead, so a large file spreads over a whole cluster, not over as many tasks as the driver has cores.
