@@ -12,7 +12,7 @@ import pytest
 
 import rollup.cache as cache_module
 import rollup.lineage
-import rollup.read.plan
+import rollup.read.workers
 from conftest import invoke
 from rollup.cache import MANIFEST, default_cache_dir
 from rollup.schema import SCHEMA_VERSION
@@ -140,7 +140,7 @@ def test_a_quote_in_the_cache_folder_is_written_and_reused(tmp_path, monkeypatch
     def must_not_run(*args, **kwargs):
         raise AssertionError("the cache was not reused")
 
-    monkeypatch.setattr(rollup.read.plan, "convert_chunk", must_not_run)
+    monkeypatch.setattr(rollup.read.workers, "convert_chunk", must_not_run)
     monkeypatch.setattr(rollup.lineage, "build_lineage", must_not_run)
     again = invoke(["report", path, "-f", "json"], width=80)
     assert again.exit_code == 0, again.output
