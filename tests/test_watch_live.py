@@ -418,20 +418,36 @@ def test_the_screen_shows_the_checks_counts(tmp_path):
 
 
 @pytest.mark.slow
-def test_ctrl_c_at_any_moment_of_a_refresh_ends_the_watch_with_exit_0():
+def test_ctrl_c_at_any_moment_of_a_refresh_ends_the_watch_with_exit_0(tmp_path):
     """SIGINT while a refresh's queries run (refreshing back to back) stops the watch after that refresh; a second
-    one stops it at once. Neither is an error."""
-    for delay, twice in ((0.0, False), (0.13, False), (0.07, True)):
-        process = subprocess.Popen(
-            [str(GOODPUT), "watch", str(SAMPLES / "grpo_sync"), "--format", "jsonl", "--interval", "0.01"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
-        assert process.stdout is not None
-        assert json.loads(process.stdout.readline())["kind"] == "watch"  # watching: refreshes follow back to back
+    one stops it at once. Neither is an error. The lines go to a file: a pipe nobody reads would stop the watcher
+    on a full buffer."""
+    for number, (delay, twice) in enumerate(((0.0, False), (0.13, False), (0.07, True))):
+        lines = tmp_path / f"watch-{number}.jsonl"
+        with lines.open("w") as out:
+            process = subprocess.Popen(
+                [str(GOODPUT), "watch", str(SAMPLES / "grpo_sync"), "--format", "jsonl", "--interval", "0.01"],
+                stdout=out, stderr=subprocess.PIPE, text=True,
+            )  # fmt: skip
+        deadline = time.monotonic() + 60
+        while not lines.read_text().endswith("\n") and time.monotonic() < deadline:  # watching: refreshes follow
+            time.sleep(0.01)
+        assert json.loads(lines.read_text().splitlines()[0])["kind"] == "watch"
         time.sleep(delay)
         process.send_signal(signal.SIGINT)
         if twice:
             process.send_signal(signal.SIGINT)
-        _, stderr = process.communicate(timeout=60)  # reads and closes both pipes
+        _, stderr = process.communicate(timeout=60)
         assert process.returncode == 0, stderr
         assert "Error" not in stderr
+
+
+def test_a_reader_that_stops_early_ends_the_watch_quietly():
+    """`goodput watch ... --format jsonl | head -1`: the watch ends when head has read its line, no error."""
+    result = subprocess.run(
+        f"{GOODPUT} watch {SAMPLES / 'grpo_sync'} --format jsonl --interval 0.01 | head -1",
+        shell=True, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["kind"] == "watch"
+    assert result.stderr == "", result.stderr

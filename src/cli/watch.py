@@ -9,6 +9,7 @@ at `/metrics` for Prometheus. `--once` shows one refresh and exits: for scripts 
 from __future__ import annotations
 
 import enum
+import os
 import signal
 import sys
 import threading
@@ -157,8 +158,12 @@ def _print_refreshes(
         said = len(notes)
         state, payload = _refresh(run, server, notes)
         if fmt is WatchFormat.jsonl:
-            sys.stdout.write(watch_json_line(payload) + "\n")
-            sys.stdout.flush()
+            try:
+                sys.stdout.write(watch_json_line(payload) + "\n")
+                sys.stdout.flush()
+            except BrokenPipeError:  # `goodput watch ... | head` has read enough: stop quietly, as `shell.emit` does
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+                return
             shell.print_notices([f"note: {note}" for note in notes[said:]])
         else:
             size = console.size
