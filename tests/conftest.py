@@ -363,6 +363,27 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.xdist_group("ray"))
 
 
+# An idle Ray cluster still costs about a tenth of a core (its raylet, GCS and workers): under `--dist loadgroup`
+# the Ray tests run one after another on one worker (above), so the session's cluster ends after the last of them
+# rather than at the end of the session, and leaves the CPU to the tests still running.
+_ray_cluster_ended: list[bool] = []
+
+
+def pytest_runtest_teardown(item, nextitem):
+    if not item.get_closest_marker("ray") or not getattr(item.config.option, "loadgroup", False):
+        return
+    if (nextitem is None or not nextitem.get_closest_marker("ray")) and "ray" in sys.modules:
+        ray = sys.modules["ray"]
+        if ray.is_initialized():
+            ray.shutdown()
+            _ray_cluster_ended.append(True)
+
+
+def pytest_runtest_setup(item):
+    if _ray_cluster_ended and item.get_closest_marker("ray"):
+        pytest.fail("the session's Ray cluster was ended after what should have been the last Ray test of this worker")
+
+
 def pytest_configure(config):
     """pytest 9.2 and pytest-xdist 3.8 together run `--dist loadgroup` as if no test had a group
     (pytest-dev/pytest-xdist#1386): say so before any worker starts."""

@@ -38,7 +38,7 @@ def records(path: Path) -> list[bytes]:
 
 
 # Records each file gains between two refreshes (the last of them torn now and then).
-RECORDS_PER_ROUND = 3
+RECORDS_PER_ROUND = 5
 
 
 def fresh_report(folder: Path) -> dict:
@@ -409,11 +409,15 @@ def test_spans_check_and_timeline_keep_the_spans_sharing_time_with_the_last_stre
     assert ids and ids <= expected
 
 
-def test_the_screen_shows_the_checks_counts(tmp_path):
-    result = invoke(["watch", str(SAMPLES / "grpo_buggy"), "--once"], env={"COLUMNS": "200"})
+@pytest.mark.parametrize("sample", ["grpo_sync", "grpo_async", "grpo_restart", "grpo_buggy"])
+def test_the_screen_shows_the_checks_counts(tmp_path, sample):
+    """The counts are `goodput check`'s, errors and warnings (the restart's are warnings, the buggy run's errors)."""
+    result = invoke(["watch", str(SAMPLES / sample), "--once"], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
-    summary = json.loads(invoke(["check", str(SAMPLES / "grpo_buggy"), "--format", "json"]).stdout)["summary"]
-    assert summary["errors"] == 3
+    summary = json.loads(invoke(["check", str(SAMPLES / sample), "--format", "json"]).stdout)["summary"]
+    assert summary == {"grpo_buggy": {"errors": 3, "warnings": 0}, "grpo_restart": {"errors": 0, "warnings": 6}}.get(
+        sample, {"errors": 0, "warnings": 0}
+    )
     assert f"check: {summary['errors']} errors, {summary['warnings']} warnings" in result.stdout
 
 

@@ -27,6 +27,9 @@ if TYPE_CHECKING:
 
 ENV_MEMORY_LIMIT = "GOODPUT_MEMORY_LIMIT"
 DEFAULT_SHARE = 0.4  # of the machine's memory: leaves room for goodput's own Python, its workers and the machine's job
+# DuckDB's queries over the spans of a load this small gain no wall clock from a second thread (bench/threads.py);
+# each query pays for handing its work between threads all the same, CPU the machine's job could use.
+ONE_THREAD_SPANS = 200_000
 MIN_LIMIT_BYTES = 64 * 10**6  # twice the least the accounting runs in (docs/performance.md, bench/scale.py)
 _CGROUP_LIMIT = Path("/sys/fs/cgroup/memory.max")
 

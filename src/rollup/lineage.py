@@ -232,10 +232,17 @@ def ensure_lineage(
     return SpanSet(connection, LINEAGE, OWN_SPANS)
 
 
+HELD_LINEAGE_BYTES = 4 << 20
+
+
 def _view_of(connection: duckdb.DuckDBPyConnection, path: Path) -> SpanSet:
     """LINEAGE as a view of the lineage Parquet file at `path`; an error when it is not one (a file another
     version wrote, or a damaged one: its footer and its columns are read here)."""
-    connection.execute(f"CREATE OR REPLACE VIEW {LINEAGE} AS SELECT * FROM read_parquet({sql_text(str(path))})")
+    source = f"SELECT * FROM read_parquet({sql_text(str(path))})"
+    if path.stat().st_size <= HELD_LINEAGE_BYTES:
+        connection.execute(f"CREATE OR REPLACE TEMP TABLE {LINEAGE} AS {source}")
+    else:
+        connection.execute(f"CREATE OR REPLACE VIEW {LINEAGE} AS {source}")
     columns = [column[0] for column in connection.execute(f"SELECT * FROM {LINEAGE} LIMIT 0").description]
     if columns != [*NODE_TABLE_COLUMNS, *LINEAGE_COLUMNS]:
         raise ValueError(f"{path}: not a lineage table of this version")

@@ -25,7 +25,7 @@ from typing import Any
 import pyarrow as pa
 
 from .attribution import Charge, ChargeColumns, FrameCharges, charge_stretches, window_span_ns
-from .connection import SpillDirectory, connect, memory_limit_bytes
+from .connection import ONE_THREAD_SPANS, SpillDirectory, connect, memory_limit_bytes
 from .gpu_charge import GpuCharges, GpuFigures, charge_gpus
 from .gpus import GpuModel
 from .live_spans import LiveSpans, Touched
@@ -128,6 +128,8 @@ class LiveRun:
         self.connection = connect(
             self._spill, limit_bytes=memory_limit_bytes(), database=Path(self._folder.name) / "live.duckdb"
         )
+        self.connection.execute("SET threads = 1")  # until the run outgrows ONE_THREAD_SPANS (`store`)
+        self._one_thread = True
         self.live = LiveSpans(self.connection)
         self.answers = _Answers()
         self.runner = _KeptRunner(self)
@@ -138,6 +140,9 @@ class LiveRun:
         batch = self.tailer.poll()
         if batch.spans.num_rows or batch.reset:
             self.answers.forget(self.live.add(batch.spans, batch.reset))
+            if self._one_thread and self.live.count > ONE_THREAD_SPANS:
+                self.connection.execute("RESET threads")
+                self._one_thread = False
         report = build_report(self.live, self.options, self.runner, self.sweeps)
         newest = _newest(self.live)
         recent: dict[str, Recent | None] = dict.fromkeys(RECENT)
@@ -257,9 +262,9 @@ class _KeptRunner:
         return [ReportPart(array("q", range(len(windows))), rows, rows.total(), lost_total, outside_total)]
 
     def check_parts(self, spans: SpanSet, windows: Windows, expect: Sequence[str]) -> list[CheckPart]:
-        """A check over the watcher's spans: every span and window asked again (`watch` shows no check's counts yet:
-        a check kept from one refresh to the next is still to be written)."""
-        return LocalRunner().check_parts(spans, windows, expect)
+        """A check over the watcher's spans: every span and window asked again, of every span's own columns (`spans`
+        has the summary's, which stand in for the run's attempts, not for its bucketed spans)."""
+        return LocalRunner().check_parts(self.run.live.every_span(), windows, expect)
 
 
 def _window_keys(kind: str, windows: Windows, order: tuple[str, ...]) -> list[tuple[Any, ...]]:

@@ -105,13 +105,17 @@ class LiveSpans:
             raise ValueError("a watcher reads every attempt")
         return SpanSet(self.connection, SPANS_TABLE, SUMMARY)
 
+    def every_span(self) -> SpanSet:
+        """The whole run with every span's own columns too: what a sweep over all of it reads (a check's)."""
+        return SpanSet(self.connection, SPANS_TABLE, SPANS_TABLE)
+
     def slice(self, stretches: list[tuple[int, int]], iterations: set[tuple[str, int]], name: str) -> SpanSet:
         """A table `name` of the spans active in one of `stretches` or of one of the (attempt, iteration) pairs
         `iterations`: all that those frames' charges and span-seconds read (`ranges`). The caller drops it. Past
         SLICE_STRETCHES merged stretches, every span (no table made)."""
         cover = merged_stretches(stretches)
         if len(cover) > SLICE_STRETCHES:
-            return SpanSet(self.connection, SPANS_TABLE, SPANS_TABLE)
+            return self.every_span()
         conditions = [f"(start_ns < {end} AND end_ns > {start})" for start, end in cover]
         pairs = pa.table({"attempt": [a for a, _ in iterations], "iteration": [i for _, i in iterations]},
                          schema=pa.schema([("attempt", pa.string()), ("iteration", pa.int64())]))  # fmt: skip

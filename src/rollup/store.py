@@ -32,7 +32,15 @@ from .cache import (
     set_summary_path,
     spill_root,
 )
-from .connection import MIN_LIMIT_BYTES, SpillDirectory, connect, memory_limit_bytes, out_of_memory, spill_directory
+from .connection import (
+    MIN_LIMIT_BYTES,
+    ONE_THREAD_SPANS,
+    SpillDirectory,
+    connect,
+    memory_limit_bytes,
+    out_of_memory,
+    spill_directory,
+)
 from .errors import GoodputError
 from .lineage import LINEAGE_VERSION, ensure_lineage
 from .memory import DIRECT_JSON_MIN_BYTES, conversion_workers, nodes_as_parquet
@@ -307,6 +315,8 @@ def open_store(
             keep_going=keep_going,
         )
         connection = connect()
+        if sum(entry.spans for entry in entries) <= ONE_THREAD_SPANS:
+            connection.execute("SET threads = 1")
         parts = [p for entry in entries for p in entry.parts]
         tables = list(dict.fromkeys(t for entry in entries for t in entry.tables))
         keys = [entry.cache_key for entry in entries]
