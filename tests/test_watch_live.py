@@ -326,7 +326,7 @@ def test_watch_follows_the_toy_job_while_it_runs_and_ends_on_its_report(tmp_path
         cwd=repo, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     watcher = subprocess.Popen(
-        [str(GOODPUT), "watch", str(out), "--format", "jsonl", "--interval", "0.5"],
+        [str(GOODPUT), "watch", str(out), "--format", "jsonl", "--interval", "1"],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
     )  # fmt: skip
     assert watcher.stdout is not None
