@@ -310,14 +310,15 @@ def _read(fd: int, wait: float = 0.5) -> bytes:
 
 @pytest.mark.slow
 @pytest.mark.ray
-def test_watch_follows_the_toy_job_while_it_runs_and_ends_on_its_report(tmp_path):
-    """The example job as a real process (its own `ray.init` cluster) writing JSON Lines, `goodput watch` as another
-    reading them as they grow: iterations appear while the job runs, and the last refresh is the report's."""
+def test_watch_follows_the_toy_job_while_it_runs_and_ends_on_its_report(ray_cluster, tmp_path):
+    """The example job as a real process writing JSON Lines (a driver joining the session's cluster through
+    RAY_ADDRESS, as a submitted job does), `goodput watch` as another reading them as they grow: iterations appear
+    while the job runs, and the last refresh is the report's."""
     out = tmp_path / "run"
     repo = Path(__file__).resolve().parents[1]
     env = {k: v for k, v in os.environ.items() if not k.startswith("GOODPUT_")}
     env |= {
-        "RAY_AUTH_MODE": "disabled",
+        "RAY_ADDRESS": ray_cluster.get_runtime_context().gcs_address,
         "PYTHONPATH": os.pathsep.join(filter(None, [str(repo), env.get("PYTHONPATH")])),
     }
     env["GOODPUT_CACHE_DIR"] = os.environ["GOODPUT_CACHE_DIR"]

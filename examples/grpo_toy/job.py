@@ -12,7 +12,8 @@ Work is simulated with seeded sleeps and small numpy math (`schedule.py` has the
 so a run takes a few seconds on two cores. The shape is that of a real job:
 
 - `configure(span_groups="per_step", ...)` before `ray.init`, so the raylet, and every worker it starts, inherits the
-  GOODPUT_* choice; actors also get it through `runtime_env`, so the job runs inside a cluster started earlier too;
+  GOODPUT_* choice; actors also get it through `runtime_env`, so the job runs inside a cluster started earlier too
+  (with `RAY_ADDRESS` set, as `ray job submit` sets it, it joins that cluster rather than starting its own);
 - two fleets of Ray actors on GPUs Ray hands out (`fleets.py`): generation (`GenerationWorker`, or the async run's
   streaming and validation actors) and training (`PolicyWorker`, the policy's data-parallel ranks), each actor on a
   GPU of its own, or with `--colocated` generation rank i and training rank i on the same GPU; a cluster the job
@@ -254,7 +255,10 @@ async def run(
     try:
         with startup_span():
             if not ray.is_initialized():
-                ray.init(num_cpus=2, num_gpus=CLUSTER_GPUS, include_dashboard=False, logging_level=logging.WARNING)
+                if os.environ.get("RAY_ADDRESS"):  # joins the cluster it names, as a submitted job does
+                    ray.init(logging_level=logging.WARNING)
+                else:
+                    ray.init(num_cpus=2, num_gpus=CLUSTER_GPUS, include_dashboard=False, logging_level=logging.WARNING)
                 started_ray = True
             problem = missing_gpus(ray.cluster_resources().get("GPU", 0.0), mode, colocated)
             if problem:
