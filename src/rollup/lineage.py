@@ -232,7 +232,9 @@ def ensure_lineage(
     return SpanSet(connection, LINEAGE, OWN_SPANS)
 
 
-HELD_LINEAGE_BYTES = 4 << 20
+# A cached lineage file this small (about 30k spans; some 10 MB once read, well inside the least memory limit) is read
+# into a table once rather than read again by every query of the command, each reading the Parquet footer again.
+HELD_LINEAGE_BYTES = 1 << 20
 
 
 def _view_of(connection: duckdb.DuckDBPyConnection, path: Path) -> SpanSet:
