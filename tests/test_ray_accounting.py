@@ -109,7 +109,7 @@ def generated_job(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def small_ranges(monkeypatch):
-    monkeypatch.setenv(ENV_RANGE_WINDOWS, "2")
+    monkeypatch.setenv(ENV_RANGE_WINDOWS, "3")  # two ranges or more of every sample
 
 
 def same_output(args: list[str]) -> str:
