@@ -7,6 +7,7 @@ import json
 import os
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -236,3 +237,19 @@ def test_what_was_worked_out_retires_with_its_lineage(tmp_path, monkeypatch):
         write_trace(path, steps(count))
         assert invoke(["report", str(path)], env=env).exit_code == 0
     assert not any(p.exists() for p in old) and not any(p.parent.exists() for p in old) and derived_files(cache)
+
+
+def test_a_cached_lineage_of_other_columns_is_walked_again_not_an_error(tmp_path):
+    """A lineage file that reads as Parquet but holds other columns (another version wrote it) is rebuilt, small or
+    large: a small one is read into a table first, which must be dropped as a table."""
+    path = write_trace(tmp_path / "run.otlp", steps(3))
+    cache = tmp_path / "cache"
+    env = {"GOODPUT_CACHE_DIR": str(cache)}
+    first = invoke(["report", str(path), "--format", "json"], env=env)
+    assert first.exit_code == 0, first.output
+    lineage_table = next(cache.glob("v*/sets/*.lineage-v*.parquet"))
+    pq.write_table(pa.table({"something": [1, 2, 3]}), lineage_table)
+    again = invoke(["report", str(path), "--format", "json"], env=env)
+    assert again.exit_code == 0, again.output
+    assert again.stdout == first.stdout
+    assert pq.read_schema(lineage_table).names != ["something"]  # written again, this version's

@@ -141,6 +141,17 @@ def _running(pid: int) -> bool:
     return True
 
 
+def drop_table_or_view(connection: duckdb.DuckDBPyConnection, name: str) -> None:
+    """Drop the table or view `name`, whichever it is, if there is one (DuckDB's DROP names the kind)."""
+    import duckdb
+
+    for kind in ("TABLE", "VIEW"):
+        try:
+            connection.execute(f"DROP {kind} IF EXISTS {name}")
+        except duckdb.CatalogException:  # it is the other kind
+            continue
+
+
 def connect(
     spill: SpillDirectory,
     *,

@@ -11,7 +11,7 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from .connection import out_of_memory
+from .connection import drop_table_or_view, out_of_memory
 from .nodes import NODE_COLUMNS_SQL, NODE_TABLE_COLUMNS, NODES_PARQUET, nodes_view
 from .schema import ACCOUNTING_SCHEMA, sql_text
 from .spanset import SpanSet
@@ -213,7 +213,7 @@ def ensure_lineage(
         try:
             return _view_of(connection, cached)
         except Exception:  # an unreadable cache entry is rebuilt, never an error
-            connection.execute(f"DROP VIEW IF EXISTS {LINEAGE}")
+            drop_table_or_view(connection, LINEAGE)  # `_view_of` makes either
     if cached is not None:
         staging = cached.with_name(f"{cached.name}.{os.getpid()}.tmp")
         try:
@@ -224,7 +224,7 @@ def ensure_lineage(
             on_cached()
             return spans
         except Exception as exc:  # a read-only or full cache folder costs the next command a walk, nothing more
-            connection.execute(f"DROP VIEW IF EXISTS {LINEAGE}")
+            drop_table_or_view(connection, LINEAGE)  # `_view_of` makes either
             staging.unlink(missing_ok=True)
             if out_of_memory(exc) is not None:  # walking again without the file would run out again
                 raise

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .connection import connection_limit_bytes, out_of_memory
+from .connection import connection_limit_bytes, drop_table_or_view, out_of_memory
 from .tables import LINEAGE
 
 if TYPE_CHECKING:
@@ -65,17 +65,11 @@ class SpanSet:
     def scratch(self, what: str) -> Iterator[str]:
         """A name for a table (or view) of this caller's own, `what` and a number no other has; whatever it names
         is dropped on leaving, however the block ends."""
-        import duckdb
-
         name = f"{what}_{next(_SCRATCH)}"
         try:
             yield name
         finally:
-            for kind in ("TABLE", "VIEW"):
-                try:
-                    self.connection.execute(f"DROP {kind} IF EXISTS {name}")
-                except duckdb.CatalogException:  # it is the other kind
-                    continue
+            drop_table_or_view(self.connection, name)
 
     @contextmanager
     def registered(self, what: str, table: pa.Table) -> Iterator[str]:
