@@ -23,10 +23,10 @@ STEPS, KILL_IN, RESUME_FROM = 4, 3, 2
 
 @pytest.fixture(scope="module")
 def restarted(ray_cluster, tmp_path_factory) -> tuple[Path, int]:
-    """The first attempt on a cluster of its own, killed with it; the relaunch joins the session's cluster."""
+    """Both attempts on the session's cluster: the first one's driver is SIGKILLed, Ray ends its actors."""
     out = tmp_path_factory.mktemp("restart") / "run"
     address = ray_cluster.get_runtime_context().gcs_address
-    killed_at = crash_and_resume(out, steps=STEPS, kill_in=KILL_IN, resume_from=RESUME_FROM, resume_on=address)
+    killed_at = crash_and_resume(out, steps=STEPS, kill_in=KILL_IN, resume_from=RESUME_FROM, on=address)
     return out, killed_at
 
 

@@ -6,9 +6,11 @@
 The first attempt runs in a session of its own; once it has logged step `kill_in - 1` and is `KILL_DELAY_S` into
 step `kill_in`, its whole process group (the driver and the Ray cluster it started) gets SIGKILL: nothing runs at
 exit, as when a node dies. The relaunch is a fresh process with `--resume-from`, so it is a second attempt with a
-run id of its own, on a cluster it starts (or, from `crash_and_resume(resume_on=ADDRESS)`, one that outlived the
-first: the tests' own). Both run with `OTEL_BSP_SCHEDULE_DELAY=100`, the OpenTelemetry SDK's own variable: the driver's
-batches reach the file every 0.1 s instead of every 5 s, which a job that wants its crashes measured sets.
+run id of its own, on a cluster it starts. From `crash_and_resume(on=ADDRESS)` both attempts join the cluster at
+that address instead (the tests' own): the kill then takes the first driver alone, and Ray ends the actors it owned,
+as when a driver's node dies and the cluster lives on. Both run with `OTEL_BSP_SCHEDULE_DELAY=100`, the
+OpenTelemetry SDK's own variable: the driver's batches reach the file every 0.1 s instead of every 5 s, which a job
+that wants its crashes measured sets.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ KILL_DELAY_S = 0.15  # into the killed step: its rollout alone takes at least 0.
 def job_environment() -> dict[str, str]:
     """This environment without any GOODPUT_* choice (each attempt makes its own run id), exporting often."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("GOODPUT_")}
-    env.pop("RAY_ADDRESS", None)  # the first attempt starts the cluster it is killed with
+    env.pop("RAY_ADDRESS", None)  # each attempt starts the cluster it is killed with, unless given one
     env["OTEL_BSP_SCHEDULE_DELAY"] = "100"
     env.setdefault("RAY_AUTH_MODE", "disabled")  # a local toy cluster: no token to hand around
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
@@ -44,16 +46,18 @@ def crash_and_resume(
     kill_in: int = 4,
     resume_from: int = 3,
     args: Sequence[str] = (),
-    resume_on: str | None = None,
+    on: str | None = None,
 ) -> int:
     """Run the job into `out/`, SIGKILL it in step `kill_in`, relaunch it with `--resume-from resume_from`; returns
-    when the relaunch has finished, with the time of the kill (ns since the epoch). The relaunch starts a cluster of
-    its own, or joins the one at the address `resume_on` (as a job resubmitted to a cluster that outlived it)."""
+    when the relaunch has finished, with the time of the kill (ns since the epoch). Each attempt starts a cluster of
+    its own, or both join the one at the address `on` (as jobs submitted to a cluster that outlives them)."""
     command = [
         sys.executable, "-u", "-m", "examples.grpo_toy.job", "--steps", str(steps), "--seed", str(seed),
         "--out", f"{out}/", *args,
     ]  # fmt: skip
     env = job_environment()
+    if on is not None:
+        env["RAY_ADDRESS"] = on
     first = subprocess.Popen(
         command, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         start_new_session=True,
@@ -69,11 +73,9 @@ def crash_and_resume(
         raise RuntimeError(f"the job ended before step {kill_in}:\n{''.join(logged)}")
     time.sleep(KILL_DELAY_S)
     killed_at = time.time_ns()
-    os.killpg(first.pid, signal.SIGKILL)  # the driver and every process of its session: its Ray cluster too
+    os.killpg(first.pid, signal.SIGKILL)  # the driver and every process of its session: its Ray cluster, if any
     first.wait()
     first.stdout.close()
-    if resume_on is not None:
-        env["RAY_ADDRESS"] = resume_on
     subprocess.run([*command, "--resume-from", str(resume_from)], cwd=REPO_ROOT, env=env, check=True,
                    stdout=subprocess.DEVNULL)  # fmt: skip
     return killed_at

@@ -16,6 +16,7 @@ import contextlib
 import os
 import re
 import shutil
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -158,18 +159,124 @@ def connect(
     limit_bytes: int | None = None,
     threads: int | None = None,
     database: Path | None = None,
+    lent: bool = False,
 ) -> duckdb.DuckDBPyConnection:
     """A fresh in-memory DuckDB connection (or one of the new database file `database`) held to `limit_bytes`
     (default `memory_limit_bytes()`), spilling into `spill`, without the insertion order it would otherwise keep
     (no query of goodput relies on it: those that need an order say ORDER BY, and keeping it costs memory in every
-    operator)."""
+    operator).
+
+    With `lent`, an in-memory connection is lent from the process's kept database when no other command holds it
+    (`_Kept`): the same settings and an empty database of its own, without the tens of milliseconds a new DuckDB
+    costs. Close it with `release`; one closed with a plain `close()`, or never, is given back once nothing refers
+    to it any more."""
     import duckdb
 
+    limit = limit_bytes or memory_limit_bytes()
+    if lent and database is None:
+        connection = _KEPT.lend(spill, limit, threads)
+        if connection is not None:
+            return connection
     config: dict[str, str | bool | int | float | list[str]] = {
-        "memory_limit": f"{limit_bytes or memory_limit_bytes()}B",
+        "memory_limit": f"{limit}B",
         "temp_directory": str(spill.path),
         "preserve_insertion_order": False,
     }
     if threads is not None:
         config["threads"] = threads
     return duckdb.connect(str(database) if database is not None else ":memory:", config=config)
+
+
+def release(connection: duckdb.DuckDBPyConnection) -> None:
+    """Close a connection `connect` gave: a lent one gives its database back to the process's kept one."""
+    if not _KEPT.give_back(connection):
+        connection.close()
+
+
+class _Kept:
+    """The process's kept in-memory DuckDB database, lent to one command at a time.
+
+    A new DuckDB database costs about 30 ms of CPU (it builds its catalog of functions) and a command's queries over
+    a small run cost less than that; a process that runs many commands (the test suite, a Ray worker given many
+    ranges, the shell) paid it for each. A lent connection is a cursor of the kept database using a fresh in-memory
+    database attached for it alone, so what one command creates is never seen by the next: its tables and views go
+    to that database, dropped at `give_back`, and its temporary ones and registered relations are the cursor's own.
+    Memory limit, spill folder and threads are the database's, set at each lending. So it is lent only when no
+    other connection holds it (two at once would share one limit), and a database whose spill folder was used is
+    closed and a new one made (DuckDB keeps its first spill folder). Between lendings it runs one query thread
+    (`SET threads = 1`). A process forked from one that held it makes its own (and forks only before DuckDB is
+    imported at all: `read.workers.pool_start_method`)."""
+
+    def __init__(self) -> None:
+        self.pid = 0
+        self.database: duckdb.DuckDBPyConnection | None = None
+        self.lent: weakref.ref[duckdb.DuckDBPyConnection] | None = None
+        self.attached = ""
+        self.count = 0
+
+    def lend(self, spill: SpillDirectory, limit: int, threads: int | None) -> duckdb.DuckDBPyConnection | None:
+        import duckdb
+
+        if self.pid != os.getpid():  # forked (or first): what the parent held is not this process's to use
+            if self.database is not None:
+                _FORKED.append(self.database)  # kept from the destructor: it is the parent's to close
+            self.pid, self.database, self.lent = os.getpid(), None, None
+        if self.lent is not None:
+            if self.lent() is not None:
+                return None  # held by another command of this process
+            self._clear()  # dropped without `release`: clear what it left
+        try:
+            self._database(spill).execute(f"SET memory_limit = '{limit}B'")
+            cursor = self._database(spill).cursor()
+            self.count += 1
+            name = f"goodput_lent_{self.count}"
+            cursor.execute(f"ATTACH ':memory:' AS {name}")
+            cursor.execute(f"USE {name}")
+            cursor.execute("RESET threads" if threads is None else f"SET threads = {int(threads)}")
+        except duckdb.Error:
+            self.database = None
+            return None
+        self.lent, self.attached = weakref.ref(cursor), name
+        return cursor
+
+    def _database(self, spill: SpillDirectory) -> duckdb.DuckDBPyConnection:
+        import duckdb
+
+        if self.database is not None:
+            try:
+                self.database.execute(f"SET temp_directory = '{spill.path}'")
+            except duckdb.Error:  # its spill folder was used: DuckDB keeps it
+                self.database.close()
+                self.database = None
+        if self.database is None:
+            config: dict[str, str | bool | int | float | list[str]] = {
+                "temp_directory": str(spill.path),
+                "preserve_insertion_order": False,
+                "threads": 1,
+            }
+            self.database = duckdb.connect(":memory:", config=config)
+        return self.database
+
+    def give_back(self, connection: duckdb.DuckDBPyConnection) -> bool:
+        if self.lent is None or connection is not self.lent() or self.pid != os.getpid():
+            return False
+        connection.close()
+        self._clear()
+        return True
+
+    def _clear(self) -> None:
+        import duckdb
+
+        self.lent = None
+        if self.database is None:
+            return
+        try:
+            self.database.execute(f"DETACH DATABASE IF EXISTS {self.attached}")
+            self.database.execute("SET threads = 1")
+        except duckdb.Error:
+            self.database.close()
+            self.database = None
+
+
+_KEPT = _Kept()
+_FORKED: list[duckdb.DuckDBPyConnection] = []

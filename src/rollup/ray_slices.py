@@ -26,6 +26,7 @@ from .connection import (
     connect,
     memory_limit_bytes,
     parse_memory_limit,
+    release,
     spill_directory,
 )
 from .errors import GoodputError
@@ -137,7 +138,7 @@ def load_slice(
                 f"{path}: this Ray worker cannot see the lineage table: it must be on a filesystem every Ray node "
                 "shares (the cache, GOODPUT_CACHE_DIR; with --no-cache, the temporary folder, TMPDIR)"
             )
-    connection = connect(spill, limit_bytes=dataset.task_limit_bytes(), threads=1)
+    connection = connect(spill, limit_bytes=dataset.task_limit_bytes(), threads=1, lent=True)
     if work.ancestors:
         trace_ids, span_ids = zip(*work.ancestors, strict=True)
         connection.register(
@@ -167,7 +168,7 @@ def report_task(dataset: Dataset, work: RangeWork, precedence: list[str], by: st
         spans = SpanSet(connection, LINEAGE, LINEAGE)
         return account_frames(spans, work.windows, work.lost, work.outside, precedence, by, work.positions)
     finally:
-        connection.close()
+        release(connection)
         spill.remove()
 
 
@@ -182,7 +183,7 @@ def check_task(dataset: Dataset, work: RangeWork, expect: Sequence[str]) -> Chec
         part.findings = _owned(spans, part.findings, work.owned)
         return part
     finally:
-        connection.close()
+        release(connection)
         spill.remove()
 
 

@@ -39,6 +39,7 @@ from .connection import (
     connect,
     memory_limit_bytes,
     out_of_memory,
+    release,
     spill_directory,
 )
 from .errors import GoodputError
@@ -175,7 +176,7 @@ class SpanStore:
             raise out_of_memory(exc) or GoodputError(f"SQL: {str(exc).splitlines()[0]}") from None
 
     def close(self) -> None:
-        self.connection.close()
+        release(self.connection)
         if self._spill is not None:
             self._spill.remove()
         if self._temp_dir is not None:
@@ -261,12 +262,12 @@ class _Connection:
 
     def __call__(self) -> duckdb.DuckDBPyConnection:
         if self.connection is None:
-            self.connection = connect(self.spill, limit_bytes=self.limit_bytes)
+            self.connection = connect(self.spill, limit_bytes=self.limit_bytes, lent=True)
         return self.connection
 
     def close(self) -> None:
         if self.connection is not None:
-            self.connection.close()
+            release(self.connection)
         self.spill.remove()
 
 
