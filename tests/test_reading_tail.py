@@ -111,6 +111,35 @@ def test_appends_over_many_polls_give_exactly_the_spans_of_the_whole_file(tmp_pa
     assert all(piece.files == 1 and not piece.notes and not piece.reset for piece in pieces)
 
 
+@pytest.mark.parametrize("shape", SHAPES)
+def test_a_poll_held_to_a_budget_reads_whole_records_a_part_at_a_time_and_says_there_is_more(tmp_path, shape):
+    """A run already written, polled with a budget of a bit over two records: each poll takes the whole records
+    that fit (at least one, however small the budget), says `more` while some are left, and the parts together
+    are the file; a second file waits its turn once a poll's budget is spent."""
+    folder = tmp_path / "run"
+    folder.mkdir()
+    path, other = folder / f"run.{shape}", folder / f"other.{shape}"
+    for index in range(7):
+        append(path, record(index, shape))
+    append(other, record(20, shape))
+    size = len(record(0, shape))
+    for budget, most in [(2 * size + size // 2, 2), (1, 1)]:
+        tailer = Tailer([folder], poll_bytes=budget)
+        pieces = [tailer.poll()]
+        while pieces[-1].more:
+            assert len(pieces) < 20
+            pieces.append(tailer.poll())
+        assert all(0 < piece.spans.num_rows <= 2 * most for piece in pieces)  # two spans a record
+        assert len(pieces) == -(-8 // most)
+        tailed = pa.concat_tables([piece.spans for piece in pieces])
+        whole = pa.concat_tables([read_whole(path, tmp_path), read_whole(other, tmp_path)])
+        assert sorted(map(str, rows(tailed))) == sorted(map(str, rows(whole)))
+        assert nothing_new(tailer.poll())
+        append(path, record(30, shape))  # and it goes on following the file where it stopped
+        assert span_ids(tailer.poll().spans) == ids_of(30)
+        path.write_bytes(b"".join(record(index, shape) for index in range(7)))  # as it was, for the next budget
+
+
 @pytest.mark.parametrize("exporter_class", [FramedProtobufFileExporter, JsonLinesFileExporter])
 def test_what_the_project_exporters_write_between_polls_is_read_as_the_whole_file(tmp_path, exporter_class):
     memory = InMemorySpanExporter()

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import GOODPUT, invoke, json_report
+from rollup.errors import GoodputError
 from rollup.json_report import report_json
 from rollup.live import LiveRun, watch_json
 
@@ -81,6 +82,35 @@ def test_a_run_written_a_record_at_a_time_reads_as_the_report_of_the_files_at_ev
                 run.refresh()
         final = assert_same_report(run, folder)
         assert final["iterations"]
+    finally:
+        run.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sample", ["grpo_restart"])  # two attempts; about ten parts
+def test_a_run_already_written_is_read_a_part_at_a_time_into_the_report_of_the_files(tmp_path, sample):
+    """A watcher started on a finished run, each refresh taking in at most a few records (`Tailer.poll_bytes`):
+    its first refresh reads on until every file is read, and gives the report of the files."""
+    run = LiveRun([SAMPLES / sample])
+    run.tailer.poll_bytes = 6000  # a few records of these files; a run of millions of spans is read 32 MB at a time
+    try:
+        assert sum(f.stat().st_size for f in (SAMPLES / sample).iterdir()) > 8 * run.tailer.poll_bytes
+        got = report_json(run.refresh().report)
+        assert json.dumps(got, sort_keys=True) == json.dumps(fresh_report(SAMPLES / sample), sort_keys=True)
+        spans = invoke(["query", str(SAMPLES / sample), "--format", "json", "SELECT count(*) AS n FROM spans"])
+        assert run.refresh().spans == json.loads(spans.stdout)[0]["n"]  # and nothing more is read
+    finally:
+        run.close()
+
+
+def test_a_watcher_out_of_memory_says_so_as_report_does(tmp_path):
+    """DuckDB out of memory under the watcher's limit: the error `report` gives (exit 2 at the command line), not
+    an internal error. The limit is lowered on the watcher's own connection, below what reading a sample takes."""
+    run = LiveRun([SAMPLES / "grpo_async"])
+    try:
+        run.connection.execute("SET memory_limit = '1MB'")
+        with pytest.raises(GoodputError, match=r"^out of memory: DuckDB needed more than the .* GOODPUT_MEMORY_LIMIT"):
+            run.refresh()
     finally:
         run.close()
 

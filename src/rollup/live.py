@@ -25,7 +25,7 @@ from typing import Any
 import pyarrow as pa
 
 from .attribution import Charge, ChargeColumns, FrameCharges, charge_stretches, window_span_ns
-from .connection import ONE_THREAD_SPANS, SpillDirectory, connect, memory_limit_bytes
+from .connection import ONE_THREAD_SPANS, SpillDirectory, connect, memory_limit_bytes, out_of_memory
 from .gpu_charge import GpuCharges, GpuFigures, charge_gpus
 from .gpus import GpuModel
 from .live_spans import LiveSpans, Touched
@@ -45,6 +45,9 @@ _READ_SCHEMA = pa.schema([*ACCOUNTING_SCHEMA, SPAN_SCHEMA.field("source_file")])
 # The rolling stretches a watcher charges at every refresh (SPEC section 13), by label.
 RECENT = {"1m": 60 * 10**9, "5m": 300 * 10**9, "15m": 900 * 10**9}
 _SLICES = itertools.count(1)
+# The most bytes of records a refresh takes in at a time: a large run already written is read a part at a time,
+# each walked and stored before the next is read, so what is held in memory follows this, not the run.
+POLL_BYTES = 32 * 10**6
 
 
 @dataclass
@@ -121,7 +124,7 @@ class LiveRun:
         if options is not None and (options.by is not None or options.attempt is not None):
             raise ValueError("a watcher reports every attempt, a row per window")
         self.options = options or ReportOptions()
-        self.tailer = Tailer(paths, _READ_SCHEMA)
+        self.tailer = Tailer(paths, _READ_SCHEMA, poll_bytes=POLL_BYTES)
         self._folder = tempfile.TemporaryDirectory(prefix="goodput-watch-")
         self._spill = SpillDirectory(Path(self._folder.name) / "spill")
         # A database file of its own: what the run holds beyond the memory limit stays on disk, not in memory.
@@ -136,13 +139,30 @@ class LiveRun:
         self.sweeps = _KeptSweeps(self)
 
     def refresh(self) -> LiveState:
-        """Read what the files gained, and the report and the rolling stretches as they stand."""
-        batch = self.tailer.poll()
-        if batch.spans.num_rows or batch.reset:
-            self.answers.forget(self.live.add(batch.spans, batch.reset))
-            if self._one_thread and self.live.count > ONE_THREAD_SPANS:
-                self.connection.execute("RESET threads")
-                self._one_thread = False
+        """Read what the files gained, and the report and the rolling stretches as they stand.
+
+        Raises GoodputError when DuckDB runs out of memory under its limit, as `report` does (`out_of_memory`)."""
+        try:
+            return self._refresh()
+        except Exception as exc:
+            error = out_of_memory(exc)
+            if error is None:
+                raise
+            raise error from None
+
+    def _refresh(self) -> LiveState:
+        notes: list[str] = []
+        while True:
+            batch = self.tailer.poll()
+            notes.extend(batch.notes)
+            if batch.spans.num_rows or batch.reset:
+                self.answers.forget(self.live.add(batch.spans, batch.reset))
+                if self._one_thread and self.live.count > ONE_THREAD_SPANS:
+                    self.connection.execute("RESET threads")
+                    self._one_thread = False
+            if not batch.more:
+                break
+            del batch  # its spans are stored: the next part is read in their room
         report = build_report(self.live, self.options, self.runner, self.sweeps)
         newest = _newest(self.live)
         recent: dict[str, Recent | None] = dict.fromkeys(RECENT)
@@ -152,7 +172,7 @@ class LiveRun:
                 charges = charge_stretches(spans, stretches, self.options.order)
             for (label, _), stretch, charge in zip(RECENT.items(), stretches, charges, strict=True):
                 recent[label] = Recent(*stretch, Figures.from_ns(charge))
-        return LiveState(report, recent, self.live.count, batch.files, newest, list(batch.notes))
+        return LiveState(report, recent, self.live.count, batch.files, newest, notes)
 
     def sliced(self, stretches: list[tuple[int, int]], iterations: set[tuple[str, int]]) -> _Slice:
         return _Slice(self.live, stretches, iterations)

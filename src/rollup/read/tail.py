@@ -49,6 +49,7 @@ class TailBatch:
     reset: list[str]
     notes: list[str]
     files: int
+    more: bool = False  # a file has more to read now than this poll took (`Tailer.poll_bytes`): poll again
 
 
 @dataclass
@@ -67,6 +68,7 @@ class _Followed:
     offset: int = 0  # just past the last complete record consumed
     lines: int = 0  # newlines before `offset` (JSON Lines): a bad line's number, without counting them again
     trace: bool = False  # told to be a trace file
+    behind: bool = False  # records past `offset` were left for the next poll (`Tailer.poll_bytes`)
     handed_out: bool = False  # some of its spans were in a poll's `spans`
     held_size: int | None = None  # no trace, or a corrupt record: not read again until its size is another
     unreadable: bool = False  # no permission, or gone: tried again at every poll
@@ -86,7 +88,7 @@ class _Followed:
         if self.unreadable:
             return True
         if self.incremental:
-            return seen.st_size != self.size
+            return self.behind or seen.st_size != self.size
         return (seen.st_size, seen.st_mtime_ns) != (self.size, self.mtime_ns)
 
 
@@ -97,30 +99,40 @@ class _Found:
     batches: list[pa.RecordBatch] = field(default_factory=list)
     reset: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    budget: int | None = None  # the bytes this poll may still read of files read from where they stopped
+    more: bool = False
 
 
 class Tailer:
     """Follows the trace files that `paths` name, as the command line names them (files, folders: every file below,
     hidden ones left out; globs). A path that names nothing yet is waited for: its files are read once they appear.
-    Each `poll` hands out the spans new since the one before; the spans of a poll alone are held in memory."""
+    Each `poll` hands out the spans new since the one before; the spans of a poll alone are held in memory, so
+    with `poll_bytes` a poll reads about that many bytes of records at most (at least one record), and says when
+    there is `more`: a large run already written is taken in a part at a time."""
 
-    def __init__(self, paths: Sequence[str | os.PathLike[str]], schema: pa.Schema = SPAN_SCHEMA) -> None:
+    def __init__(
+        self, paths: Sequence[str | os.PathLike[str]], schema: pa.Schema = SPAN_SCHEMA, poll_bytes: int | None = None
+    ) -> None:
         self.paths = [os.fspath(path) for path in paths]
         self.schema = schema  # SPAN_SCHEMA or a projection of it: only its columns are built (`chunks.convert_chunk`)
+        self.poll_bytes = poll_bytes
         self._files: dict[str, _Followed] = {}
         self._said: set[str] = set()
 
     def poll(self) -> TailBatch:
         """Look at every file the paths name now, and read what is new in each."""
-        found = _Found()
+        found = _Found(budget=self.poll_bytes)
         listed = self._listed(found)
         for path in [path for path in self._files if path not in listed]:
             self._forget(path, found)
         for path, named in listed.items():
+            if found.budget is not None and found.budget <= 0:
+                found.more = found.more or self._due(path)  # left as it is for the next poll
+                continue
             self._look(path, named, found)
         spans = pa.Table.from_batches(found.batches, schema=self.schema)
         files = sum(followed.trace for followed in self._files.values())
-        return TailBatch(spans, found.reset, found.notes, files)
+        return TailBatch(spans, found.reset, found.notes, files, found.more)
 
     def _listed(self, found: _Found) -> dict[str, bool]:
         """The files the paths name now (absolute, resolved, as the normal reader names them), and whether each
@@ -144,6 +156,15 @@ class Tailer:
         followed = self._files.pop(path, None)
         if followed is not None and followed.handed_out:
             found.reset.append(path)
+
+    def _due(self, path: str) -> bool:
+        """Whether the next poll has something to read of `path`."""
+        try:
+            seen = os.stat(path)
+        except OSError:
+            return path in self._files
+        followed = self._files.get(path)
+        return followed is None or followed.replaced(seen) or followed.due(seen)
 
     def _look(self, path: str, named: bool, found: _Found) -> None:
         try:
@@ -198,22 +219,39 @@ class Tailer:
         notices: list[str] = []
         other_signals: dict[str, int] = {}
         rows = self._read_range(followed, 0, -1, 0, notices, other_signals, found)
+        if found.budget is not None:
+            found.budget -= followed.size
         if rows == 0 and (other_signals or not notices):
             self._not_a_trace(followed, not_a_trace_error(path, kind, other_signals), found)
 
     def _read_appended(self, followed: _Followed, found: _Found) -> None:
         """Read the complete records appended since the offset consumed; a record cut at the end waits."""
         path, start = followed.path, followed.offset
+        allowed = followed.size - start if found.budget is None else max(found.budget, 1)
         try:
-            if followed.kind == "framed-proto":
-                end, newlines = _framed_end(path, start, followed.size), 0
-            else:
-                end, newlines = _lines_end(path, start, followed.size)
+            while True:
+                size = min(followed.size, start + allowed)
+                end, newlines = self._records_end(followed, start, size)
+                if end > start or size == followed.size:
+                    break
+                allowed *= 2  # the next record is larger than the budget: it is read whole all the same
         except OSError as error:
             self._unreadable(followed, InputError(f"{path}: cannot be read ({error.strerror or error})"), found)
             return
+        followed.behind = size < followed.size
+        found.more = found.more or followed.behind
+        if found.budget is not None:
+            found.budget -= end - start
         if end > start:
             self._read_range(followed, start, end, newlines, [], {}, found)
+
+    @staticmethod
+    def _records_end(followed: _Followed, start: int, size: int) -> tuple[int, int]:
+        """(end, newlines): just past the last whole record from `start` within the first `size` bytes (the file's
+        size as last seen, or less for a poll's budget: a last line cut there is never taken as whole)."""
+        if followed.kind == "framed-proto":
+            return _framed_end(followed.path, start, size), 0
+        return _lines_end(followed.path, start, size, at_end=size == followed.size)
 
     def _read_range(
         self,
@@ -309,10 +347,10 @@ def _framed_end(path: str, offset: int, size: int) -> int:
         return max(record_ends(file, offset, size), default=offset)
 
 
-def _lines_end(path: str, offset: int, size: int) -> tuple[int, int]:
+def _lines_end(path: str, offset: int, size: int, at_end: bool = True) -> tuple[int, int]:
     """(end, newlines): just past the last complete JSON line from `offset` within the first `size` bytes, and the
-    newlines before it. A last line without its newline is complete when it parses as JSON (a writer that ends
-    its file without one); else it is still being written."""
+    newlines before it. At the file's end (`at_end`), a last line without its newline is complete when it parses
+    as JSON (a writer that ends its file without one); else it is still being written."""
     newlines, end, position = 0, offset, offset
     with open(path, "rb") as file:
         file.seek(offset)
@@ -325,7 +363,7 @@ def _lines_end(path: str, offset: int, size: int) -> tuple[int, int]:
                 newlines += count
                 end = position + block.rindex(b"\n") + 1
             position += len(block)
-        if end < position:
+        if end < position and at_end:
             file.seek(end)
             rest = file.read(position - end)
             text = rest.removeprefix(UTF8_BOM) if end == 0 else rest
