@@ -289,6 +289,40 @@ def test_stretches_charged_in_batches_are_charged_as_in_one_sweep(stretches, spa
 # --- the lineage against a plain walk up each span's parents ----------------------------------------------------------
 
 
+@settings(PROPERTY_TESTS, max_examples=40)
+@given(
+    stretches=st.lists(st.tuples(instants, st.integers(0, 20)), min_size=1, max_size=12),
+    spans=st.lists(st.tuples(instants, st.integers(0, 30)), max_size=24),
+    data=st.data(),
+)
+def test_a_few_spans_charged_in_python_are_charged_as_the_sql_sweep_charges_them(stretches, spans, data):
+    """`charge_few` (a watcher's slices of the newest frames) against `charge_stretches`, in every precedence:
+    the same charge of every stretch, overlapping stretches and spans that only touch a stretch included; and past
+    FEW_SPANS it declines."""
+    from rollup import attribution
+    from rollup.schema import BUCKETS
+
+    buckets = [data.draw(st.sampled_from([None, *BUCKETS])) for _ in spans]
+    order = data.draw(st.permutations(BUCKETS))
+    bounds = [(start, start + length) for start, length in stretches]
+    charged_spans = _charge_spans(spans, buckets)
+    few = attribution.charge_few(charged_spans, bounds, order)
+    assert few is not None
+    assert list(few) == list(attribution.charge_stretches(charged_spans, bounds, order))
+
+
+def test_more_spans_than_a_few_are_left_to_the_sql_sweep(monkeypatch):
+    from rollup import attribution
+
+    charged_spans = _charge_spans([(i, 2) for i in range(6)], ["productive"] * 6)
+    monkeypatch.setattr(attribution, "FEW_SPANS", 5)
+    assert attribution.charge_few(charged_spans, [(0, 10)], list(attribution.BUCKETS)) is None
+    monkeypatch.setattr(attribution, "FEW_SPANS", 6)
+    assert list(attribution.charge_few(charged_spans, [(0, 10)], list(attribution.BUCKETS))) == list(
+        attribution.charge_stretches(charged_spans, [(0, 10)], list(attribution.BUCKETS))
+    )
+
+
 def _climb(spans: list[S]) -> dict[str, tuple]:
     """Per span id, what `spans_ex` must say, found by walking up from each span alone: (eff_iteration,
     ancestor_iteration, ancestor_iteration_span, bucketed_chain, has_parent). A span whose ancestors run into a

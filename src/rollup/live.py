@@ -24,7 +24,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from .attribution import Charge, ChargeColumns, FrameCharges, charge_stretches, window_span_ns
+from .attribution import Charge, ChargeColumns, FrameCharges, charge_few, charge_stretches, window_span_ns
 from .connection import ONE_THREAD_SPANS, SpillDirectory, connect, memory_limit_bytes, out_of_memory
 from .gpu_charge import GpuCharges, GpuFigures, charge_gpus
 from .gpus import GpuModel
@@ -169,7 +169,7 @@ class LiveRun:
         if newest is not None:
             stretches = [(newest - length, newest) for length in RECENT.values()]
             with self.sliced(stretches, set()) as spans:
-                charges = charge_stretches(spans, stretches, self.options.order)
+                charges = _charged(spans, stretches, self.options.order)
             for (label, _), stretch, charge in zip(RECENT.items(), stretches, charges, strict=True):
                 recent[label] = Recent(*stretch, Figures.from_ns(charge))
         return LiveState(report, recent, self.live.count, batch.files, newest, notes)
@@ -180,6 +180,12 @@ class LiveRun:
     def close(self) -> None:
         self.connection.close()
         self._folder.cleanup()
+
+
+def _charged(spans: SpanSet, stretches: Sequence[tuple[int, int]], precedence: Sequence[str]) -> FrameCharges:
+    """The charge of `stretches` over a slice: swept in Python when it holds a few spans (the newest frames', most
+    refreshes), in SQL otherwise (a first refresh, a rebuild)."""
+    return charge_few(spans, stretches, precedence) or charge_stretches(spans, stretches, precedence)
 
 
 def _newest(live: LiveSpans) -> int | None:
@@ -256,7 +262,7 @@ class _KeptRunner:
             asked = [i for i in missing if i < len(windows)]
             iterations = {(keys[i][1], keys[i][2]) for i in asked}
             with self.run.sliced(stretches, iterations) as sliced:
-                charges = charge_stretches(sliced, stretches, precedence)
+                charges = _charged(sliced, stretches, precedence)
                 span_ns = window_span_ns(sliced, windows.take(asked))
             for at, i in enumerate(missing):
                 answers[keys[i]] = (_charge_row(charges[at]), ())
@@ -350,7 +356,7 @@ class _KeptSweeps:
         self, spans: SpanSet, stretches: Sequence[tuple[int, int]], precedence: Sequence[str]
     ) -> FrameCharges:
         with self.run.sliced(list(stretches), set()) as sliced:
-            return charge_stretches(sliced, stretches, precedence)
+            return _charged(sliced, stretches, precedence)
 
 
 # The rows a refresh's JSON object carries: the newest iterations' (SPEC section 13's "last rows").

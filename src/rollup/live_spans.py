@@ -123,12 +123,14 @@ class LiveSpans:
         cover = merged_stretches(stretches)
         if len(cover) > SLICE_STRETCHES:
             return self.every_span()
-        conditions = [f"(start_ns < {end} AND end_ns > {start})" for start, end in cover]
+        where = " OR ".join(f"(start_ns < {end} AND end_ns > {start})" for start, end in cover) or "false"
+        if not iterations:  # the stretches alone: one filtered scan, no union to take duplicates out
+            self.connection.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT * FROM {SPANS_TABLE} WHERE {where}")
+            return SpanSet(self.connection, name, name)
         pairs = pa.table({"attempt": [a for a, _ in iterations], "iteration": [i for _, i in iterations]},
                          schema=pa.schema([("attempt", pa.string()), ("iteration", pa.int64())]))  # fmt: skip
         self.connection.register("live_slice_iterations", pairs)
         try:
-            where = " OR ".join(conditions) or "false"
             self.connection.execute(
                 f"""
                 CREATE OR REPLACE TEMP TABLE {name} AS
