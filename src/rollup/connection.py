@@ -226,8 +226,9 @@ class _Kept:
                 return None  # held by another command of this process
             self._clear()  # dropped without `release`: clear what it left
         try:
-            self._database(spill).execute(f"SET memory_limit = '{limit}B'")
-            cursor = self._database(spill).cursor()
+            database = self._database(spill)
+            database.execute(f"SET memory_limit = '{limit}B'")
+            cursor = database.cursor()
             self.count += 1
             name = f"goodput_lent_{self.count}"
             cursor.execute(f"ATTACH ':memory:' AS {name}")

@@ -185,7 +185,8 @@ class LiveRun:
 def _charged(spans: SpanSet, stretches: Sequence[tuple[int, int]], precedence: Sequence[str]) -> FrameCharges:
     """The charge of `stretches` over a slice: swept in Python when it holds a few spans (the newest frames', most
     refreshes), in SQL otherwise (a first refresh, a rebuild)."""
-    return charge_few(spans, stretches, precedence) or charge_stretches(spans, stretches, precedence)
+    few = charge_few(spans, stretches, precedence)
+    return charge_stretches(spans, stretches, precedence) if few is None else few
 
 
 def _newest(live: LiveSpans) -> int | None:

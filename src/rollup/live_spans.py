@@ -292,11 +292,8 @@ class LiveSpans:
             self._pend(_WALKED)
         finally:
             self._drop_walk()
-        rows = (
-            []
-            if touched.everything
-            else c.execute(f"SELECT start_ns, end_ns, bucketed, {ATTEMPT_SQL}, eff_iteration FROM live_rows").fetchall()
-        )
+        rows_sql = f"SELECT start_ns, end_ns, bucketed, {ATTEMPT_SQL}, eff_iteration FROM live_rows"
+        rows = [] if touched.everything else c.execute(rows_sql).fetchall()
         self._summarize("live_rows")
         c.execute("DROP TABLE live_rows")
         c.execute(f"DROP TABLE {_FRESH}")
