@@ -42,6 +42,13 @@ one names that phase first:
     python -m examples.grpo_toy.job --out run/slow/ --slow-phase rl.grpo.policy_training:0.3
     goodput diff run/base/ run/slow/
 
+`--straggler RANK:SECONDS` makes one generation actor that much slower at its half of every rollout, a worker on a
+slow node: its peer finishes first and the step waits for it, which `goodput critical` names (with `--slow-phase`,
+the phase on top of its table rises too):
+
+    python -m examples.grpo_toy.job --out run/straggler/ --straggler 1:0.3 --slow-phase rl.grpo.reward:0.3
+    goodput critical run/straggler/
+
 `--buggy` plants, in step 2 only, a reward span inside a worker's generation span (`nested-bucket`) and the reward
 phase as three concurrent asyncio tasks each opening `rl.grpo.reward` (`self-overlap`): `goodput check` reports
 exactly those three findings and nothing else; a clean run gives none.
@@ -88,6 +95,7 @@ from examples.grpo_toy.schedule import (
     StepPlan,
     make_plan,
     slowed,
+    straggling,
 )
 from examples.grpo_toy.trainer import Trainer
 from examples.grpo_toy.workers import GenerationWorker, PolicyWorker, StreamingGenerationWorker
@@ -123,6 +131,21 @@ def slow_phase(value: str) -> tuple[str, float]:
     if span_name not in SLOWABLE_PHASES:
         raise argparse.ArgumentTypeError(f"no phase named {name!r}; the phases are {phases}")
     return span_name, seconds
+
+
+def straggler(value: str) -> tuple[int, float]:
+    """`RANK:SECONDS` as (generation actor rank, seconds)."""
+    rank_text, colon, seconds_text = value.partition(":")
+    try:
+        rank, seconds = int(rank_text), float(seconds_text)
+    except ValueError:
+        rank, seconds = -1, math.nan
+    if not colon or not 0 <= rank < N_GENERATION_ACTORS or not math.isfinite(seconds) or seconds < 0:
+        raise argparse.ArgumentTypeError(
+            f"expected RANK:SECONDS with RANK a generation actor (0 to {N_GENERATION_ACTORS - 1}) and SECONDS a "
+            f"number >= 0 (1:0.3), got {value!r}"
+        )
+    return rank, seconds
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -169,6 +192,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         metavar="NAME:SECONDS",
         help="make the phase whose span is NAME (rl.grpo.policy_training, idle/refit_bubble, ...) SECONDS longer in "
         "every step; repeatable",
+    )
+    parser.add_argument(
+        "--straggler",
+        type=straggler,
+        default=None,
+        metavar="RANK:SECONDS",
+        help="make generation actor RANK SECONDS slower at its half of every rollout (sync mode: its peer waits)",
     )
     options = parser.parse_args(argv)
     if options.steps < 1:
@@ -301,6 +331,8 @@ def main(argv: Sequence[str] | None = None, log: Callable[[str], None] = print) 
     for name, seconds in options.slow_phase:  # the same phase twice adds up
         extra_s[name] = extra_s.get(name, 0.0) + seconds
     plans = slowed(plans, extra_s)
+    if options.straggler is not None:
+        plans = straggling(plans, *options.straggler)
     # Before ray.init: configure() leaves its choice in GOODPUT_* for every process started afterwards.
     instrument.configure(
         service_name="grpo-driver", span_groups="per_step", exporter=options.exporter, path=options.out

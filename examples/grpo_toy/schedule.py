@@ -144,6 +144,21 @@ def slowed(plans: Sequence[StepPlan], extra_s: Mapping[str, float]) -> list[Step
     return [one(plan) for plan in plans]
 
 
+def straggling(plans: Sequence[StepPlan], rank: int, extra_s: float) -> list[StepPlan]:
+    """`plans` with generation actor `rank` `extra_s` seconds slower at its half of every rollout, as a worker on a
+    slow node would be: a straggler its peer waits for (`goodput critical` names it). The async stream generates
+    the whole batch, so its generation grows by the straggler's lateness. Ranks outside the actors raise
+    IndexError."""
+    if not 0 <= rank < N_GENERATION_ACTORS:
+        raise IndexError(rank)
+
+    def one(plan: StepPlan) -> StepPlan:
+        halves = tuple(x + extra_s if i == rank else x for i, x in enumerate(plan.generation_s))
+        return replace(plan, generation_s=halves)
+
+    return [one(plan) for plan in plans]
+
+
 def _sync_step(plan: StepPlan) -> tuple[float, float]:
     """(productive, wall) of one sync step, from the formula in the module docstring."""
     if plan.failed:

@@ -4,18 +4,21 @@ Each side is summarised by medians over its iteration rows, not by totals: two r
 steps, and a median step shrugs off the one step that hit a slow checkpoint or a straggler. The figures compared are
 the report's that `figures.FIGURES` marks `in_diff`. The phases (span names, by bucket, from the `--by name`
 breakdown) are compared the same way, a phase absent from a step counting 0 there, and sorted by how much they
-moved, so the first line says what changed.
+moved. So does each phase's time on the critical path (SPEC section 14), which is what the verdict names: a phase's
+share of the wall clock moves whenever a phase beside it does, its time on the path only when the step waited on it
+longer.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from statistics import median
 from typing import TYPE_CHECKING, Any
 
 from .attribution import parse_precedence
 from .breakdown import charged_name_walls, name_share_columns
+from .critical import critical_paths
 from .figures import FIGURES, Figure
 from .gpu_charge import charge_gpus
 from .gpus import GpuOptions, gpu_model
@@ -43,6 +46,7 @@ class Side:
     iterations: int
     medians: dict[str, float | None]  # per DIFF_FIGURES key: nanoseconds for seconds figures, else the figure
     names_ns: dict[tuple[str, str], float]  # (name, bucket) -> median wall nanoseconds per iteration
+    critical_ns: dict[tuple[str, str], float] = field(default_factory=dict)  # -> median nanoseconds on the path
     gpus: bool = False  # some process holds a GPU, or --gpus named some (SPEC section 12)
     gpu_goodput: float | None = None  # then the median of the iterations' GPU goodput
 
@@ -82,6 +86,7 @@ class Diff:
     baseline: Side
     candidate: Side
     names: list[PhaseChange]
+    critical: list[PhaseChange] = field(default_factory=list)
 
     @property
     def gpus(self) -> bool:
@@ -125,6 +130,16 @@ class Diff:
                     "delta_s": n.delta_s,
                 }
                 for n in self.names
+            ],  # fmt: skip
+            "critical": [
+                {
+                    "name": c.name,
+                    "bucket": c.bucket,
+                    "baseline_s": c.baseline_s,
+                    "candidate_s": c.candidate_s,
+                    "delta_s": c.delta_s,
+                }
+                for c in self.critical
             ],  # fmt: skip
         }
 
@@ -178,7 +193,16 @@ def measure(
                                               strict=True):  # fmt: skip
         names[position][(shares.keys[key], BUCKETS[bucket])] = wall_ns
     side = _side(paths, [Figures.from_ns(charge) for charge in charges], names)
-    return replace(side, gpus=model is not None, gpu_goodput=gpu_goodput)
+    on_path: list[dict[tuple[str, str], int]] = []
+    for path in critical_paths(spans, windows):
+        seconds_on: dict[tuple[str, str], int] = {}
+        for segment in path:
+            seconds_on[(segment.name, segment.bucket)] = seconds_on.get((segment.name, segment.bucket), 0) + (
+                segment.duration_ns
+            )
+        on_path.append(seconds_on)
+    critical = _name_medians(on_path, len(windows))
+    return replace(side, gpus=model is not None, gpu_goodput=gpu_goodput, critical_ns=critical)
 
 
 def _side(paths: Sequence[str], rows: Sequence[Figures], names: Sequence[dict[tuple[str, str], int]]) -> Side:
@@ -190,15 +214,19 @@ def _side(paths: Sequence[str], rows: Sequence[Figures], names: Sequence[dict[tu
             medians[figure.key] = _middle([figure.nanos(row) for row in rows])
         else:
             medians[figure.key] = _middle([v for row in rows if (v := figure.value(row)) is not None])
+    return Side(list(paths), len(rows), medians, _name_medians(names, len(rows)))
+
+
+def _name_medians(of_rows: Sequence[dict[tuple[str, str], int]], rows: int) -> dict[tuple[str, str], float]:
+    """Per (name, bucket), the median of its nanoseconds over the rows (0 in a row without it)."""
     per_name: dict[tuple[str, str], list[int]] = {}
-    for of_row in names:
+    for of_row in of_rows:
         for key, ns in of_row.items():
             if key in per_name:
                 per_name[key].append(ns)
             else:
                 per_name[key] = [ns]
-    return Side(list(paths), len(rows), medians,
-                {key: _median_with_zeros(v, len(rows)) for key, v in per_name.items()})  # fmt: skip
+    return {key: _median_with_zeros(v, rows) for key, v in per_name.items()}
 
 
 def _median_with_zeros(present: list[int], rows: int) -> float:
@@ -208,11 +236,17 @@ def _median_with_zeros(present: list[int], rows: int) -> float:
 
 
 def compare(baseline: Side, candidate: Side) -> Diff:
-    """The two sides compared (SPEC section 9)."""
-    keys = sorted(set(baseline.names_ns) | set(candidate.names_ns), key=lambda k: (BUCKETS.index(k[1]), k[0]))
-    names = [PhaseChange(*key, baseline.names_ns.get(key, 0.0), candidate.names_ns.get(key, 0.0)) for key in keys]
-    names.sort(key=lambda n: -abs(n.delta_s))  # stable: ties keep bucket order, then name
-    return Diff(baseline, candidate, names)
+    """The two sides compared (SPEC sections 9 and 14)."""
+    return Diff(baseline, candidate, _changes(baseline.names_ns, candidate.names_ns),
+                _changes(baseline.critical_ns, candidate.critical_ns))  # fmt: skip
+
+
+def _changes(before: dict[tuple[str, str], float], after: dict[tuple[str, str], float]) -> list[PhaseChange]:
+    """Each (name, bucket) of either side, its medians on both (0 where absent), largest absolute change first."""
+    keys = sorted(set(before) | set(after), key=lambda k: (BUCKETS.index(k[1]), k[0]))
+    changes = [PhaseChange(*key, before.get(key, 0.0), after.get(key, 0.0)) for key in keys]
+    changes.sort(key=lambda n: -abs(n.delta_s))  # stable: ties keep bucket order, then name
+    return changes
 
 
 def _side_json(side: Side, extra: dict[str, Any]) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from .connection import (
     release,
     spill_directory,
 )
+from .critical import CriticalPart, critical_part
 from .errors import GoodputError
 from .intervals import Stretches
 from .ranges import CheckPart, ReportPart, account_frames, check_frames
@@ -182,6 +183,17 @@ def check_task(dataset: Dataset, work: RangeWork, expect: Sequence[str]) -> Chec
         part = check_frames(spans, work.windows, expect, work.positions)
         part.findings = _owned(spans, part.findings, work.owned)
         return part
+    finally:
+        release(connection)
+        spill.remove()
+
+
+def critical_task(dataset: Dataset, work: RangeWork) -> CriticalPart:
+    """The paths of the range's windows (`critical.critical_part`) over its slice: the spans overlapping them."""
+    spill = task_spill()
+    connection = load_slice(dataset, work, spill, for_check=True)  # a path names its spans by id
+    try:
+        return critical_part(SpanSet(connection, LINEAGE, LINEAGE), work.windows, work.positions)
     finally:
         release(connection)
         spill.remove()

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from .attribution import charge_stretches
+from .critical import CriticalPart, critical_part
 from .gpu_charge import charge_gpus
 from .ranges import CheckPart, ReportPart, account_frames, check_frames
 from .windows import window_kinds
@@ -90,6 +91,9 @@ class LocalRunner:
 
     def check_parts(self, spans: SpanSet, windows: Windows, expect: Sequence[str]) -> list[CheckPart]:
         return [check_frames(spans, windows, expect)]
+
+    def critical_parts(self, spans: SpanSet, windows: Windows) -> list[CriticalPart]:
+        return [critical_part(spans, windows)]
 
     def __repr__(self) -> str:
         return "LocalRunner()"

@@ -1,8 +1,10 @@
 """`goodput diff` as text (SPEC section 9): a one-line verdict, the medians side by side, the phases that moved.
 
 The verdict leads ("median step +12.4% (1.100 s -> 1.236 s): rl.grpo.generation +0.300 s, ..."), because a CI log
-or a reviewer reads one line. The JSON is SPEC's object as it is; CSV and Markdown get the figures' rows, then the
-phases' rows, in one table (`kind` says which).
+or a reviewer reads one line. It names the phases whose median time on the critical path moved (SPEC section 14),
+not their share of the wall clock: a phase the step did not wait on can gain share when another phase shrinks. The
+JSON is SPEC's object as it is; CSV and Markdown get the figures' rows, then the phases' rows, then the phases'
+times on the path, in one table (`kind` says which).
 """
 
 from __future__ import annotations
@@ -24,6 +26,9 @@ _COMPARED = [figure for figure in FIGURES if figure.in_diff]
 # The phases listed in the table; JSON, CSV and Markdown list them all.
 TABLE_NAMES = 15
 MOVERS_IN_VERDICT = 3
+# A phase moved, for the verdict, when its median time on the path per step changed by at least this share of the
+# baseline's median step: below it is the noise of a step's few milliseconds of scheduling.
+MOVED_SHARE = 0.01
 
 
 def _signed_seconds(value: float) -> str:
@@ -38,9 +43,12 @@ def verdict_line(diff: Diff) -> str:
         return f"no median step: the {side} has no iteration"
     ratio = diff.ratio("wall_s")
     change = f"{100 * ratio:+.1f}%" if ratio is not None else _signed_seconds(after - before)
-    movers = [n for n in diff.names if n.delta_s != 0][:MOVERS_IN_VERDICT]
+    changes = diff.critical or diff.names  # a side summarised from a report alone has no paths
+    least = MOVED_SHARE * before if diff.critical else 0.0
+    movers = [n for n in changes if n.delta_s != 0 and abs(n.delta_s) >= least][:MOVERS_IN_VERDICT]
     moved = ", ".join(f"{n.name} ({n.bucket}) {_signed_seconds(n.delta_s)}" for n in movers)
-    return f"median step {change} ({before:.3f} s -> {after:.3f} s)" + (f": {moved}" if moved else ": no phase moved")
+    nothing = ": no phase moved on the critical path" if diff.critical else ": no phase moved"
+    return f"median step {change} ({before:.3f} s -> {after:.3f} s)" + (f": {moved}" if moved else nothing)
 
 
 def _shown(value: float | None, share: bool) -> str:
@@ -84,11 +92,23 @@ def diff_table(diff: Diff, *, width: int) -> str:
         title = "median seconds per step by phase, largest change first" + (f" ({more} more in JSON)" if more else "")
         out += ["\n", table_text(["name", "bucket", "baseline s", "candidate s", "delta s"], rows, title=title,
                                  title_justify="left", right=[False, *right], width=width, fits=fits)]  # fmt: skip
+    critical = diff.critical[:TABLE_NAMES]
+    if critical:
+        rows = [[n.name, n.bucket, f"{n.baseline_s:.3f}", f"{n.candidate_s:.3f}",
+                 _signed_seconds(n.delta_s).removesuffix(" s")] for n in critical]  # fmt: skip
+        fits = [Fit("elide"), Fit("text", drop=1), Fit("figure"), Fit("figure"), Fit("figure")]
+        more = len(diff.critical) - len(critical)
+        title = "median seconds per step on the critical path, largest change first" + (
+            f" ({more} more in JSON)" if more else ""
+        )
+        out += ["\n", table_text(["name", "bucket", "baseline s", "candidate s", "delta s"], rows, title=title,
+                                 title_justify="left", right=[False, *right], width=width, fits=fits)]  # fmt: skip
     return "".join(out)
 
 
 def diff_rows(diff: Diff) -> tuple[list[str], list[list[Any]]]:
-    """CSV / Markdown: `kind` (figure or name), what, bucket, baseline, candidate, delta, ratio."""
+    """CSV / Markdown: `kind` (figure, name, or critical: a phase's time on the path), what, bucket, baseline,
+    candidate, delta, ratio."""
     head = ["kind", "what", "bucket", "baseline", "candidate", "delta", "ratio"]
     rows: list[list[Any]] = [
         ["figure", f.key, None, diff.baseline.median[f.key], diff.candidate.median[f.key], diff.delta(f.key),
@@ -100,6 +120,9 @@ def diff_rows(diff: Diff) -> tuple[list[str], list[list[Any]]]:
     for n in diff.names:
         ratio = n.candidate_s / n.baseline_s - 1 if n.baseline_s else None
         rows.append(["name", n.name, n.bucket, n.baseline_s, n.candidate_s, n.delta_s, ratio])
+    for n in diff.critical:
+        ratio = n.candidate_s / n.baseline_s - 1 if n.baseline_s else None
+        rows.append(["critical", n.name, n.bucket, n.baseline_s, n.candidate_s, n.delta_s, ratio])
     return head, rows
 
 

@@ -1,0 +1,120 @@
+"""`goodput critical` as text (SPEC section 14): what to speed up first, in a line, then the shares of the path.
+
+The table leads with the phase most on the path and what shortening it could save at most, then names a straggler
+if one stands out; the phases' and the processes' shares follow, and with `--iteration N` that step's path. JSON is
+SPEC's object; CSV and Markdown give every row in one table, `kind` saying which (a phase, a process, a segment of a
+path: every iteration's).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .formats import OutputFormat, json_text, render_rows
+from .narrow import Fit, fold
+from .tables import table_text
+
+if TYPE_CHECKING:
+    from rollup.critical import CriticalPaths, PathShare, WindowPath
+
+# The phases and processes the table lists; JSON, CSV and Markdown list them all.
+TABLE_ROWS = 12
+
+
+def _percent(value: float | None) -> str:
+    return "" if value is None else f"{100 * value:.1f}%"
+
+
+def headline(found: CriticalPaths) -> list[str]:
+    """The table's opening lines: what was walked, the phase to speed up first (SPEC section 14's reading), the
+    stragglers."""
+    from rollup.critical import SPEED_UP
+    from rollup.rows import seconds
+
+    steps = len(found.iterations)
+    wall, waiting = seconds(found.wall_ns), seconds(found.waiting_ns)
+    waited = f"{waiting:.3f} s waiting ({_percent(waiting / wall if wall else None) or '0.0%'})"
+    lines = [f"critical path of {steps} iteration{'s' if steps != 1 else ''}: {wall:.3f} s of steps, {waited}"]
+    first = found.first()
+    if not steps:
+        return lines
+    if first is None:
+        lines.append("no step waited on a bucketed span: every window is waiting")
+    else:
+        saved = SPEED_UP * first.per_step_s
+        lines.append(
+            f"speed up first: {first.key} ({first.bucket}), {_percent(first.share)} of the path, "
+            f"{first.per_step_s:.3f} s a step: {100 * SPEED_UP:.0f}% off it saves at most {saved:.3f} s a step"
+        )
+    for straggler in found.stragglers:
+        others = f"{straggler.peers} other process{'es' if straggler.peers != 1 else ''} of {straggler.service}"
+        if straggler.ratio is not None:
+            on_path = f"is on the path {straggler.ratio:.1f}x as long as the {others} on average"
+        else:
+            on_path = f"is on the path and the {others} never"
+        held = seconds(straggler.late_ns) / steps if steps else 0.0
+        lines.append(f"straggler: {straggler.process} {on_path}; the steps waited on it alone {held:.3f} s a step")
+    return lines
+
+
+def _share_rows(shares: list[PathShare], named: bool) -> list[list[str]]:
+    return [
+        [share.key or "", *([share.bucket or ""] if named else []), f"{share.critical_s:.3f}",
+         f"{share.per_step_s:.3f}", _percent(share.share)]
+        for share in shares[:TABLE_ROWS]
+    ]  # fmt: skip
+
+
+def _path_rows(path: WindowPath) -> list[list[str]]:
+    return [
+        [f"{(s.start_ns - path.start_ns) / 1e9:.3f}", f"{s.duration_ns / 1e9:.3f}", s.name, s.process or "", s.bucket]
+        for s in path.path
+    ]
+
+
+def critical_table(found: CriticalPaths, *, width: int, path_of: int | None = None) -> str:
+    """The headline, the phases' and the processes' shares, and iteration `path_of`'s path when asked for."""
+    out = ["".join(f"{part}\n" for line in headline(found) for part in fold(line, width))]
+    if not found.iterations:
+        return out[0]
+    figures = [Fit("figure"), Fit("figure"), Fit("figure")]
+    more = len(found.names) - TABLE_ROWS
+    title = "phases on the path, most first" + (f" ({more} more in JSON)" if more > 0 else "")
+    out += ["\n", table_text(["name", "bucket", "critical s", "per step s", "share"], _share_rows(found.names, True),
+                             title=title, title_justify="left", right=[False, False, True, True, True], width=width,
+                             fits=[Fit("elide"), Fit("text", drop=1), *figures])]  # fmt: skip
+    more = len(found.processes) - TABLE_ROWS
+    title = "processes on the path, most first" + (f" ({more} more in JSON)" if more > 0 else "")
+    out += ["\n", table_text(["process", "critical s", "per step s", "share"], _share_rows(found.processes, False),
+                             title=title, title_justify="left", right=[False, True, True, True], width=width,
+                             fits=[Fit("elide"), *figures])]  # fmt: skip
+    for path in found.iterations:
+        if path_of is not None and path.iteration == path_of:
+            waiting = path.waiting_ns / 1e9
+            title = f"iteration {path.iteration}: {path.wall_ns / 1e9:.3f} s, {waiting:.3f} s waiting; its path"
+            out += ["\n", table_text(["offset s", "duration s", "name", "process", "bucket"], _path_rows(path),
+                                     title=title, title_justify="left", right=[True, True, False, False, False],
+                                     width=width,
+                                     fits=[*figures[:2], Fit("elide"), Fit("elide"), Fit("text", drop=1)])]  # fmt: skip
+    return "".join(out)
+
+
+def critical_rows(found: CriticalPaths) -> tuple[list[str], list[list[Any]]]:
+    """CSV / Markdown: `kind` (name, process or path), then what each kind has; a path's rows are every iteration's
+    segments, their start offset from the iteration's window."""
+    head = ["kind", "iteration", "name", "process", "bucket", "start_offset_s", "duration_s", "critical_s", "share"]
+    rows: list[list[Any]] = [["name", None, n.key, None, n.bucket, None, None, n.critical_s, n.share]
+                             for n in found.names]  # fmt: skip
+    rows += [["process", None, None, p.key, None, None, None, p.critical_s, p.share] for p in found.processes]
+    for path in found.iterations:
+        rows += [["path", path.iteration, s.name, s.process, s.bucket, (s.start_ns - path.start_ns) / 1e9,
+                  s.duration_ns / 1e9, None, None] for s in path.path]  # fmt: skip
+    return head, rows
+
+
+def critical_text(found: CriticalPaths, fmt: OutputFormat, *, width: int, path_of: int | None = None) -> str:
+    if fmt is OutputFormat.json:
+        return json_text(found.json())
+    if fmt is OutputFormat.table:
+        return critical_table(found, width=width, path_of=path_of)
+    return render_rows(*critical_rows(found), fmt, width=width)
