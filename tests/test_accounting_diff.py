@@ -41,7 +41,7 @@ def test_medians_deltas_ratios_and_movers_worked_out_by_hand(tmp_path):
     base = run_of(tmp_path / "base", [(2.0, 1.0), (3.0, 1.0), (4.0, 2.0)])
     cand = run_of(tmp_path / "cand", [(2.0, 1.0), (4.0, 2.0), (6.0, 3.0), (8.0, 3.0)])
     out = diff_json(base, cand)
-    assert set(out) == {"baseline", "candidate", "delta", "ratio", "names"}
+    assert set(out) == {"baseline", "candidate", "delta", "ratio", "names", "critical"}
     assert out["baseline"]["paths"] == [str(base)] and out["baseline"]["iterations"] == 3
     assert out["candidate"]["iterations"] == 4
     # walls: baseline 2, 3, 4 -> 3; candidate 2, 4, 6, 8 -> (4 + 6) / 2 = 5
@@ -57,6 +57,11 @@ def test_medians_deltas_ratios_and_movers_worked_out_by_hand(tmp_path):
     assert out["delta"]["unaccounted_s"] == 2.25 - 1.5
     assert set(out["delta"]) == set(out["ratio"]) == set(FIGURES) == set(out["baseline"]["median"])
     assert out["names"] == [
+        {"name": "generation", "bucket": "productive", "baseline_s": 1.0, "candidate_s": 2.5, "delta_s": 1.5},
+        {"name": "refit", "bucket": "idle", "baseline_s": 0.0, "candidate_s": 0.25, "delta_s": 0.25},
+    ]
+    # on the path (SPEC section 14): generation from each step's start, then refit in odd steps, the rest waiting
+    assert out["critical"] == [
         {"name": "generation", "bucket": "productive", "baseline_s": 1.0, "candidate_s": 2.5, "delta_s": 1.5},
         {"name": "refit", "bucket": "idle", "baseline_s": 0.0, "candidate_s": 0.25, "delta_s": 0.25},
     ]
@@ -150,3 +155,42 @@ def test_each_side_is_the_medians_of_its_report_by_name(run, extra):
     for figure, value in figures.items():
         assert out["baseline"]["median"][figure] == pytest.approx(value, abs=1e-9), figure
     assert {(n["name"], n["bucket"]): n["baseline_s"] for n in out["names"]} == pytest.approx(names, abs=1e-9)
+
+
+def overlapped_run(path, generation_s: float):
+    """An async-shaped run: three 1 s steps on the trainer, each waiting 0.2 s for its batch, training [0.2, 0.9]
+    and a refit to the step's end; generation of the next batch on the rollout worker from 0.2 for `generation_s`,
+    overlapping training, never what the step waits on."""
+    spans, named = [], {"trainer": "grpo-training", "rollout": "grpo-rollout"}
+    for i in range(3):
+        t = 2.0 * i
+        spans += [
+            step(f"s{i}", i, t, t + 1, process="trainer"),
+            S(f"w{i}", "rl.idle.buffer_starvation", t, t + 0.2, parent=f"s{i}", bucket="idle", process="trainer"),
+            S(f"t{i}", "rl.grpo.policy_training", t + 0.2, t + 0.9, parent=f"s{i}", bucket="productive",
+              process="trainer"),
+            S(f"r{i}", "rl.idle.refit_bubble", t + 0.9, t + 1, parent=f"s{i}", bucket="idle", process="trainer"),
+            S(f"g{i}", "rl.grpo.generation", t + 0.2, t + 0.2 + generation_s, bucket="productive", process="rollout",
+              iteration=i + 1),
+        ]  # fmt: skip
+    resources = {
+        p: {"service.name": s, "host.name": "vm", "process.pid": 1 + n} for n, (p, s) in enumerate(named.items())
+    }
+    path.mkdir(parents=True, exist_ok=True)
+    write_trace(path / "run.otlp", spans, resources=resources)
+    return path
+
+
+@pytest.mark.slow
+def test_halving_overlapped_generation_moves_no_phase_on_the_path(tmp_path):
+    # The shares of --by name move (training takes generation's half of [0.55, 0.9]: +0.175 s); the path does not.
+    base = overlapped_run(tmp_path / "base", 0.7)
+    faster = overlapped_run(tmp_path / "faster", 0.35)
+    out = diff_json(base, faster)
+    moved = {(n["name"], n["bucket"]): n["delta_s"] for n in out["names"]}
+    assert moved[("rl.grpo.policy_training", "productive")] == pytest.approx(0.175)
+    assert all(c["delta_s"] == 0 for c in out["critical"]), out["critical"]
+    training = next(c for c in out["critical"] if c["name"] == "rl.grpo.policy_training")
+    assert training["baseline_s"] == training["candidate_s"] == pytest.approx(0.7)
+    verdict = invoke(["diff", str(base), str(faster), "--no-cache"]).stdout.splitlines()[0]
+    assert verdict == "median step +0.0% (1.000 s -> 1.000 s): no phase moved on the critical path"

@@ -268,6 +268,21 @@ def test_in_an_80_column_terminal_every_command_fits_and_shows_its_figures(monke
 
 
 @pytest.mark.slow
+def test_in_an_80_column_terminal_critical_folds_its_lead_and_keeps_its_figures(monkeypatch):
+    shown = in_a_terminal(["critical", SYNC, "--iteration", "2"])
+    assert shown == at_width(["critical", SYNC, "--iteration", "2"], 80, monkeypatch).stdout
+    assert_fits(shown)
+    payload = json.loads(invoke(["critical", SYNC, "--iteration", "2", "--format", "json"]).stdout)
+    first = payload["names"][0]
+    assert " ".join(shown.split()).startswith("critical path of 1 iteration:")
+    assert f"speed up first: {first['name']} ({first['bucket']})" in " ".join(shown.split())
+    rows = [[cell.strip() for cell in line.split("│")[1:-1]] for line in shown.split("its path")[1].splitlines()
+            if line.startswith("│")]  # fmt: skip
+    assert [row[1] for row in rows] == [f"{(p['end_ns'] - p['start_ns']) / 1e9:.3f}"
+                                        for p in payload["iterations"][0]["path"]]  # fmt: skip
+
+
+@pytest.mark.slow
 def test_in_a_wide_terminal_the_report_is_the_one_a_pipe_gets():
     assert in_a_terminal(["report", SYNC], columns=200) == invoke(["report", SYNC]).stdout
 
