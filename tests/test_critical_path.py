@@ -22,11 +22,10 @@ import json
 from pathlib import Path
 
 import pytest
-
-import cli.shell
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import cli.shell
 from conftest import PROPERTY_TESTS, WIDTHS, invoke
 from rollup.critical import CriticalOptions, build_critical, walk_back
 from rollup.store import open_store
