@@ -221,6 +221,13 @@ def test_cli_page_renders_bars_and_the_name_breakdown_as_text(tmp_path):
     # The breakdown: one bar trace per bucket with time (productive, overhead, wasted), a bar per name in it.
     assert drawn.bars["goodput-names"] == [1, 1, 1]
     assert HOSTILE in drawn.tick_texts["goodput-names"]  # drawn as the literal name, not as markup
+    # What the steps waited on (SPEC 14): generation 4 s, logprob 3 s, the failed trajectory 1 s of 30 s on the path.
+    assert drawn.bars["goodput-critical"] == [1, 1, 1]
+    assert set(drawn.tick_texts["goodput-critical"]) == {HOSTILE, "rl.grpo.logprob", "rl.wasted.failed_trajectory"}
+    assert "40%" in drawn.x_tick_texts["goodput-critical"]  # the axis is the share of the path, in percent
+    page = out.read_text(encoding="utf-8")
+    lead = f"speed up first: {HOSTILE} (productive), 40.0% of the path, 4.000 s a step"
+    assert html.escape(lead) in page
     assert "<script>window.PWNED" not in dom  # no script element was made of it
 
 
@@ -265,8 +272,9 @@ def test_by_process_page_draws_one_chart_per_process_with_its_name_and_the_itera
     assert "worker-&lt;b&gt;" in page and "worker-<b>" not in page.split("<body>", 1)[1].split("<script", 1)[0]
     assert "<h2>By process</h2>" in page
     drawn = parse_dom(rendered_dom(out, tmp_path))
-    assert drawn.bars == {"goodput-iterations-0": [3] * len(SERIES), "goodput-iterations-1": [1] * len(SERIES)}
+    assert drawn.bars == {"goodput-iterations-0": [3] * len(SERIES), "goodput-iterations-1": [1] * len(SERIES),
+                          "goodput-critical": [1]}  # fmt: skip
     assert drawn.titles == {"goodput-iterations-0": "GenerationWorker-a", "goodput-iterations-1": "worker-<b>"}
-    for chart in drawn.bars:  # every chart shows the same iterations, each by its number
+    for chart in drawn.titles:  # every chart shows the same iterations, each by its number
         assert drawn.x_tick_texts[chart] == ["1", "2", "3"]
         assert drawn.tick_texts[chart] == drawn.tick_texts["goodput-iterations-0"]  # one scale of seconds

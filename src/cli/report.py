@@ -71,22 +71,23 @@ def report(
     fmt = shell.output_format(fmt, output, report=True)
     if fmt is OutputFormat.html and by is None:  # the page shows the total's breakdown by name
         by = "name"
-    from rollup import CheckOptions, ReportOptions, build_report, check_findings
+    from rollup import CheckOptions, CriticalOptions, ReportOptions, build_critical, build_report, check_findings
 
     options = shell.checked(
         lambda: ReportOptions(
             selected, precedence, by, attempt, exact=iteration is not None, gpus=gpu_options, last_ns=last_ns
         )
     )  # every option checked before a file is read
-    checks = None
+    checks = critical = None
     with shell.runner(ray, ray_address) as runner, shell.opened_store(paths, no_cache, keep_going=keep_going) as store:
         built = build_report(store, options, runner)
         if not built.iterations:
             shell.print_notices([shell.nothing_note(store, built.missing)])
         if fmt is OutputFormat.html:
             checks = check_counts(check_findings(store, CheckOptions(attempt=attempt), runner).findings)
+            critical = build_critical(store, CriticalOptions(selected, attempt), runner)
     width = shell.terminal_width()
-    shell.emit(report_chunks(built, fmt, width=width, checks=checks, total_only=total_only), output)
+    shell.emit(report_chunks(built, fmt, width=width, checks=checks, total_only=total_only, critical=critical), output)
     shell.print_notices(report_notes(built))
     if gate is not None:
         verdict = goodput_gate_verdict(built.total.goodput, gate)

@@ -12,6 +12,7 @@ from rollup import FIGURES, GoodputError
 
 if TYPE_CHECKING:
     from rollup import Figure, IterationRow, NameShare, Report
+    from rollup.critical import PathShare
 
 # One colour per bucket wherever it appears (the bars, the name breakdown, the tables' swatches), and one for the
 # wall clock no bucketed span covered: one for each stacked figure (`rollup.FIGURES`).
@@ -207,10 +208,36 @@ def names_figure(names: Sequence[NameShare], key: str) -> dict[str, Any]:
     """Horizontal bars, the largest wall clock on top, one trace per bucket so the colours match the iteration
     chart; span-seconds in the hover."""
     shown = sorted(names, key=lambda share: -share.wall_ns)[:CHART_NAMES]
-    labels = name_labels(shown)
+    bars = [(s.bucket, _s(s.wall_s), _s(s.span_s)) for s in shown]
+    hover = "%{y}: %{x:.3f} s wall, %{customdata:.3f} span-s"
+    return _bucket_bars(name_labels(shown), bars, hover, "wall clock (s), summed over the iterations")
+
+
+def critical_figure(names: Sequence[PathShare]) -> dict[str, Any]:
+    """The phases' shares of the critical path (SPEC section 14) as horizontal bars, the most on top, coloured by
+    bucket as everywhere on the page; seconds on the path in the hover."""
+    shown = list(names[:CHART_NAMES])
+    counts: dict[str | None, int] = {}
+    for share in shown:
+        counts[share.key] = counts.get(share.key, 0) + 1
+    labels = [_label(s.key or "(none)") + (f" [{s.bucket}]" if counts[s.key] > 1 else "") for s in shown]
+    bars = [(s.bucket or "", round(s.share or 0.0, 6), _s(s.critical_s)) for s in shown]
+    return _bucket_bars(labels, bars, "%{y}: %{x:.1%} of the path, %{customdata:.3f} s", "share of the critical path",
+                        tickformat=".0%")  # fmt: skip
+
+
+def _bucket_bars(
+    labels: Sequence[str],
+    bars: Sequence[tuple[str, float | None, float | None]],
+    hover: str,
+    title: str,
+    tickformat: str | None = None,
+) -> dict[str, Any]:
+    """Horizontal bars in the order given (top first), one trace per bucket: `bars` holds each bar's bucket, value
+    and hover figure."""
     traces = []
     for bucket in BUCKETS:
-        picked = [i for i, share in enumerate(shown) if share.bucket == bucket]
+        picked = [i for i, bar in enumerate(bars) if bar[0] == bucket]
         if not picked:
             continue
         traces.append({
@@ -218,23 +245,22 @@ def names_figure(names: Sequence[NameShare], key: str) -> dict[str, Any]:
             "orientation": "h",
             "name": bucket,
             "y": [labels[i] for i in picked],
-            "x": [_s(shown[i].wall_s) for i in picked],
-            "customdata": [_s(shown[i].span_s) for i in picked],
+            "x": [bars[i][1] for i in picked],
+            "customdata": [bars[i][2] for i in picked],
             "marker": {"color": BUCKET_COLOURS[bucket]},
-            "hovertemplate": "%{y}: %{x:.3f} s wall, %{customdata:.3f} span-s<extra>" + bucket + "</extra>",
+            "hovertemplate": hover + "<extra>" + bucket + "</extra>",
         })  # fmt: skip
+    xaxis: dict[str, Any] = {"title": {"text": title}, "rangemode": "tozero", "gridcolor": "#e6e6e6"}
+    if tickformat is not None:
+        xaxis["tickformat"] = tickformat
     return {
         "data": traces,
         "layout": {
             "barmode": "stack",
-            "height": 90 + 22 * len(shown),
+            "height": 90 + 22 * len(labels),
             "margin": {"l": 20, "r": 30, "t": 30, "b": 40},
             "legend": {"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom", "traceorder": "normal"},
-            "xaxis": {
-                "title": {"text": "wall clock (s), summed over the iterations"},
-                "rangemode": "tozero",
-                "gridcolor": "#e6e6e6",
-            },
+            "xaxis": xaxis,
             "yaxis": {"categoryorder": "array", "categoryarray": labels, "autorange": "reversed", "automargin": True},
             "plot_bgcolor": "#ffffff",
         },

@@ -24,6 +24,7 @@ from rollup import FIGURES
 from .charts import (
     BUCKET_COLOURS,
     CHART_NAMES,
+    critical_figure,
     gpu_figure,
     iterations_figure,
     name_labels,
@@ -36,7 +37,7 @@ from .gpus import gpu_line
 from .notes import number_ranges
 
 if TYPE_CHECKING:
-    from rollup import Attempt, Figures, NameShare, Report
+    from rollup import Attempt, CriticalPaths, Figures, NameShare, Report
 
 _STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 24px 32px; color: #222; }
@@ -68,9 +69,9 @@ def check_counts(findings: Iterable[Any]) -> dict[str, Any]:
     }
 
 
-def report_html(report: Report, checks: dict[str, Any] | None) -> str:
-    """The page for a report (SPEC sections 6-8) and the `check_counts` summary (None: the checks were not run for
-    this report)."""
+def report_html(report: Report, checks: dict[str, Any] | None, critical: CriticalPaths | None = None) -> str:
+    """The page for a report (SPEC sections 6-8), the `check_counts` summary (None: the checks were not run for
+    this report) and what the steps waited on (SPEC section 14; None: not walked)."""
     rows = list(report.iterations)
     figures: list[tuple[str, dict[str, Any], int]] = []  # (div id, plotly figure, height in pixels)
     if rows and report.by_process:
@@ -83,6 +84,9 @@ def report_html(report: Report, checks: dict[str, Any] | None) -> str:
     if names:
         chart = names_figure(names, key)
         figures.append(("goodput-names", chart, chart["layout"]["height"]))
+    if critical is not None and critical.first() is not None:
+        chart = critical_figure(critical.names)
+        figures.append(("goodput-critical", chart, chart["layout"]["height"]))
     plots = dict(plot_divs(figures))
     parts = [
         "<!DOCTYPE html>",
@@ -115,6 +119,9 @@ def report_html(report: Report, checks: dict[str, Any] | None) -> str:
     if names:
         title = "span name" if key == "name" else "span group"
         parts += [f"<h2>The total by {title}</h2>", plots["goodput-names"], _names_table(names, key)]
+    if "goodput-critical" in plots and critical is not None:
+        parts += ["<h2>What the steps waited on</h2>", _critical_lead(critical), plots["goodput-critical"],
+                  _critical_tables(critical)]  # fmt: skip
     parts += ["<h2>Attempts</h2>", _attempts_table(report.attempts)]
     parts += ["<h2>Checks</h2>", _checks_section(checks), "</body></html>"]
     return "\n".join(parts) + "\n"
@@ -208,6 +215,25 @@ def _names_table(names: Sequence[NameShare], key: str) -> str:
     ]  # fmt: skip
     note = f'\n<p class="note">The chart shows the {CHART_NAMES} largest.</p>' if len(names) > CHART_NAMES else ""
     return _table([key, "bucket", "wall s", "span s"], rows, text_columns=(0, 1)) + note
+
+
+def _critical_lead(critical: CriticalPaths) -> str:
+    """The table's lead lines (`views.critical.headline`) as the section's opening paragraph."""
+    from .critical import headline
+
+    return '<p class="lead">' + "<br>".join(escape(line) for line in headline(critical)) + "</p>"
+
+
+def _critical_tables(critical: CriticalPaths) -> str:
+    """The processes' shares of the path, and what the phases' mean: the bound SPEC section 14 reads off them."""
+    rows = [[escape(p.key or ""), _seconds(p.critical_s), _seconds(p.per_step_s), _percent(p.share)]
+            for p in critical.processes]  # fmt: skip
+    return _table(["process", "critical s", "per step s", "share"], rows) + (
+        '\n<p class="note">Each step\'s critical path is walked back from its end: the bucketed span it was waiting '
+        "on then, back to that span's start, and so on. Shortening a phase by x seconds in a step shortens the step "
+        "by at most its seconds on the path; a phase off the path (under another one) gains nothing until another "
+        "becomes critical.</p>"
+    )
 
 
 def _utc(ns: int | None) -> str:

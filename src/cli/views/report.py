@@ -19,7 +19,7 @@ from .notes import number_ranges
 from .tables import table_text
 
 if TYPE_CHECKING:
-    from rollup import Figure, Figures, Recent, Report, WholeRun
+    from rollup import CriticalPaths, Figure, Figures, Recent, Report, WholeRun
 
 REPORT_TITLE = "Wall clock by iteration (each instant charged once)"
 # The row keys head each part of a table split to fit; process names keep their tail.
@@ -145,6 +145,7 @@ def report_chunks(
     width: int,
     checks: dict[str, Any] | None = None,
     total_only: bool = False,
+    critical: CriticalPaths | None = None,
 ) -> Iterable[str]:
     """`report_text` in pieces: the JSON an item at a time (its rows made as they are written, `rollup.report_json`),
     every other format whole."""
@@ -152,7 +153,7 @@ def report_chunks(
         from rollup import report_json
 
         return json_chunks(report_json(report, lazy=True))
-    return [report_text(report, fmt, width=width, checks=checks, total_only=total_only)]
+    return [report_text(report, fmt, width=width, checks=checks, total_only=total_only, critical=critical)]
 
 
 def report_text(
@@ -162,9 +163,11 @@ def report_text(
     width: int,
     checks: dict[str, Any] | None = None,
     total_only: bool = False,
+    critical: CriticalPaths | None = None,
 ) -> str:
     """The report in `fmt`: SPEC 6's JSON object, the table, its rows as CSV or Markdown, JSON Lines, or the HTML
-    page (with `checks`, the `html.check_counts` summary, when the checks were run)."""
+    page (with `checks`, the `html.check_counts` summary, when the checks were run, and `critical`, the steps'
+    critical paths, when they were walked)."""
     if fmt is OutputFormat.json:
         from rollup import report_json
 
@@ -172,7 +175,7 @@ def report_text(
     if fmt is OutputFormat.html:
         from .html import report_html  # imports plotly: only for the page
 
-        return report_html(report, checks)
+        return report_html(report, checks, critical)
     if fmt is OutputFormat.jsonl:
         from rollup import report_json
 
