@@ -74,7 +74,7 @@ def events(trace: dict, ph: str) -> list[dict]:
 
 
 def spans_by_id(trace: dict) -> dict[str, dict]:
-    slices = [e for e in events(trace, "X") if e["pid"] != 1]
+    slices = [e for e in events(trace, "X") if e["pid"] != 1 and e["cat"] != "critical"]
     ids = Counter(e["args"]["span_id"] for e in slices)
     assert all(n == 1 for n in ids.values()), ids  # every span once
     return {e["args"]["span_id"]: e for e in slices}
@@ -241,7 +241,8 @@ def test_categories_colours_and_args(tmp_path):
 def test_processes_and_lanes(tmp_path):
     trace = timeline_of(trace_file(tmp_path))
     names = {e["pid"]: e["args"]["name"] for e in events(trace, "M") if e["name"] == "process_name"}
-    assert names == {1: "iterations", 2: "driver", 3: "worker"}  # driver's first span (job, at 0) is earlier
+    # driver's first span (job, at 0) is earlier; the critical path after the processes
+    assert names == {1: "iterations", 2: "driver", 3: "worker", 4: "critical path"}
     slices = spans_by_id(trace)
     assert {slices[s.span_id]["pid"] for s in SPANS if s.process == "worker"} == {3}
     assert {slices[s.span_id]["pid"] for s in SPANS if s.process == "driver"} == {2}
@@ -419,7 +420,7 @@ def test_sample_traces(tmp_path):
     [row] = json.loads(counted.stdout)
     assert len(spans_by_id(trace)) == row["n"]
     names = [e["args"]["name"] for e in events(trace, "M") if e["name"] == "process_name"]
-    assert names[0] == "iterations" and len(names) == row["p"] + 1
+    assert names[0] == "iterations" and names[-1] == "critical path" and len(names) == row["p"] + 2
     assert len([e for e in events(trace, "X") if e["pid"] == 1]) == 6  # the report's six iterations
     assert len(check_viewable(trace)) > 0  # the driver hands work to the rollout and validation workers
 
@@ -503,7 +504,11 @@ def test_the_timeline_of_some_iterations_shows_what_spans_lists_for_each(tmp_pat
     result = invoke(["timeline", path, "--iterations", f"{low}:{high}", "--no-cache", "--output", "-"])
     assert result.exit_code == 0, result.output
     trace = json.loads(result.stdout[result.stdout.index("{") :])
-    shown = {e["args"]["span_id"] for e in trace["traceEvents"] if e["ph"] == "X" and e["pid"] != 1}
+    shown = {
+        e["args"]["span_id"]
+        for e in trace["traceEvents"]
+        if e["ph"] == "X" and e["pid"] != 1 and e["cat"] != "critical"
+    }
     assert shown == listed
 
 
@@ -518,6 +523,31 @@ def test_the_timeline_of_two_windows_keeps_what_touches_them_and_not_what_only_m
     path = str(write_trace(tmp_path / "run.otlp", spans))
     result = invoke(["timeline", path, "--iterations", "1:2", "--no-cache", "--output", "-"])
     trace = json.loads(result.stdout[result.stdout.index("{") :])
-    shown = {e["args"]["span_id"] for e in trace["traceEvents"] if e["ph"] == "X" and e["pid"] != 1}
+    shown = {
+        e["args"]["span_id"]
+        for e in trace["traceEvents"]
+        if e["ph"] == "X" and e["pid"] != 1 and e["cat"] != "critical"
+    }
     expected = {span_id_of(label) for label, (_, _, kept) in leaves.items() if kept}
     assert shown == expected | {span_id_of("step1"), span_id_of("step2")}
+
+
+@pytest.mark.parametrize("sample", ["grpo_sync", "grpo_restart"])
+def test_the_critical_path_is_a_track_of_its_own_holding_each_windows_path(tmp_path, sample):
+    path = Path(__file__).resolve().parent.parent / "sample_traces" / sample
+    assert run(["timeline", str(path), "--output", str(tmp_path / "timeline.json")]).exit_code == 0
+    trace = json.loads((tmp_path / "timeline.json").read_text())
+    critical = json.loads(run(["critical", str(path), "--format", "json"]).stdout)
+    names = {e["pid"]: e["args"]["name"] for e in events(trace, "M") if e["name"] == "process_name"}
+    (pid,) = [p for p, name in names.items() if name == "critical path"]
+    track = [e for e in events(trace, "X") if e["pid"] == pid]
+    assert {e["cat"] for e in track} == {"critical"} and len({e["tid"] for e in track}) == 1
+    origin = trace["otherData"]["origin_unix_ns"]
+    for window in critical["iterations"]:
+        mine = [e for e in track if e["args"]["iteration"] == window["iteration"]]
+        segments = [e for e in mine if e["name"] != "waiting"]
+        assert [e["args"]["span_id"] for e in segments] == [p["span_id"] for p in window["path"]]
+        assert [round(e["ts"] * 1000) + origin for e in segments] == [p["start_ns"] for p in window["path"]]
+        waited = sum(e["dur"] for e in mine if e["name"] == "waiting") / 1e6
+        assert waited == pytest.approx(window["waiting_s"], abs=1e-6)
+        assert sum(e["dur"] for e in mine) / 1e6 == pytest.approx(window["wall_s"], abs=1e-6)  # the window, covered

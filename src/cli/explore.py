@@ -114,7 +114,8 @@ def timeline(
     chrome://tracing.
 
     One process per emitting process, concurrent spans on separate lanes, an 'iterations' process with each
-    window (and each superseded one), arrows from a parent to its children in other processes. Times are
+    window (and each superseded one), arrows from a parent to its children in other processes, and a 'critical
+    path' process with what each step waited on (see `goodput critical`). Times are
     microseconds from the run's first span. --iterations A:B keeps the spans overlapping those windows. With GPUs,
     each process is labelled with its fleet, its pool and the GPUs it holds. --last DURATION keeps the spans
     sharing time with that last stretch of trace time.

@@ -3,7 +3,9 @@
 One `pid` per process (the `process` column's name, in a `process_name` metadata event), ordered by its first
 span; each span one complete event (`"ph": "X"`) on a lane (`tid`) of its process, laid out by `lanes` so every lane
 nests; an `iterations` process (pid 1) with each window the report charges and each superseded one; flow events
-from a parent to each child in another process. Opens in ui.perfetto.dev and chrome://tracing.
+from a parent to each child in another process; after the processes, a `critical path` process whose one lane holds
+each shown window's critical path (SPEC section 14) and its waits (`timeline_events`). Opens in ui.perfetto.dev and
+chrome://tracing.
 
 Times: `ts` and `dur` are microseconds from the run's first span start (`otherData.origin_unix_ns`), written with
 exactly three decimals, i.e. exact to the nanosecond (Perfetto rounds them back to whole nanoseconds). A span whose
@@ -29,37 +31,17 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from .attempts import find_attempts
+from .critical import critical_paths, window_paths
 from .errors import GoodputError
 from .gpus import GpuOptions, gpu_labels, gpu_model
 from .lanes import assign_lanes
-from .schema import BUCKETS
 from .tables import SPANS
+from .timeline_events import CRITICAL_PROCESS, ITERATIONS_PID, ITERATIONS_PROCESS, store_critical, write_events
 from .windows import Window, attempt_windows, latest_windows, missing_in, select_windows
 
 if TYPE_CHECKING:
-    import pyarrow as pa
-
     from .spanset import SpanSet
     from .store import SpanStore
-
-# Chrome's reserved colour names (trace viewer's `color_scheme`); Perfetto colours by name and ignores `cname`.
-BUCKET_COLOURS = {"productive": "good", "overhead": "bad", "idle": "grey", "wasted": "terrible"}
-UMBRELLA = "umbrella"  # the `cat` of a span without a bucket
-UMBRELLA_COLOUR = "generic_work"
-INVALID_BUCKET_COLOUR = "yellow"  # a bucket outside the four (`check` flags it as unknown-bucket)
-WINDOW_COLOUR = "thread_state_running"
-SUPERSEDED_COLOUR = "thread_state_iowait"
-ITERATIONS_PID = 1
-ITERATIONS_PROCESS = "iterations"
-FLOW_CATEGORY = "flow"
-_BATCH_ROWS = 65_536
-
-_COLOUR_SQL = (
-    "CASE "
-    + " ".join(f"WHEN s.bucket = '{bucket}' THEN '{colour}'" for bucket, colour in BUCKET_COLOURS.items())
-    + f" WHEN s.bucket IS NULL THEN '{UMBRELLA_COLOUR}' ELSE '{INVALID_BUCKET_COLOUR}' END"
-)
-assert set(BUCKET_COLOURS) == set(BUCKETS), "every bucket has its colour"
 
 
 @dataclass(frozen=True)
@@ -69,6 +51,7 @@ class Lane:
     pid: int
     tid: int
     number: int
+    name: str | None = None  # default `lane N`
 
 
 @dataclass
@@ -91,6 +74,7 @@ class Timeline:
     iterations: tuple[int, int] | None = None
     missing: str | None = None
     labels: dict[str, str] = field(default_factory=dict)  # process name -> what it holds (SPEC section 12)
+    critical_pid: int | None = None  # the critical path's process (SPEC section 14), when a window is shown
 
     def write(self, out: BinaryIO) -> None:
         """Write the trace as one JSON object, `{"otherData": ..., "traceEvents": [...]}`: metadata events first,
@@ -100,10 +84,7 @@ class Timeline:
             other["iterations"] = list(self.iterations)
         out.write(b'{"otherData": ' + json.dumps(other).encode() + b',\n"traceEvents": [\n')
         out.write(b",\n".join(json.dumps(event).encode() for event in self._metadata_events()))
-        for query in (_WINDOW_EVENTS_SQL, _SPAN_EVENTS_SQL if self.has_attributes else _SPAN_EVENTS_BARE_SQL,
-                      _FLOW_EVENTS_SQL):  # fmt: skip
-            for batch in self.source.batches(query, {"origin": self.origin_ns}, rows=_BATCH_ROWS):
-                _write_strings(out, batch.column(0))
+        write_events(out, self.source, self.origin_ns, self.has_attributes)
         out.write(b"\n]}\n")
 
     def summary(self) -> str:
@@ -124,6 +105,8 @@ class Timeline:
     def _metadata_events(self) -> list[dict[str, Any]]:
         """Process and lane names, and the order chrome://tracing shows them in (Perfetto reads the names only)."""
         names = {ITERATIONS_PID: ITERATIONS_PROCESS} | {pid: name for name, pid in self.processes.items()}
+        if self.critical_pid is not None:
+            names[self.critical_pid] = CRITICAL_PROCESS
         events: list[dict[str, Any]] = []
         for pid, name in sorted(names.items()):
             events.append({"name": "process_name", "ph": "M", "pid": pid, "args": {"name": name or "(unnamed)"}})
@@ -132,76 +115,10 @@ class Timeline:
                 events.append({"name": "process_labels", "ph": "M", "pid": pid, "args": {"labels": self.labels[name]}})
         for lane in self.lanes:
             where = {"pid": lane.pid, "tid": lane.tid}
-            events.append({"name": "thread_name", "ph": "M", **where, "args": {"name": f"lane {lane.number}"}})
+            name = lane.name or f"lane {lane.number}"
+            events.append({"name": "thread_name", "ph": "M", **where, "args": {"name": name}})
             events.append({"name": "thread_sort_index", "ph": "M", **where, "args": {"sort_index": lane.number}})
         return events
-
-
-def _write_strings(out: BinaryIO, strings: pa.Array) -> None:
-    """Write an Arrow column of texts back to back: its data buffer as it is when it can be (no copy per row)."""
-    import pyarrow as pa
-
-    if not len(strings):
-        return
-    if strings.null_count == 0 and (pa.types.is_string(strings.type) or pa.types.is_large_string(strings.type)):
-        offsets = memoryview(strings.buffers()[1]).cast("q" if pa.types.is_large_string(strings.type) else "i")
-        first, last = offsets[strings.offset], offsets[strings.offset + len(strings)]
-        out.write(memoryview(strings.buffers()[2])[first:last])
-        return
-    out.write("".join(text for text in strings.to_pylist() if text is not None).encode())
-
-
-# Each event's text starts with the comma that separates it from the one before (the metadata events come first,
-# and there is always at least the iterations process's name), so none ends the array with a trailing comma.
-_MICROS_SQL = "({ns}) * 0.001::DECIMAL(4, 3)"  # exact: DECIMAL(22, 3), written as 1234.567
-
-_WINDOW_EVENTS_SQL = f"""
-SELECT ',' || chr(10) || to_json({{
-    'name': 'iteration ' || w.iteration || CASE WHEN w.superseded THEN ' (superseded)' ELSE '' END,
-    'cat': CASE WHEN w.superseded THEN 'superseded' ELSE 'iteration' END, 'ph': 'X',
-    'ts': {_MICROS_SQL.format(ns="w.start_ns - $origin")}, 'dur': {_MICROS_SQL.format(ns="w.end_ns - w.start_ns")},
-    'pid': {ITERATIONS_PID}, 'tid': w.tid,
-    'cname': CASE WHEN w.superseded THEN '{SUPERSEDED_COLOUR}' ELSE '{WINDOW_COLOUR}' END,
-    'args': {{'iteration': w.iteration, 'run_id': w.run_id, 'superseded': w.superseded,
-              'start_ns': w.start_ns, 'end_ns': w.end_ns}}
-}}) AS line
-FROM timeline_windows w ORDER BY w.seq
-"""
-
-_SPAN_EVENT_SQL = f"""
-SELECT ',' || chr(10) || to_json({{
-    'name': coalesce(s.name, ''), 'cat': coalesce(s.bucket, '{UMBRELLA}'), 'ph': 'X',
-    'ts': {_MICROS_SQL.format(ns="s.start_ns - $origin")}, 'dur': {_MICROS_SQL.format(ns="s.end_ns - s.start_ns")},
-    'pid': s.pid, 'tid': s.tid, 'cname': {_COLOUR_SQL},
-    'args': {{'span_id': s.span_id, 'parent_span_id': s.parent_span_id, 'trace_id': s.trace_id,
-              'iteration': s.eff_iteration, 'group': s.span_group, 'attributes': @ATTRIBUTES@}}
-}}) AS line
-FROM timeline_spans s @JOIN@
-ORDER BY s.seq
-"""
-_SPAN_EVENTS_SQL = _SPAN_EVENT_SQL.replace("@ATTRIBUTES@", "coalesce(a.attributes, MAP {})").replace(
-    "@JOIN@", f"LEFT JOIN {SPANS} a ON a.trace_id = s.trace_id AND a.span_id = s.span_id"
-)
-_SPAN_EVENTS_BARE_SQL = _SPAN_EVENT_SQL.replace("@ATTRIBUTES@", "MAP {}::MAP(VARCHAR, VARCHAR)").replace("@JOIN@", "")
-
-# The two halves of each flow: "s" at the parent's start on its lane, "f" (bound to the enclosing slice) at the
-# child's start on its lane; `name` is the child's, the same on both halves.
-_FLOW_EVENTS_SQL = f"""
-SELECT line FROM (
-    SELECT f.flow_id, 0 AS half, ',' || chr(10) || to_json({{
-        'name': coalesce(c.name, ''), 'cat': '{FLOW_CATEGORY}', 'ph': 's', 'id': f.flow_id,
-        'ts': {_MICROS_SQL.format(ns="p.start_ns - $origin")}, 'pid': p.pid, 'tid': p.tid
-    }}) AS line
-    FROM timeline_flows f JOIN timeline_spans p ON p.seq = f.parent_seq JOIN timeline_spans c ON c.seq = f.child_seq
-    UNION ALL
-    SELECT f.flow_id, 1, ',' || chr(10) || to_json({{
-        'name': coalesce(c.name, ''), 'cat': '{FLOW_CATEGORY}', 'ph': 'f', 'bp': 'e', 'id': f.flow_id,
-        'ts': {_MICROS_SQL.format(ns="c.start_ns - $origin")}, 'pid': c.pid, 'tid': c.tid
-    }})
-    FROM timeline_flows f JOIN timeline_spans c ON c.seq = f.child_seq
-)
-ORDER BY flow_id, half
-"""
 
 
 def build_timeline(
@@ -238,18 +155,25 @@ def build_timeline(
     _select_spans(spans, [w for w, _ in shown] if iterations is not None else None)
     flows = _find_flows(spans)
     processes = _number_processes(spans)
-    # tids follow the pids, so that no tid is a pid (Perfetto takes a thread whose tid is its pid for the main one)
-    next_tid = ITERATIONS_PID + len(processes) + 1
+    # After the processes, the critical path's (SPEC section 14), when a window of the report's is shown; tids follow
+    # the pids, so that no tid is a pid (Perfetto takes a thread whose tid is its pid for the main one).
+    rows = select_windows(latest, iterations)
+    critical_pid = ITERATIONS_PID + len(processes) + 1 if len(rows) else None
+    next_tid = ITERATIONS_PID + len(processes) + 1 + (critical_pid is not None)
     window_lanes = assign_lanes([w.start_ns for w, _ in shown], [w.end_ns for w, _ in shown])
     lanes = [Lane(ITERATIONS_PID, next_tid + n, n + 1) for n in range(max(window_lanes, default=0) + 1)]
     windows = [(w, superseded, lanes[n].tid) for (w, superseded), n in zip(shown, window_lanes, strict=True)]
     _store_windows(spans, windows)
     lanes += _lay_spans(spans, next_tid + len(lanes))
+    paths = window_paths(rows, critical_paths(spans, rows)) if critical_pid is not None else []
+    if critical_pid is not None:
+        lanes.append(Lane(critical_pid, next_tid + len(lanes), 1, CRITICAL_PROCESS))
+    store_critical(spans, paths, critical_pid or 0, lanes[-1].tid if paths else 0)
     ((count,),) = spans.rows("SELECT count(*) FROM timeline_spans")
     has_attributes = "attributes" in spans.arrow(f"SELECT * FROM {SPANS} LIMIT 0").column_names
     labels = gpu_labels(model) if model is not None else {}
     return Timeline(spans, origin_ns, processes, lanes, windows, int(count), flows, has_attributes, iterations, missing,
-                    labels)  # fmt: skip
+                    labels, critical_pid)  # fmt: skip
 
 
 def _select_spans(spans: SpanSet, windows: list[Window] | None) -> None:
