@@ -61,6 +61,18 @@ def test_the_name_breakdown_shown_is_the_one_printed(monkeypatch):
     assert result.stdout.rstrip("\n") == block_after("`goodput report sample_traces/grpo_sync/ --by name --total`:\n")
 
 
+def test_the_critical_path_shown_is_the_one_printed(monkeypatch):
+    monkeypatch.chdir(REPO)
+    result = run("critical", "sample_traces/grpo_async/")
+    assert result.exit_code == 0
+    assert result.stdout.rstrip("\n") == block_after("(generation one step ahead of training):\n")
+    by_name = json.loads(run("report", "sample_traces/grpo_async/", "--by", "name", "--format", "json").stdout)
+    total = by_name["total"]
+    largest = max(total["names"], key=lambda n: n["wall_s"])
+    assert largest["name"] == "rl.grpo.generation"
+    assert f"generation the largest share of this run's wall clock ({largest['wall_s'] / total['wall_s']:.1%})" in README
+
+
 def test_the_check_shown_is_the_check_printed(monkeypatch):
     monkeypatch.chdir(REPO)
     result = run("check", "sample_traces/grpo_buggy/", "--format", "markdown")
