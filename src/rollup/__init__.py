@@ -30,7 +30,8 @@ _HOMES: dict[str, str] = {
     **dict.fromkeys(["Diff", "measure", "compare"], "diff"),
     **dict.fromkeys(["Timeline", "build_timeline"], "timeline"),
     "spans_in_window": "listing",
-    **dict.fromkeys(["CriticalOptions", "CriticalPaths", "build_critical"], "critical"),
+    **dict.fromkeys(["CriticalOptions", "build_critical"], "critical"),
+    "CriticalPaths": "critical_paths",
     "RayRunner": "on_ray",
     **dict.fromkeys(["FIGURES", "Figure"], "figures"),
     "GpuOptions": "gpus",
@@ -47,7 +48,8 @@ __getattr__, __dir__ = lazy_exports(__name__, _HOMES)
 if TYPE_CHECKING:
     from .attempts import Attempt, attempt_label
     from .checks import Check, CheckOptions, check_findings
-    from .critical import CriticalOptions, CriticalPaths, build_critical
+    from .critical import CriticalOptions, build_critical
+    from .critical_paths import CriticalPaths
     from .diff import Diff, compare, measure
     from .errors import GoodputError, InputError, OptionError, TraceFormatError
     from .figures import FIGURES, Figure

@@ -8,22 +8,35 @@ phase's seconds on the path bound what shortening it can save: a phase off the p
 becomes critical, which is what the shares of `report --by name` cannot say.
 
 Per window the walk is a heap over the window's spans in order of their ends, latest first: each span is pushed once
-and popped at most once. The spans come from DuckDB already cut to the windows and sorted, in batches consecutive in
-time (`intervals.in_time_batches`), so what is held is a batch's spans, not the run's.
+and popped at most once, over plain integers. The spans come from DuckDB already cut to the windows and sorted, in
+batches consecutive in time (`intervals.in_time_batches`), so what is held is a batch's spans, not the run's; the
+segments go back to Arrow as columns (`critical_paths`), never a Python object each.
 """
 
 from __future__ import annotations
 
 import heapq
+from array import array
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+import pyarrow as pa
+
+from .arrays import int64_array, int64_column
 from .attribution import swept_spans_sql
+from .critical_paths import (
+    CriticalPaths,
+    decoded_segments,
+    empty_segments,
+    encoded_segments,
+    late_column,
+    summed_paths,
+)
+from .derived import kept_columns, stretches_key
 from .errors import GoodputError
 from .intervals import clip_to_stretches, in_time_batches
 from .memory import sweep_batch_spans
-from .rows import NS_PER_S, seconds, share
 from .windows import missing_in, report_frames, stretches_of
 
 if TYPE_CHECKING:
@@ -31,137 +44,8 @@ if TYPE_CHECKING:
     from .spanset import SpanSet
     from .windows import Windows
 
-# What a path's segment says of its span (SPEC section 14's `path` items, less the segment's bounds).
-_SPAN_COLUMNS = ("span_id", "name", "process", "bucket")
 # Of each process, its service: a process's peers, for the straggler, are the other processes of its service.
 SERVICE_SQL = "coalesce(service, process)"
-# A process is a straggler when it is on the path at least this many times as long as its peers on average, and for
-# at least STRAGGLER_SHARE of the steps' wall clock (a worker a few milliseconds late now and then is not one).
-STRAGGLER_RATIO = 3.0
-STRAGGLER_SHARE = 0.05
-# What SPEC section 14's reading of the table is worked out for: shortening the phase by this share.
-SPEED_UP = 0.1
-
-
-@dataclass(frozen=True, slots=True)
-class Segment:
-    """One piece of a step's critical path: span `span_id` (its name, process and bucket), cut to what the step
-    waited on of it, `[start_ns, end_ns]`. `late_ns`: how much of it ran after every other process of its service
-    had ended its span of that name in the window (0 when none had one, or one ran on past it): what the step
-    waited on this process alone for."""
-
-    span_id: str
-    name: str
-    process: str | None
-    bucket: str
-    start_ns: int
-    end_ns: int
-    late_ns: int = 0
-
-    @property
-    def duration_ns(self) -> int:
-        return self.end_ns - self.start_ns
-
-    def json(self) -> dict[str, Any]:
-        return {"span_id": self.span_id, "name": self.name, "process": self.process, "bucket": self.bucket,
-                "start_ns": self.start_ns, "end_ns": self.end_ns}  # fmt: skip
-
-
-@dataclass(frozen=True)
-class WindowPath:
-    """One window's critical path, its segments in time order; the rest of the window is `waiting`."""
-
-    run_id: str
-    iteration: int
-    start_ns: int
-    end_ns: int
-    path: tuple[Segment, ...]
-
-    @property
-    def wall_ns(self) -> int:
-        return self.end_ns - self.start_ns
-
-    @property
-    def waiting_ns(self) -> int:
-        return self.wall_ns - sum(segment.duration_ns for segment in self.path)
-
-    def json(self) -> dict[str, Any]:
-        return {"iteration": self.iteration, "wall_s": seconds(self.wall_ns), "waiting_s": seconds(self.waiting_ns),
-                "path": [segment.json() for segment in self.path]}  # fmt: skip
-
-
-@dataclass(frozen=True)
-class PathShare:
-    """A phase's (span name and bucket) or a process's seconds on the paths, and their share of the steps' wall."""
-
-    key: str | None
-    bucket: str | None
-    critical_ns: int
-    wall_ns: int  # of every window asked for: the share's denominator
-    steps: int
-
-    @property
-    def critical_s(self) -> float:
-        return seconds(self.critical_ns)
-
-    @property
-    def share(self) -> float | None:
-        return share(self.critical_ns, self.wall_ns)
-
-    @property
-    def per_step_s(self) -> float:
-        """Its mean seconds on the path per step."""
-        return self.critical_ns / NS_PER_S / self.steps if self.steps else 0.0
-
-
-@dataclass(frozen=True)
-class Straggler:
-    """A process on the path far longer than the other processes of its service (`STRAGGLER_RATIO`), which the
-    steps waited on alone for `late_ns` (`Segment.late_ns`)."""
-
-    process: str | None
-    service: str
-    critical_ns: int
-    peers_mean_ns: float
-    peers: int
-    late_ns: int
-
-    @property
-    def ratio(self) -> float | None:
-        return self.critical_ns / self.peers_mean_ns if self.peers_mean_ns else None
-
-
-@dataclass
-class CriticalPaths:
-    """SPEC section 14's answer: each window's path, and over them each phase's and each process's share of the
-    path (sorted by seconds on it, most first, then name), the stragglers among the processes, and why no window
-    was found (`missing`, as `Report.missing`)."""
-
-    iterations: list[WindowPath]
-    names: list[PathShare] = field(default_factory=list)
-    processes: list[PathShare] = field(default_factory=list)
-    stragglers: list[Straggler] = field(default_factory=list)
-    missing: str | None = None
-
-    @property
-    def wall_ns(self) -> int:
-        return sum(path.wall_ns for path in self.iterations)
-
-    @property
-    def waiting_ns(self) -> int:
-        return sum(path.waiting_ns for path in self.iterations)
-
-    def first(self) -> PathShare | None:
-        """The phase to speed up first: the most seconds on the path (None when no step had any)."""
-        return self.names[0] if self.names and self.names[0].critical_ns else None
-
-    def json(self) -> dict[str, Any]:
-        return {
-            "iterations": [path.json() for path in self.iterations],
-            "names": [{"name": n.key, "bucket": n.bucket, "critical_s": n.critical_s, "share": n.share}
-                      for n in self.names],
-            "processes": [{"process": p.key, "critical_s": p.critical_s, "share": p.share} for p in self.processes],
-        }  # fmt: skip
 
 
 def walk_back(
@@ -196,71 +80,61 @@ def walk_back(
     return path
 
 
-def critical_paths(spans: SpanSet, windows: Windows, batch_spans: int | None = None) -> list[tuple[Segment, ...]]:
-    """Each window's critical path (SPEC section 14), segments in time order, over the bucketed spans of `spans`.
+def critical_segments(
+    spans: SpanSet, windows: Windows, positions: Sequence[int] | None = None, batch_spans: int | None = None
+) -> pa.Table:
+    """The segments (`critical_paths.SEGMENT_SCHEMA`) of each window's critical path over the bucketed spans of
+    `spans`, each window numbered by `positions` (default 0, 1, ...), sorted by window and start.
 
     The spans overlapping the windows are cut to them in DuckDB and read back sorted, a batch of windows
     consecutive in time at a time (at most `batch_spans` spans each, default what the memory limit has room for)."""
     stretches = list(stretches_of(windows))
-    paths: list[tuple[Segment, ...]] = [() for _ in stretches]
+    at = list(positions) if positions is not None else list(range(len(stretches)))
     if not stretches:
-        return paths
+        return empty_segments()
     most = batch_spans or sweep_batch_spans(spans.limit_bytes)
-    for positions, batch, spans_sql in in_time_batches(spans, stretches, swept_spans_sql(spans), most):
+    parts = []
+    for batch_positions, batch, spans_sql in in_time_batches(spans, stretches, swept_spans_sql(spans), most):
         with spans.scratch("critical_cut") as cut:
-            clip_to_stretches(spans, batch, spans_sql, ["start_ns", "end_ns", "service", *_SPAN_COLUMNS], cut)
+            clip_to_stretches(spans, batch, spans_sql, ["start_ns", "end_ns", "span_id", "name", "process",
+                                                        "bucket", "service"], cut)  # fmt: skip
             table = spans.arrow(
-                f"SELECT stretch, start_ns, end_ns, {', '.join(_SPAN_COLUMNS)} FROM {cut} "
-                "ORDER BY stretch, end_ns DESC, start_ns DESC, span_id"
+                f"SELECT stretch, start_ns, end_ns, span_id, name, process, bucket, {SERVICE_SQL} AS service "
+                f"FROM {cut} ORDER BY stretch, end_ns DESC, start_ns DESC, span_id"
             )
-            walked = _walked(table, batch)
-            del table
-            late = _lateness(spans, cut, walked)
-        for local, path in walked.items():
-            paths[positions[local]] = tuple(replace(s, late_ns=late.get((local, i), 0)) for i, s in enumerate(path))
-    return paths
-
-
-def _lateness(spans: SpanSet, cut: str, walked: dict[int, tuple[Segment, ...]]) -> dict[tuple[int, int], int]:
-    """`Segment.late_ns` of each segment of `walked` (by stretch and position in its path) that has some: one query
-    over the cut spans, pairing each segment with the spans of the same name in its window of the other processes
-    of its service."""
-    import pyarrow as pa
-
-    keys = [(number, i, s) for number, path in walked.items() for i, s in enumerate(path)]
-    if not keys:
-        return {}
-    segments = pa.table(
-        {"stretch": [k[0] for k in keys], "i": [k[1] for k in keys], "name": [k[2].name for k in keys],
-         "process": [k[2].process for k in keys], "s": [k[2].start_ns for k in keys],
-         "e": [k[2].end_ns for k in keys]}
-    )  # fmt: skip
-    with spans.registered("critical_segments", segments) as table:
-        rows = spans.rows(
-            f"""
-            WITH mine AS (
-                SELECT p.*, any_value(coalesce(c.service, c.process)) AS service FROM {table} p JOIN {cut} c
-                    ON c.stretch = p.stretch AND c.name = p.name AND c.process IS NOT DISTINCT FROM p.process
-                GROUP BY ALL
-            )
-            SELECT p.stretch, p.i, p.s, p.e, max(c.e) FILTER (WHERE c.e <= p.e), count(*) FILTER (WHERE c.e > p.e)
-            FROM mine p JOIN {cut} c ON c.stretch = p.stretch AND c.name = p.name
-                AND coalesce(c.service, c.process) = p.service
-                AND c.process IS DISTINCT FROM p.process
-            GROUP BY p.stretch, p.i, p.s, p.e
-            """
+            rows, numbers, starts, ends = _walked(table, batch)
+            picked = table.take(int64_array(rows))
+            mine = pa.table(
+                {"stretch": int64_array(numbers), "name": picked.column("name"), "process": picked.column("process"),
+                 "service": picked.column("service"), "start_ns": int64_array(starts), "end_ns": int64_array(ends)}
+            )  # fmt: skip
+            late = late_column(len(rows), _lateness(spans, cut, mine))
+        global_window = array("q", (at[batch_positions[n]] for n in numbers))
+        parts.append(
+            pa.table(
+                {
+                    "window": int64_array(global_window),
+                    "span_id": picked.column("span_id"),
+                    "name": picked.column("name"),
+                    "process": picked.column("process"),
+                    "bucket": picked.column("bucket"),
+                    "start_ns": int64_array(starts),
+                    "end_ns": int64_array(ends),
+                    "late_ns": late,
+                }
+            )  # fmt: skip
         )
-    return {(number, i): e - max(s, peer_end) for number, i, s, e, peer_end, after in rows
-            if not after and peer_end is not None and e > max(s, peer_end)}  # fmt: skip
+    segments = pa.concat_tables([p.cast(empty_segments().schema) for p in parts])
+    return segments.sort_by([("window", "ascending"), ("start_ns", "ascending")])
 
 
-def _walked(table: Any, stretches: Sequence[tuple[int, int]]) -> dict[int, tuple[Segment, ...]]:
-    """The paths of `stretches` (by position) over `table`'s rows (`critical_paths`' query); a stretch without rows
-    has none here (all waiting)."""
-    numbers = table.column("stretch").to_pylist()
-    starts, ends = table.column("start_ns").to_pylist(), table.column("end_ns").to_pylist()
+def _walked(table: pa.Table, stretches: Sequence[tuple[int, int]]) -> tuple[array, array, array, array]:
+    """The segments of the paths of `stretches` over `table`'s rows (`critical_segments`' query), as columns: the
+    row of each segment's span, its stretch (by position), its start and its end."""
+    numbers = int64_column(table, "stretch")
+    starts, ends = int64_column(table, "start_ns"), int64_column(table, "end_ns")
     ids = table.column("span_id").to_pylist()
-    walked: dict[int, list[tuple[int, int, int]]] = {}
+    rows, of, seg_starts, seg_ends = array("q"), array("q"), array("q"), array("q")
     low = 0
     while low < len(numbers):
         number = numbers[low]
@@ -268,73 +142,35 @@ def _walked(table: Any, stretches: Sequence[tuple[int, int]]) -> dict[int, tuple
         while high < len(numbers) and numbers[high] == number:
             high += 1
         start, end = stretches[number]
-        walked[number] = walk_back(start, end, starts, ends, ids, low, high)
+        for row, seg_start, seg_end in walk_back(start, end, starts, ends, ids, low, high):
+            rows.append(row)
+            of.append(number)
+            seg_starts.append(seg_start)
+            seg_ends.append(seg_end)
         low = high
-    rows = sorted({row for path in walked.values() for row, _, _ in path})
-    picked = table.take(rows).to_pydict() if rows else {}
-    at = {row: i for i, row in enumerate(rows)}
-    columns = [picked.get(name, []) for name in _SPAN_COLUMNS]
-
-    def segment(row: int, start: int, end: int) -> Segment:
-        i = at[row]
-        return Segment(columns[0][i], columns[1][i], columns[2][i], columns[3][i], start, end)
-
-    return {number: tuple(segment(*piece) for piece in reversed(path)) for number, path in walked.items()}
+    return rows, of, seg_starts, seg_ends
 
 
-def window_paths(windows: Windows, paths: Sequence[tuple[Segment, ...]]) -> list[WindowPath]:
-    """`paths` (by position) as each window's WindowPath."""
-    return [
-        WindowPath(window.run_id, window.iteration, window.start_ns, window.end_ns, path)
-        for window, path in zip(windows, paths, strict=True)
-    ]
-
-
-def summed_paths(
-    iterations: list[WindowPath], services: dict[str | None, str], missing: str | None = None
-) -> CriticalPaths:
-    """The paths with each phase's and each process's seconds on them, and the stragglers: `services` names each
-    process's service, and holds every process with a bucketed span in the windows (those never on the path too)."""
-    wall = sum(path.wall_ns for path in iterations)
-    steps = len(iterations)
-    by_name: dict[tuple[str, str], int] = {}
-    by_process: dict[str | None, int] = dict.fromkeys(services, 0)
-    late: dict[str | None, int] = {}
-    for path in iterations:
-        for segment in path.path:
-            key = (segment.name, segment.bucket)
-            by_name[key] = by_name.get(key, 0) + segment.duration_ns
-            by_process[segment.process] = by_process.get(segment.process, 0) + segment.duration_ns
-            late[segment.process] = late.get(segment.process, 0) + segment.late_ns
-    names = [PathShare(name, bucket, ns, wall, steps) for (name, bucket), ns in by_name.items()]
-    names.sort(key=lambda n: (-n.critical_ns, n.key or "", n.bucket or ""))
-    processes = [PathShare(process, None, ns, wall, steps) for process, ns in by_process.items() if ns]
-    processes.sort(key=lambda p: (-p.critical_ns, p.key or ""))
-    return CriticalPaths(iterations, names, processes, _stragglers(by_process, late, services, wall), missing)
-
-
-def _stragglers(
-    by_process: dict[str | None, int], late: dict[str | None, int], services: dict[str | None, str], wall_ns: int
-) -> list[Straggler]:
-    """The processes on the path STRAGGLER_RATIO times as long as the mean of the other processes of their service,
-    which the steps waited on alone (`Segment.late_ns`) for STRAGGLER_SHARE of their wall clock at least: a rank
-    always a few milliseconds behind its peers is on the path as often, but holds the steps back by little."""
-    of_service: dict[str, list[str | None]] = {}
-    for process in by_process:
-        of_service.setdefault(services.get(process, process or ""), []).append(process)
-    found = []
-    for service, processes in of_service.items():
-        if len(processes) < 2:
-            continue
-        for process in processes:
-            ns = by_process[process]
-            peers = [by_process[p] for p in processes if p != process]
-            mean = sum(peers) / len(peers)
-            held = late.get(process, 0)
-            if held >= STRAGGLER_SHARE * wall_ns and held > 0 and ns >= STRAGGLER_RATIO * mean:
-                found.append(Straggler(process, service, ns, mean, len(peers), held))
-    found.sort(key=lambda s: (-s.critical_ns, s.process or ""))
-    return found
+def _lateness(spans: SpanSet, cut: str, segments: pa.Table) -> dict[int, int]:
+    """Each segment's late nanoseconds (SEGMENT_SCHEMA's `late_ns`), by its position in `segments` (those with
+    none left out): one query pairing each segment with the spans of the same name in its window of the other
+    processes of its service."""
+    if not segments.num_rows:
+        return {}
+    numbered = segments.append_column("i", pa.array(range(segments.num_rows), pa.int64()))
+    with spans.registered("critical_segments", numbered) as table:
+        rows = spans.rows(
+            f"""
+            SELECT p.i, p.start_ns, p.end_ns, max(c.e) FILTER (WHERE c.e <= p.end_ns),
+                   count(*) FILTER (WHERE c.e > p.end_ns)
+            FROM {table} p JOIN {cut} c ON c.stretch = p.stretch AND c.name = p.name
+                AND {SERVICE_SQL.replace("service", "c.service").replace("process", "c.process")} = p.service
+                AND c.process IS DISTINCT FROM p.process
+            GROUP BY p.i, p.start_ns, p.end_ns
+            """
+        )
+    return {i: e - max(s, peer_end) for i, s, e, peer_end, after in rows
+            if not after and peer_end is not None and e > max(s, peer_end)}  # fmt: skip
 
 
 def window_services(spans: SpanSet, windows: Windows) -> dict[str | None, str]:
@@ -363,16 +199,14 @@ class CriticalOptions:
 
 @dataclass
 class CriticalPart:
-    """The paths of some of the windows, at `positions` among them (a runner's part: `runners`)."""
+    """The segments of some of the windows' paths, `window` their positions among all (a runner's part)."""
 
-    positions: list[int]
-    paths: list[tuple[Segment, ...]]
+    segments: pa.Table
 
 
 def critical_part(spans: SpanSet, windows: Windows, positions: Sequence[int] | None = None) -> CriticalPart:
     """The part of `windows` (at `positions` among the command's; default 0, 1, ...) over `spans`."""
-    at = list(positions) if positions is not None else list(range(len(windows)))
-    return CriticalPart(at, critical_paths(spans, windows))
+    return CriticalPart(critical_segments(spans, windows, positions))
 
 
 class CriticalRunner(Protocol):
@@ -395,15 +229,39 @@ def build_critical(
     missing = missing_in(frames.held, options.iterations) if not windows else None
     if missing is not None and options.exact:
         raise GoodputError(missing)
-    paths: list[tuple[Segment, ...]] = [() for _ in range(len(windows))]
-    parts = (
-        []
-        if not windows
-        else [critical_part(spans, windows)]
-        if runner is None
-        else runner.critical_parts(spans, windows)
-    )
-    for part in parts:
-        for position, path in zip(part.positions, part.paths, strict=True):
-            paths[position] = path
-    return summed_paths(window_paths(windows, paths), window_services(spans, windows), missing)
+    segments = window_segments(spans, windows, runner)
+    return summed_paths(windows, segments, window_services(spans, windows), missing)
+
+
+class _NotKept(Exception):
+    """The segments worked out, which cannot be kept (`encoded_segments`)."""
+
+    def __init__(self, segments: pa.Table) -> None:
+        super().__init__()
+        self.segments = segments
+
+
+def window_segments(spans: SpanSet, windows: Windows, runner: CriticalRunner | None = None) -> pa.Table:
+    """The segments of `windows`' paths (`critical_segments`), computed by `runner` (default: here, in one part)
+    and merged; a re-run on cached files reads them back (`derived.kept_columns`)."""
+
+    def work() -> pa.Table:
+        if not len(windows):
+            return empty_segments()
+        parts = [critical_part(spans, windows)] if runner is None else runner.critical_parts(spans, windows)
+        merged = pa.concat_tables([empty_segments(), *(part.segments for part in parts)])
+        return merged.sort_by([("window", "ascending"), ("start_ns", "ascending")])
+
+    def make() -> tuple[dict[str, array], dict[str, Any]]:
+        segments = work()
+        encoded = encoded_segments(segments)
+        if encoded is None:
+            raise _NotKept(segments)
+        return encoded
+
+    stretches = windows.stretches
+    try:
+        columns, extras = kept_columns(spans, "critical", [stretches_key(stretches.starts, stretches.ends)], make)
+    except _NotKept as not_kept:
+        return not_kept.segments
+    return decoded_segments(columns, extras)

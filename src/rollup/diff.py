@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from .attribution import parse_precedence
 from .breakdown import charged_name_walls, name_share_columns
-from .critical import critical_paths
+from .critical import window_segments
+from .critical_paths import window_seconds_on_path
 from .figures import FIGURES, Figure
 from .gpu_charge import charge_gpus
 from .gpus import GpuOptions, gpu_model
@@ -193,14 +194,7 @@ def measure(
                                               strict=True):  # fmt: skip
         names[position][(shares.keys[key], BUCKETS[bucket])] = wall_ns
     side = _side(paths, [Figures.from_ns(charge) for charge in charges], names)
-    on_path: list[dict[tuple[str, str], int]] = []
-    for path in critical_paths(spans, windows):
-        seconds_on: dict[tuple[str, str], int] = {}
-        for segment in path:
-            seconds_on[(segment.name, segment.bucket)] = seconds_on.get((segment.name, segment.bucket), 0) + (
-                segment.duration_ns
-            )
-        on_path.append(seconds_on)
+    on_path = window_seconds_on_path(window_segments(spans, windows), len(windows))
     critical = _name_medians(on_path, len(windows))
     return replace(side, gpus=model is not None, gpu_goodput=gpu_goodput, critical_ns=critical)
 

@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from .attempts import find_attempts
-from .critical import critical_paths, window_paths
+from .critical import window_segments
+from .critical_paths import WindowPaths
 from .errors import GoodputError
 from .gpus import GpuOptions, gpu_labels, gpu_model
 from .lanes import assign_lanes
@@ -165,7 +166,7 @@ def build_timeline(
     windows = [(w, superseded, lanes[n].tid) for (w, superseded), n in zip(shown, window_lanes, strict=True)]
     _store_windows(spans, windows)
     lanes += _lay_spans(spans, next_tid + len(lanes))
-    paths = window_paths(rows, critical_paths(spans, rows)) if critical_pid is not None else []
+    paths = WindowPaths(rows, window_segments(spans, rows)) if critical_pid is not None else []
     if critical_pid is not None:
         lanes.append(Lane(critical_pid, next_tid + len(lanes), 1, CRITICAL_PROCESS))
     store_critical(spans, paths, critical_pid or 0, lanes[-1].tid if paths else 0)

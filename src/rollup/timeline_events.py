@@ -18,7 +18,7 @@ from .tables import SPANS
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from .critical import WindowPath
+    from .critical_paths import WindowPath
     from .spanset import SpanSet
 
 # Chrome's reserved colour names (trace viewer's `color_scheme`); Perfetto colours by name and ignores `cname`.

@@ -8,14 +8,15 @@ path: every iteration's).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from .formats import OutputFormat, json_text, render_rows
+from .formats import OutputFormat, json_chunks, render_rows
 from .narrow import Fit, fold
 from .tables import table_text
 
 if TYPE_CHECKING:
-    from rollup.critical import CriticalPaths, PathShare, WindowPath
+    from rollup.critical_paths import CriticalPaths, PathShare, WindowPath
 
 # The phases and processes the table lists; JSON, CSV and Markdown list them all.
 TABLE_ROWS = 12
@@ -28,7 +29,7 @@ def _percent(value: float | None) -> str:
 def headline(found: CriticalPaths) -> list[str]:
     """The table's opening lines: what was walked, the phase to speed up first (SPEC section 14's reading), the
     stragglers."""
-    from rollup.critical import SPEED_UP
+    from rollup.critical_paths import SPEED_UP
     from rollup.rows import seconds
 
     steps = len(found.iterations)
@@ -88,14 +89,15 @@ def critical_table(found: CriticalPaths, *, width: int, path_of: int | None = No
     out += ["\n", table_text(["process", "critical s", "per step s", "share"], _share_rows(found.processes, False),
                              title=title, title_justify="left", right=[False, True, True, True], width=width,
                              fits=[Fit("elide"), *figures])]  # fmt: skip
-    for path in found.iterations:
-        if path_of is not None and path.iteration == path_of:
-            waiting = path.waiting_ns / 1e9
-            title = f"iteration {path.iteration}: {path.wall_ns / 1e9:.3f} s, {waiting:.3f} s waiting; its path"
-            out += ["\n", table_text(["offset s", "duration s", "name", "process", "bucket"], _path_rows(path),
-                                     title=title, title_justify="left", right=[True, True, False, False, False],
-                                     width=width,
-                                     fits=[*figures[:2], Fit("elide"), Fit("elide"), Fit("text", drop=1)])]  # fmt: skip
+    paths = found.iterations  # a window's path is made when read: only the one asked for is
+    for at in [i for i, iteration in enumerate(found.windows.iterations) if iteration == path_of]:
+        path = paths[at]
+        waiting = path.waiting_ns / 1e9
+        title = f"iteration {path.iteration}: {path.wall_ns / 1e9:.3f} s, {waiting:.3f} s waiting; its path"
+        out += ["\n", table_text(["offset s", "duration s", "name", "process", "bucket"], _path_rows(path),
+                                 title=title, title_justify="left", right=[True, True, False, False, False],
+                                 width=width,
+                                 fits=[*figures[:2], Fit("elide"), Fit("elide"), Fit("text", drop=1)])]  # fmt: skip
     return "".join(out)
 
 
@@ -112,9 +114,12 @@ def critical_rows(found: CriticalPaths) -> tuple[list[str], list[list[Any]]]:
     return head, rows
 
 
-def critical_text(found: CriticalPaths, fmt: OutputFormat, *, width: int, path_of: int | None = None) -> str:
+def critical_text(
+    found: CriticalPaths, fmt: OutputFormat, *, width: int, path_of: int | None = None
+) -> str | Iterable[str]:
+    """The answer in `fmt`; the JSON in pieces, a window's path at a time (a long run's is 100 MB and more)."""
     if fmt is OutputFormat.json:
-        return json_text(found.json())
+        return json_chunks(found.json())
     if fmt is OutputFormat.table:
         return critical_table(found, width=width, path_of=path_of)
     return render_rows(*critical_rows(found), fmt, width=width)
