@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -28,6 +29,7 @@ from hypothesis import strategies as st
 import cli.shell
 from conftest import PROPERTY_TESTS, WIDTHS, invoke
 from rollup.critical import CriticalOptions, build_critical, walk_back
+from rollup.critical_paths import SEGMENT_SCHEMA, decoded_segments, encoded_segments
 from rollup.store import open_store
 from tracebuild import ORIGIN_NS, S, ns, span_id_of, step, write_trace
 
@@ -273,3 +275,38 @@ def test_the_store_walks_what_the_rule_walks(tmp_path_factory, pairs):
     expected = literal_walk(ns(5), ns(25), [(ns(s), ns(e), span_id_of(f"x{i}")) for i, (s, e) in enumerate(pairs)])
     (window,) = found.iterations
     assert [(s.span_id, s.start_ns, s.end_ns) for s in window.path] == expected[::-1]
+
+
+def test_a_cached_re_run_reads_the_paths_back_and_a_damaged_file_is_walked_again(tmp_path):
+    """The segments are kept beside the set's lineage (`rollup.derived`, `critical-*.arrow`): the re-run's JSON is
+    the first run's, and an attempt asked for keeps its own."""
+    restart = next(s for s in SAMPLES if s.name == "grpo_restart")
+    env = {"GOODPUT_CACHE_DIR": str(tmp_path / "cache")}
+    fresh = invoke(["critical", str(restart), "--format", "json", "--no-cache"]).stdout
+    first = invoke(["critical", str(restart), "--format", "json"], env=env)
+    assert first.exit_code == 0 and first.stdout == fresh
+    kept = sorted((tmp_path / "cache").rglob("*.derived/critical-*.arrow"))
+    assert len(kept) == 1
+    assert invoke(["critical", str(restart), "--format", "json"], env=env).stdout == fresh
+    kept[0].write_bytes(b"not arrow")
+    assert invoke(["critical", str(restart), "--format", "json"], env=env).stdout == fresh
+    latest = invoke(["critical", str(restart), "--format", "json", "--attempt", "latest"], env=env)
+    assert latest.stdout == invoke(["critical", str(restart), "--format", "json", "--attempt", "latest",
+                                    "--no-cache"]).stdout  # fmt: skip
+    assert len(list((tmp_path / "cache").rglob("*.derived/critical-*.arrow"))) == 2
+
+
+def test_kept_segments_read_back_as_they_were_and_ids_of_another_shape_are_not_kept():
+    # The readers write span ids as 16 lowercase hex digits; a table holding another shape is not kept (written back
+    # it would not be the same text), and is answered as it is.
+    table = pa.table(
+        {"window": [0, 0, 1], "span_id": ["00000000000000ff", "ffffffffffffffff", "0123456789abcdef"],
+         "name": ["a", "b", "a"], "process": ["p", None, "p"], "bucket": ["idle", "productive", "idle"],
+         "start_ns": [1, 5, 9], "end_ns": [5, 9, 12], "late_ns": [0, 3, 0]}, schema=SEGMENT_SCHEMA,
+    )  # fmt: skip
+    encoded = encoded_segments(table)
+    assert encoded is not None
+    assert decoded_segments(*encoded).equals(table)
+    for odd in ("ABCDEF0123456789", "abc", "zzzzzzzzzzzzzzzz"):
+        other = table.set_column(1, "span_id", pa.array([odd, "00000000000000ff", "0123456789abcdef"]))
+        assert encoded_segments(other) is None, odd

@@ -70,7 +70,9 @@ def test_the_critical_path_shown_is_the_one_printed(monkeypatch):
     total = by_name["total"]
     largest = max(total["names"], key=lambda n: n["wall_s"])
     assert largest["name"] == "rl.grpo.generation"
-    assert f"generation the largest share of this run's wall clock ({largest['wall_s'] / total['wall_s']:.1%})" in README
+    assert (
+        f"generation the largest share of this run's wall clock ({largest['wall_s'] / total['wall_s']:.1%})" in README
+    )
 
 
 def test_the_check_shown_is_the_check_printed(monkeypatch):
