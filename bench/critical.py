@@ -23,19 +23,11 @@ import sys
 import tempfile
 
 import tracegen
-from ingest import run_process
+from ingest import checked
 
 GOODPUT = os.path.join(os.path.dirname(sys.executable), "goodput")
 BAR = 2.0
 MARGIN_MB = 256  # the report's margin: a DuckDB batch of cut spans and the paths, whatever the run's length
-
-
-def checked(argv: list[str], env: dict[str, str]):
-    """One run of `argv`; a failed one stops the bench with its stderr."""
-    run = run_process(argv, env=env)
-    if run.returncode != 0:
-        sys.exit(f"{' '.join(argv)} failed ({run.returncode}):\n{run.stderr}")
-    return run
 
 
 def main() -> None:

@@ -192,6 +192,14 @@ def run_process(argv: list[str], env: dict[str, str] | None = None, timeout_s: f
         )
 
 
+def checked(argv: list[str], env: dict[str, str]) -> Run:
+    """One run of `argv` (`run_process`); a failed one stops the bench with its stderr."""
+    run = run_process(argv, env=env)
+    if run.returncode != 0:
+        sys.exit(f"{' '.join(argv)} failed ({run.returncode}):\n{run.stderr}")
+    return run
+
+
 def parse_sums(text: str) -> dict[tuple[int | None, str | None], int] | None:
     """`iteration,bucket,sum_ns` rows (a header line allowed; empty or NULL for a missing value), or None."""
     sums = {}

@@ -20,19 +20,11 @@ import tempfile
 from pathlib import Path
 
 import tracegen
-from ingest import run_process
+from ingest import checked
 
 GOODPUT = str(Path(sys.executable).with_name("goodput"))
 BAR = 1.5
 WROTE = re.compile(r"wrote (\d+) spans? of (\d+) process(?:es)?, (\d+) iteration windows?, (\d+) flows?")
-
-
-def checked(argv: list[str], env: dict[str, str]):
-    """One run of `argv`; a failed one stops the bench with its stderr."""
-    run = run_process(argv, env=env)
-    if run.returncode != 0:
-        sys.exit(f"{' '.join(argv)} failed ({run.returncode}):\n{run.stderr}")
-    return run
 
 
 def main() -> None:

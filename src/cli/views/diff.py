@@ -18,7 +18,10 @@ from .narrow import Fit
 from .tables import table_text
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from rollup import Diff
+    from rollup.diff import PhaseChange
 
 # The figures compared, in the report's order (`rollup.diff` compares these).
 _COMPARED = [figure for figure in FIGURES if figure.in_diff]
@@ -83,27 +86,22 @@ def diff_table(diff: Diff, *, width: int) -> str:
         table_text(["figure", "baseline", "candidate", "delta", "change"], _figure_rows(diff), title=title,
                    title_justify="left", right=right, width=width)
     )  # fmt: skip
-    names = diff.names[:TABLE_NAMES]
-    if names:
-        rows = [[n.name, n.bucket, f"{n.baseline_s:.3f}", f"{n.candidate_s:.3f}",
-                 _signed_seconds(n.delta_s).removesuffix(" s")] for n in names]  # fmt: skip
-        fits = [Fit("elide"), Fit("text", drop=1), Fit("figure"), Fit("figure"), Fit("figure")]
-        more = len(diff.names) - len(names)
-        title = "median seconds per step by phase, largest change first" + (f" ({more} more in JSON)" if more else "")
-        out += ["\n", table_text(["name", "bucket", "baseline s", "candidate s", "delta s"], rows, title=title,
-                                 title_justify="left", right=[False, *right], width=width, fits=fits)]  # fmt: skip
-    critical = diff.critical[:TABLE_NAMES]
-    if critical:
-        rows = [[n.name, n.bucket, f"{n.baseline_s:.3f}", f"{n.candidate_s:.3f}",
-                 _signed_seconds(n.delta_s).removesuffix(" s")] for n in critical]  # fmt: skip
-        fits = [Fit("elide"), Fit("text", drop=1), Fit("figure"), Fit("figure"), Fit("figure")]
-        more = len(diff.critical) - len(critical)
-        title = "median seconds per step on the critical path, largest change first" + (
-            f" ({more} more in JSON)" if more else ""
-        )
-        out += ["\n", table_text(["name", "bucket", "baseline s", "candidate s", "delta s"], rows, title=title,
-                                 title_justify="left", right=[False, *right], width=width, fits=fits)]  # fmt: skip
+    for changes, what in ((diff.names, "by phase"), (diff.critical, "on the critical path")):
+        if changes:
+            out += ["\n", _phases_table(changes, f"median seconds per step {what}, largest change first", width)]
     return "".join(out)
+
+
+def _phases_table(changes: Sequence[PhaseChange], title: str, width: int) -> str:
+    """The first TABLE_NAMES of `changes` (a phase's medians on each side and their difference), under `title`."""
+    shown = changes[:TABLE_NAMES]
+    rows = [[n.name, n.bucket, f"{n.baseline_s:.3f}", f"{n.candidate_s:.3f}",
+             _signed_seconds(n.delta_s).removesuffix(" s")] for n in shown]  # fmt: skip
+    fits = [Fit("elide"), Fit("text", drop=1), Fit("figure"), Fit("figure"), Fit("figure")]
+    more = len(changes) - len(shown)
+    return table_text(["name", "bucket", "baseline s", "candidate s", "delta s"], rows,
+                      title=title + (f" ({more} more in JSON)" if more else ""), title_justify="left",
+                      right=[False, False, True, True, True], width=width, fits=fits)  # fmt: skip
 
 
 def diff_rows(diff: Diff) -> tuple[list[str], list[list[Any]]]:
