@@ -43,6 +43,8 @@ FRONT_DOOR = {
     "Report", "ReportOptions", "WholeRun", "Figures", "IterationRow", "NameShare", "Attempt", "Check", "CheckOptions",
     "Finding", "Diff", "Timeline", "FIGURES", "Figure", "RayRunner", "attempt_label", "GpuOptions", "GpuReport",
     "GpuFigures", "LiveRun", "LiveState", "watch_json", "Recent", "LastStretch", "parse_duration",
+    "build_critical", "CriticalOptions", "CriticalPaths", "PathShare", "WindowPath", "PhaseChange",
+    "lint_paths", "Lint", "LintFinding",
     "GoodputError", "InputError", "TraceFormatError", "OptionError",
 }  # fmt: skip
 

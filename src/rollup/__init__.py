@@ -27,11 +27,13 @@ _HOMES: dict[str, str] = {
     **dict.fromkeys(["Attempt", "attempt_label"], "attempts"),
     **dict.fromkeys(["Check", "CheckOptions", "check_findings"], "checks"),
     "Finding": "findings",
-    **dict.fromkeys(["Diff", "measure", "compare"], "diff"),
+    **dict.fromkeys(["Diff", "PhaseChange", "measure", "compare"], "diff"),
     **dict.fromkeys(["Timeline", "build_timeline"], "timeline"),
     "spans_in_window": "listing",
     **dict.fromkeys(["CriticalOptions", "build_critical"], "critical"),
-    "CriticalPaths": "critical_paths",
+    **dict.fromkeys(["CriticalPaths", "PathShare", "WindowPath"], "critical_paths"),
+    **dict.fromkeys(["lint_paths", "Lint"], "lint"),
+    "LintFinding": "lint_rules",
     "RayRunner": "on_ray",
     **dict.fromkeys(["FIGURES", "Figure"], "figures"),
     "GpuOptions": "gpus",
@@ -49,14 +51,16 @@ if TYPE_CHECKING:
     from .attempts import Attempt, attempt_label
     from .checks import Check, CheckOptions, check_findings
     from .critical import CriticalOptions, build_critical
-    from .critical_paths import CriticalPaths
-    from .diff import Diff, compare, measure
+    from .critical_paths import CriticalPaths, PathShare, WindowPath
+    from .diff import Diff, PhaseChange, compare, measure
     from .errors import GoodputError, InputError, OptionError, TraceFormatError
     from .figures import FIGURES, Figure
     from .findings import Finding
     from .gpu_charge import GpuFigures, GpuReport
     from .gpus import GpuOptions
     from .json_report import report_json
+    from .lint import Lint, lint_paths
+    from .lint_rules import LintFinding
     from .listing import spans_in_window
     from .live import LiveRun, LiveState, watch_json
     from .on_ray import RayRunner

@@ -11,8 +11,7 @@ from instrument.groups import BUCKETS
 from rollup import FIGURES, GoodputError
 
 if TYPE_CHECKING:
-    from rollup import Figure, IterationRow, NameShare, Report
-    from rollup.critical_paths import PathShare
+    from rollup import Figure, IterationRow, NameShare, PathShare, Report
 
 # One colour per bucket wherever it appears (the bars, the name breakdown, the tables' swatches), and one for the
 # wall clock no bucketed span covered: one for each stacked figure (`rollup.FIGURES`).

@@ -16,7 +16,7 @@ from .narrow import Fit, fold
 from .tables import table_text
 
 if TYPE_CHECKING:
-    from rollup.critical_paths import CriticalPaths, PathShare, WindowPath
+    from rollup import CriticalPaths, PathShare, WindowPath
 
 # The phases and processes the table lists; JSON, CSV and Markdown list them all.
 TABLE_ROWS = 12
@@ -29,11 +29,8 @@ def _percent(value: float | None) -> str:
 def headline(found: CriticalPaths) -> list[str]:
     """The table's opening lines: what was walked, the phase to speed up first (SPEC section 14's reading), the
     stragglers."""
-    from rollup.critical_paths import SPEED_UP
-    from rollup.rows import seconds
-
     steps = len(found.iterations)
-    wall, waiting = seconds(found.wall_ns), seconds(found.waiting_ns)
+    wall, waiting = found.wall_ns / 1e9, found.waiting_ns / 1e9
     waited = f"{waiting:.3f} s waiting ({_percent(waiting / wall if wall else None) or '0.0%'})"
     lines = [f"critical path of {steps} iteration{'s' if steps != 1 else ''}: {wall:.3f} s of steps, {waited}"]
     first = found.first()
@@ -42,10 +39,11 @@ def headline(found: CriticalPaths) -> list[str]:
     if first is None:
         lines.append("no step waited on a bucketed span: every window is waiting")
     else:
-        saved = SPEED_UP * first.per_step_s
+        speed_up = found.SPEED_UP
+        saved = speed_up * first.per_step_s
         lines.append(
             f"speed up first: {first.key} ({first.bucket}), {_percent(first.share)} of the path, "
-            f"{first.per_step_s:.3f} s a step: {100 * SPEED_UP:.0f}% off it saves at most {saved:.3f} s a step"
+            f"{first.per_step_s:.3f} s a step: {100 * speed_up:.0f}% off it saves at most {saved:.3f} s a step"
         )
     for straggler in found.stragglers:
         others = f"{straggler.peers} other process{'es' if straggler.peers != 1 else ''} of {straggler.service}"
@@ -53,7 +51,7 @@ def headline(found: CriticalPaths) -> list[str]:
             on_path = f"is on the path {straggler.ratio:.1f}x as long as the {others} on average"
         else:
             on_path = f"is on the path and the {others} never"
-        held = seconds(straggler.late_ns) / steps if steps else 0.0
+        held = straggler.late_ns / 1e9 / steps if steps else 0.0
         lines.append(f"straggler: {straggler.process} {on_path}; the steps waited on it alone {held:.3f} s a step")
     return lines
 

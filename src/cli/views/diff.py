@@ -20,8 +20,7 @@ from .tables import table_text
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from rollup import Diff
-    from rollup.diff import PhaseChange
+    from rollup import Diff, PhaseChange
 
 # The figures compared, in the report's order (`rollup.diff` compares these).
 _COMPARED = [figure for figure in FIGURES if figure.in_diff]
