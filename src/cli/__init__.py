@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import sys
 
-from . import check, critical, explore, ingest, report, watch
+from . import check, critical, explore, ingest, lint, report, watch
 from .ingest import rewrite_ray_address
 from .shell import app
 
 # Registered here so `goodput --help` lists them in the order a user needs them.
 for command in (
     report.report, check.check, explore.spans, report.diff, critical.critical, explore.timeline, explore.query,
-    watch.watch, ingest.ingest,
+    watch.watch, ingest.ingest, lint.lint,
 ):  # fmt: skip
     app.command()(command)
 
