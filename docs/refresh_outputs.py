@@ -4,7 +4,7 @@
     python docs/refresh_outputs.py cli.md     # the pages named
 
 For after a change that moves every figure at once (the sample traces regenerated: other pids, other ids, other
-timings). Each block is run as tests/test_docs.py runs it (same widths, same scratch folder holding sample_traces/),
+timings). Each block is run as tests/test_docs.py runs it (same widths, same scratch folder holding sample_traces/, examples/ and docs/),
 and what follows each command is replaced by what it printed; a `...` line first or last keeps only that many of the
 last or first lines, as the test reads it. Review the diff: the prose around the blocks still names figures.
 """
@@ -46,7 +46,8 @@ def refreshed(block: test_docs.Console) -> str:
 def main() -> None:
     names = set(sys.argv[1:])
     with tempfile.TemporaryDirectory() as scratch:
-        (Path(scratch) / "sample_traces").symlink_to(REPO / "sample_traces")
+        for shipped in test_docs.SHIPPED:
+            (Path(scratch) / shipped).symlink_to(REPO / shipped)
         os.chdir(scratch)
         for page in test_docs.PAGES:
             if names and page.name not in names:

@@ -33,6 +33,8 @@ from cli import app
 REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs"
 PAGES = sorted(DOCS.glob("*.md"))
+# What a page's commands may read, beside it in the scratch folder they run in, as in a checkout.
+SHIPPED = ("sample_traces", "examples", "docs")
 # Pages that show no output: a bare fence there is a file tree or a diagram.
 NO_OUTPUT_PAGES = {"architecture.md"}
 FENCE = re.compile(r"^```(\S*)([^\n]*)\n(.*?)^```$", re.M | re.S)
@@ -137,7 +139,8 @@ def run_step(command: str, columns: int, last_code: int, monkeypatch) -> tuple[s
 
 @pytest.mark.parametrize("block", console_blocks(), ids=str)
 def test_the_console_block_shows_what_the_commands_print(block: Console, tmp_path, monkeypatch):
-    (tmp_path / "sample_traces").symlink_to(REPO / "sample_traces")
+    for shipped in SHIPPED:
+        (tmp_path / shipped).symlink_to(REPO / shipped)
     monkeypatch.chdir(tmp_path)
     code = 0
     for command, shown in steps(block.text):
