@@ -86,7 +86,7 @@ class Names:
     def __init__(self, tree: ast.Module) -> None:
         self.functions: dict[str, str] = {}
         self.modules: set[str] = set()
-        for node in ast.walk(tree):  # imports inside functions count too (NeMo-RL imports lazily)
+        for node in statements(tree.body):  # imports inside functions count too (NeMo-RL imports lazily)
             if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 for alias in node.names:
                     local = alias.asname or alias.name
@@ -160,22 +160,58 @@ def _defined_functions(body: list[ast.stmt]) -> Iterator[ast.FunctionDef | ast.A
             yield node
 
 
+def statements(body: list[ast.stmt], *, definitions: bool = True) -> Iterator[ast.stmt]:
+    """Every statement of `body` and of the blocks inside it (with `definitions`, of the functions' and classes'
+    defined there too), not the expressions: a small part of the tree, where imports and definitions are."""
+    stack = list(reversed(body))
+    while stack:
+        node = stack.pop()
+        yield node
+        if not definitions and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        for name in ("handlers", "cases", "finalbody", "orelse", "body"):
+            inner = getattr(node, name, None)
+            if isinstance(inner, list):
+                for child in reversed(inner):
+                    if isinstance(child, ast.stmt):
+                        stack.append(child)
+                    elif isinstance(child, (ast.ExceptHandler, ast.match_case)):
+                        stack.extend(reversed(child.body))
+
+
 def facts_of(tree: ast.Module, names: Names) -> SourceFacts:
     """The methods and functions of one module, decorated `@accepts_trace_context` or not."""
     facts = SourceFacts()
-    for node in ast.walk(tree):
+    for node in statements(tree.body):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             decorated = any(names.api(d) == "accepts_trace_context" for d in node.decorator_list)
             (facts.carriers if decorated else facts.undecorated).add(node.name)
     return facts
 
 
-class Linter(ast.NodeVisitor):
-    """The findings of one module (`findings`), given what every file linted defines (`facts`)."""
+@dataclass(frozen=True)
+class CrossFile:
+    """A finding that depends on what other files define: `rule` if method `method` is (`undispatched-carrier`: is
+    decorated `@accepts_trace_context` somewhere; `dispatch-undecorated`: is defined, never decorated)."""
 
-    def __init__(self, path: str, tree: ast.Module, names: Names, facts: SourceFacts) -> None:
-        self.path, self.names, self.facts = path, names, facts
+    finding: LintFinding
+    method: str
+
+    def holds(self, facts: SourceFacts) -> bool:
+        if self.finding.rule == "undispatched-carrier":
+            return self.method in facts.carriers
+        return self.method in facts.undecorated and self.method not in facts.carriers
+
+
+class Linter(ast.NodeVisitor):
+    """The findings of one module (`findings`), and those that depend on every file linted (`cross_file`, to be
+    held against their `SourceFacts`)."""
+
+    def __init__(self, path: str, tree: ast.Module, names: Names) -> None:
+        self.path, self.names = path, names
         self.findings: list[LintFinding] = []
+        self.cross_file: list[CrossFile] = []
+        self.scopes: list[tuple[str, dict[str, ast.AST], set[str]]] = []  # per function: name, started, ended
         self.open: list[str] = []  # the bucketed spans open around the node visited (their descriptions)
         self.module_functions = {f.name: f for f in _defined_functions(tree.body)}
         self.classes: list[dict[str, ast.FunctionDef | ast.AsyncFunctionDef]] = []
@@ -183,8 +219,11 @@ class Linter(ast.NodeVisitor):
         self.visit(tree)
 
     def add(self, rule: str, node: ast.AST, message: str) -> None:
+        self.findings.append(self.finding(rule, node, message))
+
+    def finding(self, rule: str, node: ast.AST, message: str) -> LintFinding:
         line, col = getattr(node, "lineno", 1), getattr(node, "col_offset", 0) + 1
-        self.findings.append(LintFinding(rule, self.path, line, col, message))
+        return LintFinding(rule, self.path, line, col, message)
 
     # --- what a call opens -----------------------------------------------------------------------------------------
 
@@ -251,9 +290,10 @@ class Linter(ast.NodeVisitor):
         own = self.decorated_bucketed(node)
         if own is not None:
             self.open.append(own)
-        self._unended(node)
+        self.scopes.append((node.name, {}, set()))
         for statement in node.body:
             self.visit(statement)
+        self._unended(*self.scopes.pop())
         self.open = saved
 
     visit_AsyncFunctionDef = visit_FunctionDef
@@ -282,7 +322,27 @@ class Linter(ast.NodeVisitor):
 
     visit_AsyncWith = visit_With
 
+    def visit_Assign(self, node: ast.Assign | ast.AnnAssign) -> None:
+        value = node.value
+        if self.scopes and isinstance(value, ast.Call) and self.names.api(value.func) == "start_efficiency_span":
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                if isinstance(target, ast.Name):
+                    self.scopes[-1][1].setdefault(target.id, node)
+        self.generic_visit(node)
+
+    visit_AnnAssign = visit_Assign
+
+    def visit_Return(self, node: ast.Return | ast.Yield | ast.YieldFrom) -> None:
+        if self.scopes and isinstance(node.value, ast.Name):  # handed back: the caller ends it
+            self.scopes[-1][2].add(node.value.id)
+        self.generic_visit(node)
+
+    visit_Yield = visit_YieldFrom = visit_Return
+
     def visit_Call(self, node: ast.Call) -> None:
+        func = node.func
+        if self.scopes and isinstance(func, ast.Attribute) and func.attr == "end" and isinstance(func.value, ast.Name):
+            self.scopes[-1][2].add(func.value.id)
         api = self.names.api(node.func)
         if api in GROUP_TAKERS:
             self._groups(node, api)
@@ -322,40 +382,27 @@ class Linter(ast.NodeVisitor):
 
     def _remote(self, node: ast.Call) -> None:
         method = node.func.value if isinstance(node.func, ast.Attribute) else None
-        if isinstance(method, ast.Attribute) and method.attr in self.facts.carriers:
-            self.add("undispatched-carrier", node, f"{method.attr} accepts a trace context (@accepts_trace_context) "
-                     f"but is called with .remote(): its spans start a trace of their own; call "
-                     f"dispatch_with_trace_context({ast.unparse(method)}, ...)")  # fmt: skip
+        if isinstance(method, ast.Attribute):
+            call = f"dispatch_with_trace_context({ast.unparse(method)}, ...)"
+            finding = self.finding("undispatched-carrier", node, f"{method.attr} accepts a trace context "
+                                   "(@accepts_trace_context) but is called with .remote(): its spans start a trace "
+                                   f"of their own; call {call}")  # fmt: skip
+            self.cross_file.append(CrossFile(finding, method.attr))
 
     def _dispatched(self, node: ast.Call) -> None:
         target = node.args[0] if node.args else None
         if isinstance(target, ast.Attribute):
-            name = target.attr
-            if name in self.facts.undecorated and name not in self.facts.carriers:
-                self.add("dispatch-undecorated", node, f"{name} is dispatched with a trace context but is defined "
-                         "without @accepts_trace_context: the carrier is dropped")  # fmt: skip
+            finding = self.finding("dispatch-undecorated", node, f"{target.attr} is dispatched with a trace context "
+                                   "but is defined without @accepts_trace_context: the carrier is dropped")  # fmt: skip
+            self.cross_file.append(CrossFile(finding, target.attr))
 
-    def _unended(self, function: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+    def _unended(self, function: str, started: dict[str, ast.AST], ended: set[str]) -> None:
         """unended-efficiency-span: a name given `start_efficiency_span(...)` in `function` with no `.end()` on it
         there (handing it back with `return` or `yield` counts as ending it: the caller does)."""
-        started: dict[str, ast.AST] = {}
-        ended: set[str] = set()
-        for node in _own_nodes(function):
-            if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Call):
-                if self.names.api(node.value.func) == "start_efficiency_span":
-                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                    for target in targets:
-                        if isinstance(target, ast.Name):
-                            started.setdefault(target.id, node)
-            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "end":
-                if isinstance(node.func.value, ast.Name):
-                    ended.add(node.func.value.id)
-            elif isinstance(node, (ast.Return, ast.Yield, ast.YieldFrom)) and isinstance(node.value, ast.Name):
-                ended.add(node.value.id)
         for name, node in started.items():
             if name not in ended:
                 self.add("unended-efficiency-span", node, f"{name} = start_efficiency_span(...) is never ended "
-                         f"in {function.name}(): call {name}.end() (in a finally) or the span is never "
+                         f"in {function}(): call {name}.end() (in a finally) or the span is never "
                          "exported")  # fmt: skip
 
 
@@ -365,22 +412,7 @@ def _span_name(call: ast.Call) -> str:
 
 
 def _with_items(body: list[ast.stmt]) -> Iterator[ast.expr]:
-    """The context expressions of every `with` in `body` (not inside functions defined there)."""
-    for node in _own_statements(body):
+    """The context expressions of every `with` in `body` (not inside functions or classes defined there)."""
+    for node in statements(body, definitions=False):
         if isinstance(node, (ast.With, ast.AsyncWith)):
             yield from (item.context_expr for item in node.items)
-
-
-def _own_statements(body: list[ast.stmt]) -> Iterator[ast.AST]:
-    stack: list[ast.AST] = list(reversed(body))
-    while stack:
-        node = stack.pop()
-        yield node
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            continue
-        stack.extend(reversed(list(ast.iter_child_nodes(node))))
-
-
-def _own_nodes(function: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[ast.AST]:
-    """Every node of `function`'s body, not those of functions or classes defined inside it."""
-    return _own_statements(function.body)
