@@ -95,10 +95,11 @@ def critical_segments(
     parts = []
     for batch_positions, batch, spans_sql in in_time_batches(spans, stretches, swept_spans_sql(spans), most):
         with spans.scratch("critical_cut") as cut:
-            clip_to_stretches(spans, batch, spans_sql, ["start_ns", "end_ns", "span_id", "name", "process",
-                                                        "bucket", "service"], cut)  # fmt: skip
+            with_service = f"SELECT *, {SERVICE_SQL} AS peer_service FROM ({spans_sql})"
+            clip_to_stretches(spans, batch, with_service, ["start_ns", "end_ns", "span_id", "name", "process",
+                                                           "bucket", "peer_service"], cut)  # fmt: skip
             table = spans.arrow(
-                f"SELECT stretch, start_ns, end_ns, span_id, name, process, bucket, {SERVICE_SQL} AS service "
+                f"SELECT stretch, start_ns, end_ns, span_id, name, process, bucket, peer_service AS service "
                 f"FROM {cut} ORDER BY stretch, end_ns DESC, start_ns DESC, span_id"
             )
             rows, numbers, starts, ends = _walked(table, batch)
@@ -163,7 +164,7 @@ def _lateness(spans: SpanSet, cut: str, segments: pa.Table) -> dict[int, int]:
             SELECT p.i, p.start_ns, p.end_ns, max(c.e) FILTER (WHERE c.e <= p.end_ns),
                    count(*) FILTER (WHERE c.e > p.end_ns)
             FROM {table} p JOIN {cut} c ON c.stretch = p.stretch AND c.name = p.name
-                AND {SERVICE_SQL.replace("service", "c.service").replace("process", "c.process")} = p.service
+                AND c.peer_service = p.service
                 AND c.process IS DISTINCT FROM p.process
             GROUP BY p.i, p.start_ns, p.end_ns
             """
