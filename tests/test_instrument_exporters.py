@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -395,3 +396,35 @@ def test_make_span_exporter_otlp_without_the_package_says_what_to_install(monkey
 def test_make_span_exporter_unknown_kind_names_the_accepted_ones():
     with pytest.raises(ValueError, match="'otlp-file', 'json-file', 'otlp', 'console'"):
         make_span_exporter("zipkin", None, "svc")
+
+
+class _SlowExporter(InMemorySpanExporter):
+    """The SDK's in-memory exporter, taking its time to write, as a file on a busy disk does."""
+
+    def export(self, spans):
+        time.sleep(0.3)
+        return super().export(spans)
+
+
+def test_the_end_of_call_flush_waits_for_a_write_the_writer_thread_has_begun():
+    # Under load, the writer thread had taken the ended spans from the queue and was still writing them when the
+    # call's own flush saw an empty queue and returned: the call's result went back, Ray killed the actor, and the
+    # file was empty. The flush now waits for that write (the SDK's export lock).
+    from instrument.processor import IN_DISPATCHED_CALL, CountingBatchSpanProcessor, flush_ended_spans
+
+    exporter = _SlowExporter()
+    processor = CountingBatchSpanProcessor(exporter, schedule_delay_millis=60_000)
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    token = IN_DISPATCHED_CALL.set(True)
+    try:
+        provider.get_tracer("test").start_span("rl.toy.reward").end()  # wakes the writer thread
+        deadline = time.monotonic() + 5
+        while processor._queue and time.monotonic() < deadline:  # the writer has taken it: the queue is empty
+            time.sleep(0.005)
+        assert not processor._queue
+        flush_ended_spans(processor)
+        assert [span.name for span in exporter.get_finished_spans()] == ["rl.toy.reward"]
+    finally:
+        IN_DISPATCHED_CALL.reset(token)
+        provider.shutdown()

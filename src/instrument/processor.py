@@ -90,10 +90,6 @@ class CountingBatchSpanProcessor(BatchSpanProcessor):
             except Exception:
                 logger.exception("goodput: writing the spans of a dispatched call failed")
 
-    def has_pending(self) -> bool:
-        """Whether spans wait in the queue (True when the SDK's queue cannot be seen: then flush anyway)."""
-        return self._queue is None or bool(self._queue)
-
     def export_pending(self) -> None:
         """Export what waits in the queue, in this thread, as one batch: `force_flush` without its per-batch context
         switch and bookkeeping. Falls back to `force_flush` where the SDK's internals are not as expected."""
@@ -118,9 +114,10 @@ class CountingBatchSpanProcessor(BatchSpanProcessor):
 
 
 def flush_ended_spans(processor: CountingBatchSpanProcessor | None) -> None:
-    """Hand every span ended so far to the exporter, in this thread, now; nearly free when none waits (the writer
-    thread may have written them already). Logs, never raises."""
-    if processor is None or not processor.has_pending():
+    """Hand every span ended so far to the exporter, in this thread, now, and return once they are written: also
+    those the writer thread (or the SDK's) took from the queue and is still writing, so an empty queue is not
+    enough; nearly free when none waits (an uncontended lock). Logs, never raises."""
+    if processor is None:
         return
     try:
         processor.export_pending()
