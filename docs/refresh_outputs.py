@@ -4,9 +4,10 @@
     python docs/refresh_outputs.py cli.md     # the pages named
 
 For after a change that moves every figure at once (the sample traces regenerated: other pids, other ids, other
-timings). Each block is run as tests/test_docs.py runs it (same widths, same scratch folder holding sample_traces/, examples/ and docs/),
-and what follows each command is replaced by what it printed; a `...` line first or last keeps only that many of the
-last or first lines, as the test reads it. Review the diff: the prose around the blocks still names figures.
+timings). Each block is run as tests/test_docs.py runs it (same widths, same scratch folder holding sample_traces/,
+examples/ and docs/), and what follows each command is replaced by what it printed; a `...` line first or last keeps
+only that many of the last or first lines, as the test reads it. Review the diff: the prose around the blocks still
+names figures.
 """
 
 from __future__ import annotations
