@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import bisect
 from array import array
-from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, overload
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from .arrays import int64_array, int64_column
+from .made import MadeOnRead
 from .rows import NS_PER_S, seconds, share
 
 if TYPE_CHECKING:
@@ -130,33 +130,19 @@ def empty_segments() -> pa.Table:
     return SEGMENT_SCHEMA.empty_table()
 
 
-class WindowPaths(Sequence[WindowPath]):
+class WindowPaths(MadeOnRead[WindowPath]):
     """Each window's WindowPath, made when it is read from the segments' columns, which are read into Python a
     block of BLOCK windows at a time (the JSON reads them in order: a block's segments at a time are held)."""
 
     BLOCK = 1024
 
     def __init__(self, windows: Windows, segments: pa.Table) -> None:
+        super().__init__(len(windows), self._path)
         self.windows, self.segments = windows, segments
         self._block: tuple[int, dict[str, list[Any]]] | None = None
         self._bounds: list[int] | None = None
 
-    def __len__(self) -> int:
-        return len(self.windows)
-
-    @overload
-    def __getitem__(self, index: int) -> WindowPath: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[WindowPath]: ...
-
-    def __getitem__(self, index: int | slice) -> WindowPath | list[WindowPath]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
-        if index < 0:
-            index += len(self)
-        if not 0 <= index < len(self):
-            raise IndexError(index)
+    def _path(self, index: int) -> WindowPath:
         path = tuple(map(Segment, *self.columns_of(index)))
         window = self.windows[index]
         return WindowPath(window.run_id, window.iteration, window.start_ns, window.end_ns, path)
@@ -171,9 +157,6 @@ class WindowPaths(Sequence[WindowPath]):
         first = bounds[number * self.BLOCK]
         low, high = bounds[index] - first, bounds[index + 1] - first
         return [self._block[1][name][low:high] for name in _PATH_COLUMNS]
-
-    def __iter__(self) -> Iterator[WindowPath]:
-        return (self[i] for i in range(len(self)))
 
     def _bounds_of(self) -> list[int]:
         """Where each window's segments start among the rows, and where the last one's end."""
@@ -218,8 +201,9 @@ class CriticalPaths:
 
     def json(self) -> dict[str, Any]:
         """SPEC section 14's object, `iterations` made a window at a time as it is read."""
+        paths = self.iterations
         return {
-            "iterations": _PathsJson(self.iterations),
+            "iterations": MadeOnRead(len(paths), lambda i: _path_json(paths, i)),
             "names": [{"name": n.key, "bucket": n.bucket, "critical_s": n.critical_s, "share": n.share}
                       for n in self.names],
             "processes": [{"process": p.key, "critical_s": p.critical_s, "share": p.share} for p in self.processes],
@@ -229,36 +213,15 @@ class CriticalPaths:
 _PATH_COLUMNS = ("span_id", "name", "process", "bucket", "start_ns", "end_ns", "late_ns")
 
 
-class _PathsJson(Sequence[dict[str, Any]]):
-    """The `iterations` list of the JSON, each item made when it is read (`views.formats.json_chunks`)."""
-
-    def __init__(self, paths: WindowPaths) -> None:
-        self._paths = paths
-
-    def __len__(self) -> int:
-        return len(self._paths)
-
-    @overload
-    def __getitem__(self, index: int) -> dict[str, Any]: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[dict[str, Any]]: ...
-
-    def __getitem__(self, index: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
-        if index < 0:
-            index += len(self)
-        ids, names, processes, buckets, starts, ends, _ = self._paths.columns_of(index)
-        window = self._paths.windows[index]
-        wall = window.end_ns - window.start_ns
-        path = [{"span_id": i, "name": n, "process": p, "bucket": b, "start_ns": s, "end_ns": e}
-                for i, n, p, b, s, e in zip(ids, names, processes, buckets, starts, ends, strict=True)]  # fmt: skip
-        waiting = wall - (sum(ends) - sum(starts))
-        return {"iteration": window.iteration, "wall_s": seconds(wall), "waiting_s": seconds(waiting), "path": path}
-
-    def __iter__(self) -> Iterator[dict[str, Any]]:
-        return (self[i] for i in range(len(self)))
+def _path_json(paths: WindowPaths, index: int) -> dict[str, Any]:
+    """Window `index`'s item of the JSON's `iterations`, made from the columns (no Segment made)."""
+    ids, names, processes, buckets, starts, ends, _ = paths.columns_of(index)
+    window = paths.windows[index]
+    wall = window.end_ns - window.start_ns
+    path = [{"span_id": i, "name": n, "process": p, "bucket": b, "start_ns": s, "end_ns": e}
+            for i, n, p, b, s, e in zip(ids, names, processes, buckets, starts, ends, strict=True)]  # fmt: skip
+    waiting = wall - (sum(ends) - sum(starts))
+    return {"iteration": window.iteration, "wall_s": seconds(wall), "waiting_s": seconds(waiting), "path": path}
 
 
 def _durations(segments: pa.Table) -> pa.Array:

@@ -1,17 +1,18 @@
 """The report as SPEC's JSON object (sections 6-8 and 12): `report_json` and the pieces the views share with it.
 
-Rows are written as they are asked for (`RowsJson`), so writing the JSON of 500k iterations never holds it all.
+Rows are written as they are asked for (`rows_json`), so writing the JSON of 500k iterations never holds it all.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any, overload
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from .attempts import Attempt
 from .breakdown import BREAKDOWN_KEYS
 from .figures import FIGURES
+from .made import MadeOnRead
 from .report import Report, _many_small_objects
 from .rows import Figures, IterationRow, NameShare, seconds
 
@@ -57,31 +58,12 @@ def names_json(names: list[NameShare], by: str) -> list[dict[str, Any]]:
     return [{by: n.name, "bucket": n.bucket, "wall_s": seconds(n.wall_ns), "span_s": seconds(n.span_ns)} for n in names]
 
 
-class RowsJson(Sequence[dict[str, Any]]):
+def rows_json(report: Report) -> MadeOnRead[dict[str, Any]]:
     """A report's rows as SPEC section 6's objects, each made when it is asked for (and then let go): what
     `report_json(report, lazy=True)` holds in place of the list, so that writing the JSON of 500k iterations never
     holds it all."""
-
-    def __init__(self, report: Report) -> None:
-        self._report = report
-
-    def __len__(self) -> int:
-        return len(self._report.iterations)
-
-    @overload
-    def __getitem__(self, index: int) -> dict[str, Any]: ...
-    @overload
-    def __getitem__(self, index: slice) -> list[dict[str, Any]]: ...
-    def __getitem__(self, index: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
-        if isinstance(index, slice):
-            positions = range(len(self))[index]
-            return [row_json(self._report, self._report.iterations[i], i) for i in positions]
-        if index < 0:
-            index += len(self)
-        return row_json(self._report, self._report.iterations[index], index)
-
-    def __iter__(self) -> Iterator[dict[str, Any]]:
-        return (row_json(self._report, row, i) for i, row in enumerate(self._report.iterations))
+    rows = report.iterations
+    return MadeOnRead(len(rows), lambda i: row_json(report, rows[i], i))
 
 
 def row_json(report: Report, row: IterationRow, position: int = 0) -> dict[str, Any]:
@@ -118,12 +100,14 @@ def pool_rows_json(report: Report, position: int, row: IterationRow) -> list[dic
 def report_json(report: Report, *, lazy: bool = False) -> dict[str, Any]:
     """The object `report --format json` prints (SPEC sections 6, 7, 8 and 10); `--by process` adds `process` and
     `processes`, `--by name` / `--by group` a `names` list to each row and to the total. `lazy`: `iterations` is a
-    `RowsJson`, whose items are made as they are read (the CLI writes it a row at a time), not a list."""
+    `rows_json`, whose items are made as they are read (the CLI writes it a row at a time), not a list."""
     iterations: Sequence[dict[str, Any]]
     if report.by == "pool":
         iterations = [item for i, row in enumerate(report.iterations) for item in pool_rows_json(report, i, row)]
     else:
-        iterations = RowsJson(report) if lazy else [row_json(report, row, i) for i, row in enumerate(report.iterations)]
+        iterations = (
+            rows_json(report) if lazy else [row_json(report, row, i) for i, row in enumerate(report.iterations)]
+        )
     out: dict[str, Any] = {"iterations": iterations}
     gpus = report.gpus
     for row in report.whole_run():
