@@ -310,3 +310,24 @@ def test_kept_segments_read_back_as_they_were_and_ids_of_another_shape_are_not_k
     for odd in ("ABCDEF0123456789", "abc", "zzzzzzzzzzzzzzzz"):
         other = table.set_column(1, "span_id", pa.array([odd, "00000000000000ff", "0123456789abcdef"]))
         assert encoded_segments(other) is None, odd
+
+
+@pytest.mark.parametrize("shape", ["framed", "jsonl"])
+def test_a_nemo_lens_trace_is_walked_with_its_processes_apart(tmp_path, shape):
+    # As nemo-lens writes it: the driver and the rank-0 worker share `<run id>-rank0`, no `rl.span_group`. From 10:
+    # rank 1's generation [2, 7] (waiting [7, 10]), then the driver's, running at 2 ([1, 2]), then waiting [0, 1].
+    # Rank 1 ran on alone for [6, 7] after the others ended theirs: 10% of the step, a straggler of `nemo-rl`.
+    from test_reading_process_identity import HOST, RESOURCES, RUN, nemo_lens_trace
+
+    path = write_trace(tmp_path / f"run.{shape}", nemo_lens_trace(), shape, resources=RESOURCES)
+    out = critical_json(str(path))
+    (window,) = out["iterations"]
+    assert window["waiting_s"] == 4.0
+    assert [(p["process"], p["start_ns"], p["end_ns"]) for p in window["path"]] == [
+        (f"{RUN}-rank0 [{HOST}:100]", ns(1), ns(2)),
+        (f"{RUN}-rank1", ns(2), ns(7)),
+    ]
+    table = invoke(["critical", str(path), "--no-cache"])
+    assert f"straggler: {RUN}-rank1 is on the path 10.0x as long as the 2 other processes of nemo-rl" in " ".join(
+        table.stdout.split()
+    )

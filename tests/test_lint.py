@@ -260,7 +260,10 @@ def test_the_text_is_ruffs_shape_with_a_summary_line(tmp_path):
     assert ok.exit_code == 0 and ok.stdout == "All checks passed! (1 file)\n"
     written = tmp_path / "out.json"
     assert invoke(["lint", str(path), "--format", "json", "--output", str(written)]).exit_code == 1
-    assert set(json.loads(written.read_text())) == {"findings", "summary"}
+    payload = json.loads(written.read_text())
+    assert set(payload) == {"findings", "summary"}
+    assert [set(f) for f in payload["findings"]] == [{"rule", "severity", "path", "line", "col", "message"}]
+    assert payload["summary"] == {"files": 1, "errors": 1, "warnings": 0}
 
 
 @pytest.mark.parametrize(
