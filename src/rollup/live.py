@@ -25,7 +25,7 @@ from typing import Any
 import pyarrow as pa
 
 from .attribution import Charge, ChargeColumns, FrameCharges, charge_few, charge_stretches, window_span_ns
-from .connection import ONE_THREAD_SPANS, SpillDirectory, connect, memory_limit_bytes, out_of_memory
+from .connection import ENV_MEMORY_LIMIT, ONE_THREAD_SPANS, SpillDirectory, connect, memory_limit_bytes, out_of_memory
 from .gpu_charge import GpuCharges, GpuFigures, charge_gpus
 from .gpus import GpuModel
 from .live_spans import LiveSpans, Touched
@@ -48,6 +48,10 @@ _SLICES = itertools.count(1)
 # The most bytes of records a refresh takes in at a time: a large run already written is read a part at a time,
 # each walked and stored before the next is read, so what is held in memory follows this, not the run.
 POLL_BYTES = 32 * 10**6
+# What a watcher's DuckDB may hold in memory unless GOODPUT_MEMORY_LIMIT says otherwise: a watch stays open for days
+# beside the job, so it holds a fixed amount, not a share of the machine; the rest of the run stays in its database
+# file on disk (bench/watch.py: its peak is the cached report's plus about this).
+WATCH_LIMIT_BYTES = 512 * 10**6
 
 
 @dataclass
@@ -129,7 +133,7 @@ class LiveRun:
         self._spill = SpillDirectory(Path(self._folder.name) / "spill")
         # A database file of its own: what the run holds beyond the memory limit stays on disk, not in memory.
         self.connection = connect(
-            self._spill, limit_bytes=memory_limit_bytes(), database=Path(self._folder.name) / "live.duckdb"
+            self._spill, limit_bytes=watch_limit_bytes(), database=Path(self._folder.name) / "live.duckdb"
         )
         self.connection.execute("SET threads = 1")  # until the run outgrows ONE_THREAD_SPANS (`store`)
         self._one_thread = True
@@ -182,6 +186,14 @@ class LiveRun:
         self._folder.cleanup()
 
 
+def watch_limit_bytes() -> int:
+    """The watcher's DuckDB memory limit: GOODPUT_MEMORY_LIMIT when set, else WATCH_LIMIT_BYTES (or the machine's
+    default share, when that is smaller)."""
+    if os.environ.get(ENV_MEMORY_LIMIT, "").strip():
+        return memory_limit_bytes()
+    return min(WATCH_LIMIT_BYTES, memory_limit_bytes())
+
+
 def _charged(spans: SpanSet, stretches: Sequence[tuple[int, int]], precedence: Sequence[str]) -> FrameCharges:
     """The charge of `stretches` over a slice: swept in Python when it holds a few spans (the newest frames', most
     refreshes), in SQL otherwise (a first refresh, a rebuild)."""
@@ -190,7 +202,7 @@ def _charged(spans: SpanSet, stretches: Sequence[tuple[int, int]], precedence: S
 
 
 def _newest(live: LiveSpans) -> int | None:
-    ((newest,),) = live.connection.execute("SELECT max(end_ns) FROM live_summary").fetchall()
+    newest = live.hot.newest_ns
     return None if newest is None else int(newest)
 
 
@@ -205,7 +217,7 @@ class _Slice:
         return self.spans
 
     def __exit__(self, *exc: object) -> None:
-        self.live.connection.execute(f"DROP TABLE IF EXISTS {self.name}")
+        self.live.drop_slice(self.name)
 
 
 class _Held:
@@ -257,7 +269,7 @@ class _KeptRunner:
         window_keys, lost_keys = _window_keys("window", windows, order), _window_keys("lost", lost, order)
         outside_keys = [("outside", None, None, s, e, order) for s, e in zip(outside.starts, outside.ends, strict=True)]
         keys = [*window_keys, *lost_keys, *outside_keys]
-        missing = [i for i, key in enumerate(keys) if key not in answers]
+        missing = [i for i, key in enumerate(keys) if key not in answers.by_key]
         if missing:
             stretches = [(keys[i][3], keys[i][4]) for i in missing]
             asked = [i for i in missing if i < len(windows)]
@@ -316,7 +328,7 @@ class _KeptSweeps:
     def window_kinds(self, spans: SpanSet, starts: Sequence[int], ends: Sequence[int]) -> array:
         answers = self.run.answers
         keys = [("kind", None, None, start, end) for start, end in zip(starts, ends, strict=True)]
-        missing = [i for i, key in enumerate(keys) if key not in answers]
+        missing = [i for i, key in enumerate(keys) if key not in answers.by_key]
         if missing:
             asked = [(keys[i][3], keys[i][4]) for i in missing]
             with self.run.sliced(asked, set()) as sliced:
@@ -339,7 +351,7 @@ class _KeptSweeps:
         keys = [
             ("gpu", attempt, None, start, end, held) for (start, end), attempt in zip(stretches, attempts, strict=True)
         ]
-        missing = [i for i, key in enumerate(keys) if key not in answers]
+        missing = [i for i, key in enumerate(keys) if key not in answers.by_key]
         scale = None
         if missing:
             asked = [stretches[i] for i in missing]

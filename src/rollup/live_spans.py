@@ -15,18 +15,21 @@ the root of many spans (the job span arriving last).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from .attempts import ATTEMPT_SQL
 from .lineage import LINEAGE_COLUMNS, MAX_DEPTH, build_lineage
+from .live_hot import HotSpans
+from .live_walk import Key, Lineage, Node, Unwalked, walk
 from .nodes import NODE_COLUMNS_SQL, NODE_TABLE_COLUMNS
 from .ray_slices import merged_stretches
 from .schema import ACCOUNTING_SCHEMA, IS_JOB_SQL
-from .spanset import SpanSet
+from .spanset import Params, SpanSet
 from .tables import LINEAGE, LINEAGE_HANDED, OWN_SPANS
 
 if TYPE_CHECKING:
@@ -87,6 +90,14 @@ class LiveSpans:
         # earliest of them (the table is in time order: older row groups are skipped by their statistics).
         connection.execute(f"CREATE TABLE {PENDING} (tkey UBIGINT, skey UBIGINT, top UBIGINT, start_ns BIGINT)")
         self._steps = self._folded = connection.sql(f"SELECT * FROM {SPANS_TABLE} LIMIT 0").to_arrow_table()
+        self._folded_keyed = self._folded.append_column("live_is_job", pa.array([], pa.bool_()))
+        self.hot = HotSpans(self._steps.schema)
+        self.step_answers: dict[tuple[str, str, str], Any] = {}  # `_SummarySpans`: emptied when a step span arrives
+        # How many pending spans wait for each parent not read, by (tkey, parent id): kept as PENDING changes, so a
+        # refresh knows without a query whether a new span has any below it, and that a parent named here is not
+        # loaded. None while not known (never: read again after every walk in SQL).
+        self._tops: dict[Key, int] | None = {}
+        self._registered: set[str] = set()  # the slices taken of `hot`, registered by name
         self._register_summary()
         connection.execute(
             f"CREATE VIEW {SUMMARY} AS SELECT * FROM {_SUMMARY_STEPS} UNION ALL SELECT * FROM {_SUMMARY_FOLDED}"
@@ -110,7 +121,7 @@ class LiveSpans:
         asked of a watcher."""
         if attempt is not None:
             raise ValueError("a watcher reads every attempt")
-        return SpanSet(self.connection, SPANS_TABLE, SUMMARY)
+        return _SummarySpans(self.connection, SPANS_TABLE, SUMMARY, steps=_SUMMARY_STEPS, kept=self.step_answers)
 
     def every_span(self) -> SpanSet:
         """The whole run with every span's own columns too: what a sweep over all of it reads (a check's)."""
@@ -123,6 +134,10 @@ class LiveSpans:
         cover = merged_stretches(stretches)
         if len(cover) > SLICE_STRETCHES:
             return self.every_span()
+        if self.hot.answers(cover, iterations):  # the newest frames, most refreshes: no scan of every span
+            self.connection.register(name, self.hot.slice(cover, iterations))
+            self._registered.add(name)
+            return SpanSet(self.connection, name, name)
         where = " OR ".join(f"(start_ns < {end} AND end_ns > {start})" for start, end in cover) or "false"
         if not iterations:  # the stretches alone: one filtered scan, no union to take duplicates out
             self.connection.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT * FROM {SPANS_TABLE} WHERE {where}")
@@ -144,6 +159,14 @@ class LiveSpans:
             self.connection.unregister("live_slice_iterations")
         return SpanSet(self.connection, name, name)
 
+    def drop_slice(self, name: str) -> None:
+        """Drop the slice `slice` made as `name`."""
+        if name in self._registered:
+            self._registered.discard(name)
+            self.connection.unregister(name)
+        else:
+            self.connection.execute(f"DROP TABLE IF EXISTS {name}")
+
     # --- arrivals ---------------------------------------------------------------------------------------------------
 
     def add(self, arrived: pa.Table, dropped_files: list[str]) -> Touched:
@@ -160,26 +183,161 @@ class LiveSpans:
         since = f"WHERE start_ns >= {int(earliest)}" if earliest is not None else ""
         self.connection.register("live_arrived", arrived)
         try:
-            self.connection.execute(
+            fresh_rows = self.connection.sql(
                 f"""
-                CREATE OR REPLACE TEMP TABLE {_FRESH} AS
                 SELECT * FROM (
-                    SELECT DISTINCT ON (trace_id, span_id) {self._renamed()}, {NODE_COLUMNS_SQL} FROM live_arrived
+                    SELECT DISTINCT ON (trace_id, span_id) {self._renamed()}, {NODE_COLUMNS_SQL},
+                           coalesce({IS_JOB_SQL}, false) AS live_is_job
+                    FROM live_arrived
                 ) a ANTI JOIN (SELECT trace_id, span_id FROM {SPANS_TABLE} {since}) s USING (trace_id, span_id)
                 """
-            )
+            ).to_arrow_table()
         finally:
             self.connection.unregister("live_arrived")
-        ((fresh,),) = self.connection.execute(f"SELECT count(*) FROM {_FRESH}").fetchall()
+        fresh = fresh_rows.num_rows
         if not fresh:
-            self.connection.execute(f"DROP TABLE {_FRESH}")
             return Touched()
+        if fresh <= EVERYTHING_SPANS and self._tops is not None:
+            keys = list(zip(fresh_rows.column("tkey").to_pylist(), fresh_rows.column("skey").to_pylist(), strict=True))
+            below = sum(self._tops.get(key, 0) for key in keys)
+            if below > max(REBUILD_SHARE * self.count, REBUILD_LEAST):
+                return self._rebuild(arrived, [])
+            try:
+                return self._walk_few(fresh_rows, keys, below)
+            except Unwalked:
+                pass  # a cycle or an id held twice: the walk in SQL, below
+        self.connection.register("live_fresh_rows", fresh_rows)
+        try:
+            self.connection.execute(f"CREATE OR REPLACE TEMP TABLE {_FRESH} AS SELECT * FROM live_fresh_rows")
+        finally:
+            self.connection.unregister("live_fresh_rows")
+        del fresh_rows
         below = self._pending_below()
         if below > max(REBUILD_SHARE * self.count, REBUILD_LEAST):
             self.connection.execute(f"DROP TABLE {_FRESH}")
             self.connection.execute(f"DROP TABLE {_CHANGED}")
             return self._rebuild(arrived, [])
-        return self._walk_new(fresh)
+        touched = self._walk_new(fresh)
+        self._count_tops()
+        return touched
+
+    def _count_tops(self) -> None:
+        """`_tops` read again from PENDING: how many pending spans wait for each parent (after a walk in SQL)."""
+        self._tops = {
+            (int(tkey), int(top)): int(count)
+            for tkey, top, count in self.connection.execute(
+                f"SELECT tkey, top, count(*) FROM {PENDING} GROUP BY ALL"
+            ).fetchall()
+        }
+
+    def _walk_few(self, fresh_rows: pa.Table, keys: list[Key], below: int) -> Touched:
+        """The walk in Python (`live_walk.walk`) over the new spans `fresh_rows` (`keys`, their ids) and the `below`
+        pending spans that wait for one of them; their rows written, what changed returned. Raises Unwalked (before
+        anything is written) for the walk in SQL to take them."""
+        c = self.connection
+        waiting = [key for key in keys if self._tops.get(key)]
+        changed = self._waiting_rows(waiting) if below else None
+        parts = [fresh_rows.select(list(_WALK_COLUMNS))]
+        if changed is not None:
+            parts.append(changed.select(list(_WALK_COLUMNS)).cast(parts[0].schema))
+        spans = _nodes(pa.concat_tables(parts))
+        if len(spans) != sum(part.num_rows for part in parts):
+            raise Unwalked("an id held twice")
+        found = walk(spans, self._look_up, lambda key: key in self._tops)
+        rows = _lineage_rows(fresh_rows, changed, found, self._steps.schema)
+        if changed is not None:
+            self._delete_rows(changed)
+        c.register("live_new_rows", rows.sort_by("start_ns"))
+        try:
+            c.execute(f"INSERT INTO {SPANS_TABLE} SELECT * FROM live_new_rows")  # time order: see _rebuild
+        finally:
+            c.unregister("live_new_rows")
+        for key in waiting:  # every span that waited for these was walked again
+            self._tops.pop(key, None)
+        self._pend_found(rows, found)
+        self.hot.add(rows, [] if changed is None else _keys_of(changed))
+        self._summarize_rows(rows.slice(0, len(keys)).append_column("live_is_job", fresh_rows.column("live_is_job")))
+        self.count += len(keys)
+        touched = Touched()
+        for table in ([] if changed is None else [changed]) + [rows]:
+            attempts = pc.fill_null(table.column("run_id"), pa.scalar("", pa.string())).to_pylist()
+            for start, end, bucketed, attempt, iteration in zip(
+                table.column("start_ns").to_pylist(), table.column("end_ns").to_pylist(),
+                table.column("bucketed").to_pylist(), attempts, table.column("eff_iteration").to_pylist(), strict=True,
+            ):  # fmt: skip
+                if bucketed:
+                    touched.stretches.append((int(start), int(end)))
+                if iteration is not None:
+                    touched.iterations.add((attempt, int(iteration)))
+        return touched
+
+    def _waiting_rows(self, waiting: list[Key]) -> pa.Table:
+        """The rows of the pending spans that wait for one of `waiting` (ids of new spans)."""
+        c = self.connection
+        tops = pa.table({"tkey": pa.array([t for t, _ in waiting], pa.uint64()),
+                         "top": pa.array([s for _, s in waiting], pa.uint64())})  # fmt: skip
+        c.register("live_waited", tops)
+        try:
+            keys = c.sql(
+                f"SELECT p.tkey, p.skey, p.start_ns FROM {PENDING} p SEMI JOIN live_waited w USING (tkey, top)"
+            ).to_arrow_table()
+        finally:
+            c.unregister("live_waited")
+        earliest = pc.min(keys.column("start_ns")).as_py()
+        c.register("live_waiting", keys)
+        try:
+            return c.sql(
+                f"SELECT s.* FROM (SELECT * FROM {SPANS_TABLE} WHERE start_ns >= {int(earliest)}) s "
+                "SEMI JOIN live_waiting w USING (tkey, skey)"
+            ).to_arrow_table()
+        finally:
+            c.unregister("live_waiting")
+
+    def _delete_rows(self, changed: pa.Table) -> None:
+        """Delete the rows of `changed` (spans walked again) from the spans and the pending spans."""
+        c = self.connection
+        earliest = int(pc.min(changed.column("start_ns")).as_py())
+        c.register("live_deleted", changed.select(["tkey", "skey"]))
+        try:
+            for table in (SPANS_TABLE, PENDING):
+                c.execute(
+                    f"DELETE FROM {table} t USING live_deleted x "
+                    f"WHERE t.start_ns >= {earliest} AND t.tkey = x.tkey AND t.skey = x.skey"
+                )
+        finally:
+            c.unregister("live_deleted")
+
+    def _look_up(self, keys: set[Key]) -> dict[Key, Node]:
+        """The loaded spans among `keys`: the newest from `hot`, the others looked up by id (the index on skey)."""
+        found = _nodes_of(self.hot.rows_with(keys), keys)
+        rest = keys - found.keys()
+        if rest:
+            ids = ", ".join(str(skey) for skey in sorted({skey for _, skey in rest}))
+            table = self.connection.sql(
+                f"SELECT {', '.join(_WALK_COLUMNS)} FROM {SPANS_TABLE} WHERE skey IN ({ids})"
+            ).to_arrow_table()
+            found |= _nodes_of(table, rest)
+        return found
+
+    def _pend_found(self, rows: pa.Table, found: dict[Key, Lineage]) -> None:
+        """Add to PENDING (and `_tops`) the walked spans whose chain of loaded parents ends at a parent not read."""
+        keys = list(zip(rows.column("tkey").to_pylist(), rows.column("skey").to_pylist(), strict=True))
+        starts = rows.column("start_ns").to_pylist()
+        pending = [(key, found[key].waits_for, start) for key, start in zip(keys, starts, strict=True)
+                   if found[key].waits_for is not None]  # fmt: skip
+        if not pending:
+            return
+        for (tkey, _), top, _ in pending:
+            self._tops[(tkey, top)] = self._tops.get((tkey, top), 0) + 1
+        table = pa.table({"tkey": pa.array([k[0] for k, _, _ in pending], pa.uint64()),
+                          "skey": pa.array([k[1] for k, _, _ in pending], pa.uint64()),
+                          "top": pa.array([t for _, t, _ in pending], pa.uint64()),
+                          "start_ns": pa.array([s for _, _, s in pending], pa.int64())})  # fmt: skip
+        self.connection.register("live_new_pending", table)
+        try:
+            self.connection.execute(f"INSERT INTO {PENDING} SELECT * FROM live_new_pending")
+        finally:
+            self.connection.unregister("live_new_pending")
 
     def _renames_needed(self, arrived: pa.Table) -> bool:
         """Record the arrivals' processes; True when a name already read is now shared by a second host:pid (the
@@ -270,7 +428,7 @@ class LiveSpans:
             c.execute(f"DROP TABLE {_FOUND}")
         touched = Touched(everything=fresh > EVERYTHING_SPANS)
         attempt = ATTEMPT_SQL.replace("run_id", "s.run_id")
-        old_sql = f"""SELECT s.start_ns, s.end_ns, s.bucketed, {attempt}, s.eff_iteration
+        old_sql = f"""SELECT s.start_ns, s.end_ns, s.bucketed, {attempt}, s.eff_iteration, s.tkey, s.skey
                 FROM (SELECT * FROM {SPANS_TABLE} WHERE {self._since("")}) s
                 SEMI JOIN {_CHANGED} c USING (tkey, skey)"""
         old = [] if touched.everything else c.execute(old_sql).fetchall()
@@ -292,14 +450,22 @@ class LiveSpans:
             self._pend(_WALKED)
         finally:
             self._drop_walk()
-        rows_sql = f"SELECT start_ns, end_ns, bucketed, {ATTEMPT_SQL}, eff_iteration FROM live_rows"
-        rows = [] if touched.everything else c.execute(rows_sql).fetchall()
-        self._summarize("live_rows")
+        rows: list[tuple[object, ...]] = []
+        if touched.everything:
+            self.hot.reload(c, SPANS_TABLE)
+        else:
+            walked = c.sql("SELECT * FROM live_rows").to_arrow_table()
+            self.hot.add(walked, [(row[5], row[6]) for row in old])
+            attempts = pc.fill_null(walked.column("run_id"), pa.scalar("", pa.string()))
+            columns = [walked.column(n) for n in ("start_ns", "end_ns", "bucketed")]
+            columns += [attempts, walked.column("eff_iteration")]
+            rows = list(zip(*(column.to_pylist() for column in columns), strict=True))
+        self._summarize(f"(SELECT * FROM live_rows SEMI JOIN {_FRESH} USING (tkey, skey))")
         c.execute("DROP TABLE live_rows")
         c.execute(f"DROP TABLE {_FRESH}")
         c.execute(f"DROP TABLE {_CHANGED}")
         self.count += fresh
-        for start, end, bucketed, attempt, iteration in [*old, *rows]:
+        for start, end, bucketed, attempt, iteration, *_ in [*old, *rows]:
             if bucketed:
                 touched.stretches.append((int(start), int(end)))
             if iteration is not None:
@@ -309,67 +475,69 @@ class LiveSpans:
     def _pend(self, walked: str) -> None:
         """Add to PENDING the changed spans of `walked` (which holds every loaded ancestor of them) whose chain of
         loaded parents ends at a parent not read, with that parent's id: they wait for it. A chain caught in a
-        cycle ends nowhere and waits for nothing. Walked in Python: the table is a batch's spans, and a statement
-        costs more than the walk."""
-        rows = self.connection.execute(f"SELECT tkey, skey, pkey, changed, start_ns FROM {walked}").fetchall()
-        parent_of = {(t, s): p for t, s, p, _, _ in rows}
-        tops: dict[tuple[int, int], int | None] = {}
-
-        def top_of(tkey: int, parent: int | None) -> int | None:
-            """Where the chain from `parent` (a parent id) up ends: None at a root (or in a cycle), else the first
-            id not loaded. `tops` keeps, for each loaded span passed, where the chain above it ends."""
-            path: list[int] = []
-            key = parent
-            while True:
-                if key is None or len(path) > MAX_DEPTH:  # a root, or a cycle
-                    end = None
-                    break
-                if (tkey, key) not in parent_of:  # not loaded: the chain waits for it
-                    end = key
-                    break
-                if (tkey, key) in tops:
-                    end = tops[(tkey, key)]
-                    break
-                path.append(key)
-                key = parent_of[(tkey, key)]
-            for on in path:
-                tops[(tkey, on)] = end
-            return end
-
-        pending = [(t, s, top, start) for t, s, p, changed, start in rows
-                   if changed and (top := top_of(t, p)) is not None]  # fmt: skip
-        if pending:
-            keys, skeys, tops_found, starts = zip(*pending, strict=True)
-            table = pa.table({"tkey": pa.array(keys, pa.uint64()), "skey": pa.array(skeys, pa.uint64()),
-                              "top": pa.array(tops_found, pa.uint64()),
-                              "start_ns": pa.array(starts, pa.int64())})  # fmt: skip
-            self.connection.register("live_new_pending", table)
+        cycle ends nowhere and waits for nothing. Worked out on columns (`pending_tops`): no Python object per span,
+        so a rebuild of a large run holds its columns alone."""
+        table = self.connection.sql(f"SELECT tkey, skey, pkey, changed, start_ns FROM {walked}").to_arrow_table()
+        tops = pending_tops(table)
+        pending = pa.table({"tkey": table.column("tkey"), "skey": table.column("skey"), "top": tops,
+                            "start_ns": table.column("start_ns")}).filter(
+            pc.and_(table.column("changed"), pc.is_valid(tops)))  # fmt: skip
+        if pending.num_rows:
+            self.connection.register("live_new_pending", pending)
             try:
                 self.connection.execute(f"INSERT INTO {PENDING} SELECT * FROM live_new_pending")
             finally:
                 self.connection.unregister("live_new_pending")
 
+    def _summarize_rows(self, rows: pa.Table) -> None:
+        """`_summarize` of new spans held as Arrow (`live_is_job` among their columns): folded here, no query."""
+        self._add_steps(rows.filter(pc.fill_null(rows.column("is_step"), pa.scalar(False))))
+        others = rows.filter(pc.invert(pc.fill_null(rows.column("is_step"), pa.scalar(False))))
+        self._merge_folded(others.select([*_ROW_COLUMNS, "live_is_job"]))
+
     def _summarize(self, table: str) -> None:
-        """Fold the spans of `table` into SUMMARY: their step spans as they are, the rest as one row per attempt,
-        process, holding and whether a job span, spanning their earliest start to their latest end (what
-        `attempts.find_attempts`, `windows.attempt_windows`, `gpus.read_holders` and the step rules read). Both
-        parts are Arrow tables held here and handed to DuckDB by name: a few rows a batch, no table written."""
+        """Fold the new spans of `table` into SUMMARY: their step spans as they are, the rest as one row per
+        attempt, process, holding and whether a job span, spanning their earliest start to their latest end (what
+        `attempts.find_attempts`, `windows.attempt_windows`, `gpus.read_holders` and the step rules read: each
+        span's own columns, which a walk does not change, so spans walked again are not folded again). Both parts
+        are Arrow tables held here and handed to DuckDB by name: a few rows a batch, no table written."""
         c = self.connection
         columns = ", ".join(_ROW_COLUMNS)
-        steps = c.sql(f"SELECT {columns} FROM {table} WHERE is_step").to_arrow_table()
-        if steps.num_rows:
-            self._steps = pa.concat_tables([self._steps, steps.cast(self._steps.schema)])
-            if self._steps.column(0).num_chunks > 64:
-                self._steps = self._steps.combine_chunks()
+        self._add_steps(c.sql(f"SELECT {columns} FROM {table} WHERE is_step").to_arrow_table())
         keys = ", ".join(_OWN_KEYS)
         others = [n for n in _ROW_COLUMNS if n not in (*_OWN_KEYS, "start_ns", "end_ns")]
         picked = ", ".join(f"any_value({n}) AS {n}" for n in others)
         folded = f"""
-            SELECT {keys}, min(start_ns) AS start_ns, max(end_ns) AS end_ns, {picked}
-            FROM (SELECT {columns} FROM {_SUMMARY_FOLDED} UNION ALL SELECT {columns} FROM {table} WHERE NOT is_step)
-            GROUP BY {keys}, {IS_JOB_SQL}
+            SELECT {keys}, min(start_ns) AS start_ns, max(end_ns) AS end_ns, {picked},
+                   coalesce({IS_JOB_SQL}, false) AS live_is_job
+            FROM {table} WHERE NOT is_step GROUP BY {keys}, live_is_job
         """
-        self._folded = c.sql(f"SELECT {columns} FROM ({folded})").to_arrow_table().cast(self._steps.schema)
+        self._merge_folded(c.sql(f"SELECT {columns}, live_is_job FROM ({folded})").to_arrow_table())
+
+    def _add_steps(self, steps: pa.Table) -> None:
+        if not steps.num_rows:
+            return
+        self.step_answers.clear()
+        self._steps = pa.concat_tables([self._steps, steps.select(list(_ROW_COLUMNS)).cast(self._steps.schema)])
+        if self._steps.column(0).num_chunks > 64:
+            self._steps = self._steps.combine_chunks()
+        self._register_summary()
+
+    def _merge_folded(self, new: pa.Table) -> None:
+        """Fold `new` (rows of _ROW_COLUMNS and `live_is_job`, one or more a key) into the folded part: a row per
+        key (`_OWN_KEYS` and `live_is_job`), any of its rows, with the earliest start and the latest end."""
+        if not new.num_rows:
+            return
+        both = pa.concat_tables([self._folded_keyed, new.cast(self._folded_keyed.schema)])
+        both = both.append_column("live_row", pa.array(range(both.num_rows), pa.int64()))
+        grouped = both.group_by([*_OWN_KEYS, "live_is_job"], use_threads=False).aggregate(
+            [("live_row", "min"), ("start_ns", "min"), ("end_ns", "max")]
+        )
+        kept = both.take(grouped.column("live_row_min")).drop_columns(["live_row"])
+        kept = kept.set_column(kept.schema.get_field_index("start_ns"), "start_ns", grouped.column("start_ns_min"))
+        kept = kept.set_column(kept.schema.get_field_index("end_ns"), "end_ns", grouped.column("end_ns_max"))
+        self._folded_keyed = kept.cast(self._folded_keyed.schema)
+        self._folded = self._folded_keyed.drop_columns(["live_is_job"])
         self._register_summary()
 
     def _register_summary(self) -> None:
@@ -406,6 +574,8 @@ class LiveSpans:
             c.execute(f"DELETE FROM {SPANS_TABLE}")
             c.execute(f"DELETE FROM {PENDING}")
             self._steps = self._folded = self._steps.slice(0, 0)
+            self._folded_keyed = self._folded_keyed.slice(0, 0)
+            self.step_answers.clear()
             self._register_summary()
             picked = ", ".join("l." + n if n not in _SOURCE_COLUMNS else "w." + n for n in _ROW_COLUMNS)
             # In time order: a scan for recent spans then skips the older row groups by their start and end.
@@ -415,9 +585,11 @@ class LiveSpans:
             )
             self._pend(_WALKED)
             self._summarize(SPANS_TABLE)
+            self.hot.reload(c, SPANS_TABLE)
         finally:
             self._drop_walk()
         ((self.count,),) = c.execute(f"SELECT count(*) FROM {SPANS_TABLE}").fetchall()
+        self._count_tops()
         return Touched(everything=True)
 
     def _drop_walk(self) -> None:
@@ -425,6 +597,119 @@ class LiveSpans:
             self.connection.execute(f"DROP VIEW IF EXISTS {view}")
         for table in (_WALKED, LINEAGE_HANDED):
             self.connection.execute(f"DROP TABLE IF EXISTS {table}")
+
+
+@dataclass(frozen=True)
+class _SummarySpans(SpanSet):
+    """The watcher's whole run (`LiveSpans.spans`): a question that reads the step spans alone (`steps`, not `own`
+    nor `lineage`) is answered once until a step span arrives (`kept`, which `LiveSpans` empties then). The step
+    spans are the driver's, a few batches in ten, so most refreshes ask nothing of them: the windows, the step
+    rules."""
+
+    kept: dict[tuple[str, str, str], Any] | None = None
+
+    def _of_steps_alone(self, sql: str) -> bool:
+        def names(relation: str | None) -> bool:
+            return relation is not None and re.search(rf"\b{re.escape(relation)}\b", sql) is not None
+
+        return names(self.steps) and not names(self.own) and not names(self.lineage)
+
+    def rows(self, sql: str, params: Params = None) -> list[tuple[Any, ...]]:
+        if self.kept is None or not self._of_steps_alone(sql):
+            return super().rows(sql, params)
+        key = ("rows", sql, repr(params))
+        if key not in self.kept:
+            self.kept[key] = super().rows(sql, params)
+        return list(self.kept[key])
+
+    def arrow(self, sql: str, params: Params = None) -> pa.Table:
+        if self.kept is None or not self._of_steps_alone(sql):
+            return super().arrow(sql, params)
+        key = ("arrow", sql, repr(params))
+        if key not in self.kept:
+            self.kept[key] = super().arrow(sql, params)
+        table: pa.Table = self.kept[key]
+        return table
+
+
+def pending_tops(spans: pa.Table) -> pa.ChunkedArray:
+    """For each span of `spans` (`tkey`, `skey`, `pkey`, uint64), the id of the first parent not among `spans` that
+    its chain of parents there ends at; null at a root and in a cycle (which ends nowhere; a chain deeper than any
+    real trace, MAX_DEPTH, counts as one). By pointer doubling over Arrow columns (the command's pyarrow runs
+    without numpy: `cli.lean_imports`): each round, a span not yet answered takes its ancestor's answer, or jumps to
+    that ancestor's ancestor, so the rounds are the log of the deepest chain."""
+    tkey = pc.cast(spans.column("tkey"), pa.string())
+
+    def keys(ids: pa.ChunkedArray) -> pa.ChunkedArray:
+        return pc.binary_join_element_wise(tkey, pc.cast(ids, pa.string()), pa.scalar(":"))
+
+    pkey = spans.column("pkey")
+    parent = pc.index_in(keys(pkey), value_set=keys(spans.column("skey")).combine_chunks())
+    loaded = pc.is_valid(parent)
+    # Each span's answer: 0 not known yet, 1 none (a root), 2 the parent id in `top`; `at`, where to look next.
+    one, none_yet, found = (pa.scalar(n, pa.int8()) for n in (1, 0, 2))
+    state = pc.if_else(pc.is_null(pkey), one, pc.if_else(loaded, none_yet, found))
+    top = pc.if_else(loaded, pa.scalar(None, pa.uint64()), pkey)
+    at = pc.if_else(loaded, parent, pa.array(range(spans.num_rows), pa.int32()))
+    for _ in range(MAX_DEPTH.bit_length() + 1):
+        open_ = pc.equal(state, none_yet)
+        if not pc.any(open_).as_py():
+            break
+        state, top, at = (pc.if_else(open_, pc.take(column, at), column) for column in (state, top, at))
+    return pc.if_else(pc.equal(state, found), top, pa.scalar(None, pa.uint64()))
+
+
+# What the walk in Python reads of a span (`live_walk.Node`), with its keys.
+_WALK_COLUMNS = ("tkey", "skey", "pkey", "span_id", "bucketed", "iteration")
+
+
+def _nodes(table: pa.Table) -> dict[Key, Node]:
+    """The spans of `table` (`_WALK_COLUMNS`) as the walk's nodes, by key (a key given twice is kept once)."""
+    columns = [table.column(name).to_pylist() for name in _WALK_COLUMNS]
+    return {(t, s): Node(p, span_id, bool(b), i) for t, s, p, span_id, b, i in zip(*columns, strict=True)}
+
+
+def _nodes_of(table: pa.Table, keys: set[Key]) -> dict[Key, Node]:
+    """The spans of `table` whose key is among `keys`, as nodes. Raises Unwalked for a key held by two spans."""
+    columns = [table.column(name).to_pylist() for name in _WALK_COLUMNS]
+    found: dict[Key, Node] = {}
+    for t, s, p, span_id, b, i in zip(*columns, strict=True):
+        if (t, s) in keys:
+            if (t, s) in found:
+                raise Unwalked("an id held twice")
+            found[(t, s)] = Node(p, span_id, bool(b), i)
+    return found
+
+
+def _keys_of(table: pa.Table) -> list[Key]:
+    return list(zip(table.column("tkey").to_pylist(), table.column("skey").to_pylist(), strict=True))
+
+
+def _lineage_rows(fresh: pa.Table, changed: pa.Table | None, found: dict[Key, Lineage], schema: pa.Schema) -> pa.Table:
+    """The watcher's rows (`schema`, the spans table's) of the new spans `fresh` (their node columns) and of the
+    spans walked again `changed` (their rows as they were), with the lineage `found`: as `build_lineage` makes them,
+    an end before its start moved to the start."""
+    starts, ends = fresh.column("start_ns"), fresh.column("end_ns")
+    columns: dict[str, pa.ChunkedArray | pa.Array] = {name: fresh.column(name) for name in NODE_TABLE_COLUMNS}
+    columns["end_ns"] = pc.max_element_wise(ends, starts)
+    columns["inverted_ns"] = pc.max_element_wise(pc.subtract(starts, ends), pa.scalar(0, pa.int64()))
+    parts = [(fresh, columns)]
+    if changed is not None:
+        parts.append((changed, {name: changed.column(name) for name in (*NODE_TABLE_COLUMNS, "inverted_ns")}))
+    tables = []
+    for table, own in parts:
+        walked = [found[key] for key in _keys_of(table)]
+        inherited = {
+            "eff_iteration": pa.array([w.eff_iteration for w in walked], pa.int64()),
+            "ancestor_iteration": pa.array([w.ancestor_iteration for w in walked], pa.int64()),
+            "ancestor_iteration_span": pa.array([w.ancestor_iteration_span for w in walked], pa.string()),
+            "bucketed_chain": pa.array([list(w.bucketed_chain) for w in walked], pa.list_(pa.string())),
+            "has_parent": pa.array([w.has_parent for w in walked], pa.bool_()),
+        }
+        values = {**own, **inherited, "source_file": table.column("source_file"),
+                  "source_process": table.column("source_process")}  # fmt: skip
+        tables.append(pa.table([values[field.name] for field in schema], schema=schema))
+    return pa.concat_tables(tables)
 
 
 def _in_schema() -> pa.Schema:

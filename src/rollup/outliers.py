@@ -9,8 +9,9 @@ few to know what is normal, or a figure that never varies.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Mapping, Sequence
-from statistics import median
+from typing import Any
 
 from .schema import BUCKETS
 
@@ -44,17 +45,39 @@ def outliers(rows: Sequence[dict[str, int]]) -> list[list[str]]:
 
 def outliers_of_columns(columns: Mapping[str, Sequence[int]], count: int) -> dict[int, list[str]]:
     """`outliers` over figures held as columns (`columns[figure][i]`: row i's figure, `count` rows): the rows with an
-    outlying figure, by index, each with its figures in `OUTLIER_FIGURES` order."""
+    outlying figure, by index, each with its figures in `OUTLIER_FIGURES` order. Worked out in Arrow's kernels: the
+    medians of a long run's thousands of rows, every refresh of `watch`, were a tenth of its time in Python. The
+    figures are exact as doubles (integer nanoseconds below 2**53, 104 days), so each comparison is the one Python
+    makes of an integer with the median."""
     flagged: dict[int, list[str]] = {}
     if count < MIN_ROWS:
         return flagged
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     for figure in OUTLIER_FIGURES:
-        values = columns[figure]
-        middle = median(values)
-        mad = median([abs(v - middle) for v in values])
+        values = pc.cast(_int64(columns[figure]), pa.float64())
+        middle = pa.scalar(_median(values), pa.float64())
+        mad = _median(pc.abs(pc.subtract(values, middle)))
         if mad == 0:
             continue
-        bar = max(MAD_FACTOR * MAD_SCALE * mad, MIN_EXCESS_NS)
-        for index in [i for i, value in enumerate(values) if value - middle > bar]:
+        bar = pa.scalar(max(MAD_FACTOR * MAD_SCALE * mad, MIN_EXCESS_NS), pa.float64())
+        for index in pc.indices_nonzero(pc.greater(pc.subtract(values, middle), bar)).to_pylist():
             flagged.setdefault(index, []).append(figure)
     return flagged
+
+
+def _int64(values: Sequence[int]) -> Any:
+    """`values` as an Arrow int64 array: an array("q") without a copy, anything else converted."""
+    import pyarrow as pa
+
+    if isinstance(values, array) and values.typecode == "q":
+        return pa.Array.from_buffers(pa.int64(), len(values), [None, pa.py_buffer(values)])
+    return pa.array(values, pa.int64())
+
+
+def _median(values: Any) -> float:
+    """The median as `statistics.median` takes it: the middle value, or the mean of the two middle ones."""
+    import pyarrow.compute as pc
+
+    return float(pc.quantile(values, q=0.5, interpolation="midpoint")[0].as_py())

@@ -120,7 +120,7 @@ def lost_step_findings(spans: SpanSet) -> list[Finding]:
     ((gaps,),) = spans.rows(  # no iteration missing between the lowest and highest step: nothing to look for
         f"""
         SELECT count(*) FROM (
-            SELECT {ATTEMPT_SQL} AS attempt FROM {spans.own} WHERE is_step AND iteration IS NOT NULL
+            SELECT {ATTEMPT_SQL} AS attempt FROM {spans.step_spans} WHERE iteration IS NOT NULL
             GROUP BY attempt HAVING count(DISTINCT iteration) < max(iteration) - min(iteration) + 1
         )
         """
@@ -130,8 +130,8 @@ def lost_step_findings(spans: SpanSet) -> list[Finding]:
     rows = spans.rows(
         f"""
         WITH steps AS (
-            SELECT {ATTEMPT_SQL} AS attempt, iteration FROM {spans.own}
-            WHERE is_step AND iteration IS NOT NULL GROUP BY ALL
+            SELECT {ATTEMPT_SQL} AS attempt, iteration FROM {spans.step_spans}
+            WHERE iteration IS NOT NULL GROUP BY ALL
         ),
         bounds AS (SELECT attempt, min(iteration) AS low, max(iteration) AS high FROM steps GROUP BY attempt),
         found AS (
@@ -172,8 +172,8 @@ def duplicate_step_findings(spans: SpanSet) -> list[Finding]:
     rows = spans.rows(
         f"""
         WITH steps AS (
-            SELECT {ATTEMPT_SQL} AS attempt, iteration, trace_id, span_id, name, start_ns, end_ns FROM {spans.own}
-            WHERE is_step AND iteration IS NOT NULL
+            SELECT {ATTEMPT_SQL} AS attempt, iteration, trace_id, span_id, name, start_ns, end_ns
+            FROM {spans.step_spans} WHERE iteration IS NOT NULL
         ),
         ordered AS (
             SELECT *,

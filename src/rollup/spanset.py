@@ -34,13 +34,21 @@ class SpanSet:
     `lineage.LINEAGE_COLUMNS` (each span's own accounting columns and what it inherits), `own` one with a span's own
     columns alone, cheaper to read where `lineage` is a join (the same relation elsewhere). `run_id` is the attempt
     kept (None: every attempt); `files`, the Parquet files `lineage` reads when it is a view of them (what a Ray task
-    of `report --ray` is given to read its slice from), else empty."""
+    of `report --ray` is given to read its slice from), else empty. `step_spans` (a property) names the step spans
+    with their own columns: `own`'s, filtered, unless `steps` names a relation that holds them alone (a watcher's,
+    whose questions of the steps alone are answered again only when a step span arrived)."""
 
     connection: duckdb.DuckDBPyConnection
     lineage: str = LINEAGE
     own: str = LINEAGE
     run_id: str | None = None
     files: tuple[str, ...] = ()
+    steps: str | None = None
+
+    @property
+    def step_spans(self) -> str:
+        """SQL, a relation: the step spans (`is_step`), each span's own columns."""
+        return self.steps or f"(SELECT * FROM {self.own} WHERE is_step)"
 
     def rows(self, sql: str, params: Params = None) -> list[tuple[Any, ...]]:
         """The rows of `sql`, as tuples."""

@@ -158,7 +158,7 @@ def attempt_windows(spans: SpanSet, order: Sequence[str]) -> Windows:
     """
     steps = f"""
         SELECT {ATTEMPT_SQL} AS attempt, iteration, min(start_ns) AS start_ns, max(end_ns) AS end_ns
-        FROM {spans.own} WHERE is_step AND iteration IS NOT NULL GROUP BY ALL
+        FROM {spans.step_spans} WHERE iteration IS NOT NULL GROUP BY ALL
     """
     table = _numbered(spans, steps, order)
     with spans.registered("attempt_windows_found", table) as found_windows:
@@ -221,16 +221,21 @@ def outside_stretches(extent: tuple[int, int] | None, windows: Windows) -> Stret
     cursor, run_end = extent
     starts, ends = windows.stretches.starts, windows.stretches.ends
     in_order = all(a <= b for a, b in zip(starts, starts[1:], strict=False))  # one attempt's, mostly: no sort
-    for position in range(len(windows)) if in_order else sorted(range(len(windows)), key=starts.__getitem__):
-        if min(starts[position], run_end) > cursor:
-            outside.starts.append(cursor)
-            outside.ends.append(min(starts[position], run_end))
-        cursor = max(cursor, ends[position])
-        if cursor >= run_end:
-            break
+    order = range(len(windows)) if in_order else sorted(range(len(windows)), key=starts.__getitem__)
+    add_start, add_end = outside.starts.append, outside.ends.append
+    for start, end in zip(map(starts.__getitem__, order), map(ends.__getitem__, order), strict=True):
+        if start > run_end:
+            start = run_end
+        if start > cursor:
+            add_start(cursor)
+            add_end(start)
+        if end > cursor:
+            cursor = end
+            if cursor >= run_end:
+                break
     if cursor < run_end:
-        outside.starts.append(cursor)
-        outside.ends.append(run_end)
+        add_start(cursor)
+        add_end(run_end)
     return outside
 
 

@@ -1,0 +1,101 @@
+"""The watcher's pending spans (`live_spans.pending_tops`): where each span's chain of loaded parents ends, worked
+out on columns, against a literal walk up each chain."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_watch_live import SAMPLES, records
+
+from rollup.lineage import MAX_DEPTH
+from rollup.live import LiveRun
+from rollup.live_spans import SPANS_TABLE, pending_tops
+from rollup.store import open_store
+
+
+def _walked_up(rows: list[tuple[int, int, int | None]]) -> list[int | None]:
+    """Each span's answer read literally: follow the loaded parents; the first id not loaded is where it ends, a
+    root (no parent) or a cycle ends nowhere."""
+    parent_of = {(t, s): p for t, s, p in rows}
+    answers: list[int | None] = []
+    for t, _, p in rows:
+        key, seen = p, 0
+        while key is not None and (t, key) in parent_of and seen <= MAX_DEPTH:
+            key, seen = parent_of[(t, key)], seen + 1
+        answers.append(None if key is None or seen > MAX_DEPTH else key)
+    return answers
+
+
+# Spans of two traces whose ids and parent ids come from a small range, so chains, missing parents, roots and
+# cycles (a span its own ancestor) all occur; each id at most once a trace.
+_spans = st.lists(
+    st.tuples(st.integers(0, 1), st.integers(0, 12), st.one_of(st.none(), st.integers(0, 14))),
+    max_size=40,
+    unique_by=lambda row: (row[0], row[1]),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_spans)
+def test_each_span_waits_for_the_first_parent_not_loaded_up_its_chain(rows):
+    table = pa.table(
+        {
+            "tkey": pa.array([t for t, _, _ in rows], pa.uint64()),
+            "skey": pa.array([s for _, s, _ in rows], pa.uint64()),
+            "pkey": pa.array([p for _, _, p in rows], pa.uint64()),
+        }
+    )
+    assert pending_tops(table).to_pylist() == _walked_up(rows)
+
+
+def test_a_long_chain_ends_at_its_missing_root_parent():
+    depth = 3_000  # twelve rounds of doubling
+    rows = [(7, i, i + 1) for i in range(depth)]
+    table = pa.table(
+        {name: pa.array(column, pa.uint64()) for name, column in zip(("tkey", "skey", "pkey"), zip(*rows))}
+    )
+    assert set(pending_tops(table).to_pylist()) == {depth}
+
+
+# The lineage columns as a watcher and the store both hold them, by span.
+_LINEAGE_SQL = """
+    SELECT trace_id, span_id, end_ns, inverted_ns, eff_iteration, ancestor_iteration, ancestor_iteration_span,
+           bucketed_chain, has_parent, bucketed, is_step, is_umbrella
+    FROM {table} ORDER BY trace_id, span_id
+"""
+
+
+@pytest.mark.parametrize("sample", ["grpo_sync", "grpo_async", "grpo_restart", "grpo_buggy"])
+def test_spans_walked_a_few_at_a_time_have_the_lineage_of_one_walk_over_every_span(tmp_path, sample):
+    """The walk in Python (`live_walk`, a refresh's spans and the pending spans below them) against the SQL walk of
+    the store over every span: each file's records arrive two at a time, the files in turn, so parents arrive after
+    their children and in other processes' files."""
+    written = {f.name: records(f) for f in sorted((SAMPLES / sample).iterdir()) if f.is_file()}
+    folder = tmp_path / "run"
+    folder.mkdir()
+    run = LiveRun([folder])
+    walked_few = 0
+    original = run.live._walk_few
+
+    def counted(*args):
+        nonlocal walked_few
+        walked_few += 1
+        return original(*args)
+
+    run.live._walk_few = counted
+    try:
+        for k in range(max(len(r) for r in written.values())):
+            for name, held in written.items():
+                with open(folder / name, "ab") as out:
+                    out.write(b"".join(held[2 * k : 2 * k + 2]))
+                run.refresh()
+        watched = run.connection.execute(_LINEAGE_SQL.format(table=SPANS_TABLE)).fetchall()
+    finally:
+        run.close()
+    with open_store([folder], use_cache=False) as store:
+        spans = store.spans()
+        expected = spans.rows(_LINEAGE_SQL.format(table=spans.lineage))
+    assert walked_few > 10
+    assert watched == expected
