@@ -24,7 +24,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from .attribution import Charge, ChargeColumns, FrameCharges, charge_few, charge_stretches, window_span_ns
+from .attribution import Charge, ChargeColumns, FrameCharges, charge_few, charge_stretches
 from .connection import ENV_MEMORY_LIMIT, ONE_THREAD_SPANS, SpillDirectory, connect, memory_limit_bytes, out_of_memory
 from .gpu_charge import GpuCharges, GpuFigures, charge_gpus
 from .gpus import GpuModel
@@ -67,58 +67,44 @@ class LiveState:
 
 
 class _Answers:
-    """Each frame's answers, by the frame's key (kind, attempt, iteration, start, end, ...), dropped when arrivals
-    touch the frame (`forget`). Indexed by the frame's (attempt, iteration) and by its end (in bins of BIN_NS), so
-    forgetting looks only at the frames of the iterations touched and at those ending after the earliest stretch
-    touched: the newest, mostly."""
+    """Each frame's answers (its charge, its kind, its GPU charge), by the frame's key (kind, attempt, iteration,
+    start, end, ...), dropped when new bucketed spans overlap the frame (`forget`): what a frame is charged, its kind
+    and its GPUs' charge depend on the bucketed spans active in it alone. Indexed by the frame's end (in bins of
+    BIN_NS), so forgetting looks only at the frames ending after the earliest stretch touched: the newest, mostly."""
 
     BIN_NS = 1 << 34  # about 17 s
 
     def __init__(self) -> None:
         self.by_key: dict[tuple[Any, ...], Any] = {}
-        self._by_iteration: dict[tuple[Any, Any], set[tuple[Any, ...]]] = {}
         self._by_bin: dict[int, set[tuple[Any, ...]]] = {}
-
-    def __contains__(self, key: tuple[Any, ...]) -> bool:
-        return key in self.by_key
 
     def __getitem__(self, key: tuple[Any, ...]) -> Any:
         return self.by_key[key]
 
     def __setitem__(self, key: tuple[Any, ...], value: Any) -> None:
         if key not in self.by_key:
-            self._by_iteration.setdefault((key[1], key[2]), set()).add(key)
             self._by_bin.setdefault(key[4] // self.BIN_NS, set()).add(key)
         self.by_key[key] = value
 
-    def _drop(self, key: tuple[Any, ...]) -> None:
-        if self.by_key.pop(key, None) is not None or key in self._by_iteration.get((key[1], key[2]), ()):
-            self._by_iteration.get((key[1], key[2]), set()).discard(key)
-            self._by_bin.get(key[4] // self.BIN_NS, set()).discard(key)
-
     def forget(self, touched: Touched) -> None:
-        """Drop the answers of every frame `touched` overlaps, or whose (attempt, iteration) it names; all of them
-        after a rebuild."""
+        """Drop the answers of every frame `touched` overlaps; all of them after a rebuild."""
         if touched.everything:
             self.by_key.clear()
-            self._by_iteration.clear()
             self._by_bin.clear()
             return
-        for pair in touched.iterations:
-            for key in list(self._by_iteration.get(pair, ())):
-                if key[0] in ("window", "lost"):
-                    self._drop(key)
         if not touched.stretches:
             return
         stretches = merged_stretches(touched.stretches)
         starts = [start for start, _ in stretches]
         first_bin = stretches[0][0] // self.BIN_NS
         for number in [n for n in self._by_bin if n >= first_bin]:
-            for key in list(self._by_bin[number]):
+            held = self._by_bin[number]
+            for key in list(held):
                 start, end = key[3], key[4]
                 at = bisect.bisect_right(starts, end) - 1  # the last touched stretch starting by the frame's end
                 if at >= 0 and stretches[at][1] >= start:
-                    self._drop(key)
+                    del self.by_key[key]
+                    held.discard(key)
 
 
 class LiveRun:
@@ -242,6 +228,10 @@ class _Held:
         return columns
 
 
+def _same(answer: Any) -> Any:
+    return answer
+
+
 def _charge_row(charge: Charge) -> tuple[int, ...]:
     return (charge.wall_ns, *(charge.bucket_ns[b] for b in BUCKETS), charge.unaccounted_ns)
 
@@ -252,13 +242,13 @@ def _summed(columns: list[array]) -> Charge:
 
 
 class _KeptRunner:
-    """A runner (`runners.Runner`) that keeps each frame's charge and each window's span-seconds, and asks only
-    for the frames it has no answer for, of a slice of the spans."""
+    """A runner (`runners.Runner`) that keeps each frame's charge, and asks only for the frames it has no answer
+    for, of a slice of the spans; each window's span-seconds are the watcher's sums (`LiveSpans.span_ns_of`)."""
 
     def __init__(self, run: LiveRun) -> None:
         self.run = run
         width = 2 + len(BUCKETS)
-        self._windows, self._lost, self._outside = _Held(width + len(BUCKETS)), _Held(width), _Held(width)
+        self._windows, self._lost, self._outside = _Held(width), _Held(width), _Held(width)
 
     def report_parts(
         self, spans: SpanSet, frames: ReportFrames, precedence: Sequence[str], by: str | None
@@ -272,31 +262,22 @@ class _KeptRunner:
         missing = [i for i, key in enumerate(keys) if key not in answers.by_key]
         if missing:
             stretches = [(keys[i][3], keys[i][4]) for i in missing]
-            asked = [i for i in missing if i < len(windows)]
-            iterations = {(keys[i][1], keys[i][2]) for i in asked}
-            with self.run.sliced(stretches, iterations) as sliced:
+            with self.run.sliced(stretches, set()) as sliced:
                 charges = _charged(sliced, stretches, precedence)
-                span_ns = window_span_ns(sliced, windows.take(asked))
             for at, i in enumerate(missing):
-                answers[keys[i]] = (_charge_row(charges[at]), ())
-            for at, i in enumerate(asked):
-                answers[keys[i]] = (answers[keys[i]][0], tuple(column[at] for column in span_ns))
+                answers[keys[i]] = _charge_row(charges[at])
         ends = (len(windows), len(windows) + len(lost), len(keys))
 
         def first_missing(low: int, high: int) -> int:
             """The first position, counted from `low`, of a key worked out this time among keys[low:high]."""
             return next((i - low for i in missing if low <= i < high), high - low)
 
-        held = self._windows.columns_for(
-            window_keys, answers, first_missing(0, ends[0]), lambda answer: (*answer[0], *answer[1])
-        )
-        lost_held = self._lost.columns_for(lost_keys, answers, first_missing(*ends[:2]), lambda answer: answer[0])
-        outside_held = self._outside.columns_for(
-            outside_keys, answers, first_missing(*ends[1:]), lambda answer: answer[0]
-        )
-        walls, *charged = held[: 2 + len(BUCKETS)]
+        held = self._windows.columns_for(window_keys, answers, first_missing(0, ends[0]), _same)
+        lost_held = self._lost.columns_for(lost_keys, answers, first_missing(*ends[:2]), _same)
+        outside_held = self._outside.columns_for(outside_keys, answers, first_missing(*ends[1:]), _same)
+        walls, *charged = held
         columns = ChargeColumns(walls, dict(zip(BUCKETS, charged[: len(BUCKETS)], strict=True)), charged[-1])
-        rows = IterationRows.of_windows(windows, columns, held[2 + len(BUCKETS) :])
+        rows = IterationRows.of_windows(windows, columns, self.run.live.span_ns_of(windows))
         lost_total, outside_total = _summed(lost_held), _summed(outside_held)
         return [ReportPart(array("q", range(len(windows))), rows, rows.total(), lost_total, outside_total)]
 

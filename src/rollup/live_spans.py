@@ -16,6 +16,7 @@ the root of many spans (the job span arriving last).
 from __future__ import annotations
 
 import re
+from array import array
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -23,17 +24,20 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .attempts import ATTEMPT_SQL
+from .attribution import SPAN_SECONDS_SPANS
 from .lineage import LINEAGE_COLUMNS, MAX_DEPTH, build_lineage
 from .live_hot import HotSpans
 from .live_walk import Key, Lineage, Node, Unwalked, walk
 from .nodes import NODE_COLUMNS_SQL, NODE_TABLE_COLUMNS
 from .ray_slices import merged_stretches
-from .schema import ACCOUNTING_SCHEMA, IS_JOB_SQL
+from .schema import ACCOUNTING_SCHEMA, BUCKETS, IS_JOB_SQL
 from .spanset import Params, SpanSet
 from .tables import LINEAGE, LINEAGE_HANDED, OWN_SPANS
 
 if TYPE_CHECKING:
     import duckdb
+
+    from .windows import Windows
 
 # The watcher's own tables: every span with its lineage (and its file), the pending spans' keys, the summary.
 SPANS_TABLE = "live_spans"
@@ -62,12 +66,11 @@ _OWN_KEYS = ("run_id", "process", "host_pid", "service", "holding")
 
 @dataclass
 class Touched:
-    """What one batch of arrivals changed: the stretches of the bucketed spans that arrived or whose lineage changed
-    (before and after), the (attempt, iteration) pairs whose span-seconds changed, and whether everything did
-    (`everything`: every span was walked again)."""
+    """What one batch of arrivals changed: the stretches of the bucketed spans that arrived (a frame's charge, kind
+    and GPU charge change only where one does: a walk changes no span's own columns), and whether everything did
+    (`everything`: every span was walked again). The span-seconds are kept up to date apart (`span_seconds`)."""
 
     stretches: list[tuple[int, int]] = field(default_factory=list)
-    iterations: set[tuple[str, int]] = field(default_factory=set)
     everything: bool = False
 
 
@@ -97,6 +100,9 @@ class LiveSpans:
         # refresh knows without a query whether a new span has any below it, and that a parent named here is not
         # loaded. None while not known (never: read again after every walk in SQL).
         self._tops: dict[Key, int] | None = {}
+        # Each (attempt, iteration)'s span-seconds by bucket (BUCKETS order): `attribution.window_span_ns`'s sums,
+        # kept up to date as spans arrive and are walked again.
+        self.span_seconds: dict[tuple[str, int], tuple[int, ...]] = {}
         self._registered: set[str] = set()  # the slices taken of `hot`, registered by name
         self._register_summary()
         connection.execute(
@@ -221,6 +227,42 @@ class LiveSpans:
         self._count_tops()
         return touched
 
+    def span_ns_of(self, windows: Windows) -> list[array]:
+        """Each window's span-seconds (`attribution.window_span_ns`), from the sums kept: a column per bucket."""
+        none = (0,) * len(BUCKETS)
+        run_ids, held = windows.run_ids, self.span_seconds
+        found = [held.get((run_ids[a], i), none) for a, i in zip(windows.attempts, windows.iterations, strict=True)]
+        return [array("q", (values[b] for values in found)) for b in range(len(BUCKETS))]
+
+    def _add_span_seconds(self, rows: pa.Table, sign: int) -> None:
+        """Add to `span_seconds` (or, `sign` -1, take from it) what the spans of `rows` count."""
+        counted = rows.filter(pc.and_(pc.fill_null(rows.column("bucketed"), pa.scalar(False)),
+                                      pc.is_valid(rows.column("eff_iteration"))))  # fmt: skip
+        if not counted.num_rows:
+            return
+        keyed = pa.table({
+            "attempt": pc.fill_null(counted.column("run_id"), pa.scalar("", pa.string())),
+            "iteration": counted.column("eff_iteration"), "bucket": counted.column("bucket"),
+            "ns": pc.subtract(counted.column("end_ns"), counted.column("start_ns")),
+        })  # fmt: skip
+        summed = keyed.group_by(["attempt", "iteration", "bucket"]).aggregate([("ns", "sum")])
+        for attempt, iteration, bucket, ns in zip(*(summed.column(n).to_pylist() for n in summed.column_names),
+                                                  strict=True):  # fmt: skip
+            values = list(self.span_seconds.get((attempt, iteration), (0,) * len(BUCKETS)))
+            values[BUCKETS.index(bucket)] += sign * ns
+            self.span_seconds[(attempt, iteration)] = tuple(values)
+
+    def _count_span_seconds(self) -> None:
+        """`span_seconds` read again from every span (after a walk in SQL)."""
+        self.span_seconds = {}
+        for attempt, iteration, bucket, ns in self.connection.execute(
+            f"SELECT {ATTEMPT_SQL}, eff_iteration, bucket, sum(end_ns - start_ns)::BIGINT FROM {SPANS_TABLE} "
+            f"WHERE {SPAN_SECONDS_SPANS} GROUP BY ALL"
+        ).fetchall():
+            values = list(self.span_seconds.get((attempt, iteration), (0,) * len(BUCKETS)))
+            values[BUCKETS.index(bucket)] = int(ns)
+            self.span_seconds[(attempt, iteration)] = tuple(values)
+
     def _count_tops(self) -> None:
         """`_tops` read again from PENDING: how many pending spans wait for each parent (after a walk in SQL)."""
         self._tops = {
@@ -258,17 +300,11 @@ class LiveSpans:
         self.hot.add(rows, [] if changed is None else _keys_of(changed))
         self._summarize_rows(rows.slice(0, len(keys)).append_column("live_is_job", fresh_rows.column("live_is_job")))
         self.count += len(keys)
-        touched = Touched()
-        for table in ([] if changed is None else [changed]) + [rows]:
-            attempts = pc.fill_null(table.column("run_id"), pa.scalar("", pa.string())).to_pylist()
-            for start, end, bucketed, attempt, iteration in zip(
-                table.column("start_ns").to_pylist(), table.column("end_ns").to_pylist(),
-                table.column("bucketed").to_pylist(), attempts, table.column("eff_iteration").to_pylist(), strict=True,
-            ):  # fmt: skip
-                if bucketed:
-                    touched.stretches.append((int(start), int(end)))
-                if iteration is not None:
-                    touched.iterations.add((attempt, int(iteration)))
+        if changed is not None:
+            self._add_span_seconds(changed, -1)
+        self._add_span_seconds(rows, 1)
+        new = rows.slice(0, len(keys)).filter(rows.slice(0, len(keys)).column("bucketed"))
+        touched = Touched(list(zip(new.column("start_ns").to_pylist(), new.column("end_ns").to_pylist(), strict=True)))
         return touched
 
     def _waiting_rows(self, waiting: list[Key]) -> pa.Table:
@@ -465,11 +501,10 @@ class LiveSpans:
         c.execute(f"DROP TABLE {_FRESH}")
         c.execute(f"DROP TABLE {_CHANGED}")
         self.count += fresh
-        for start, end, bucketed, attempt, iteration, *_ in [*old, *rows]:
+        for start, end, bucketed, *_ in [*old, *rows]:
             if bucketed:
                 touched.stretches.append((int(start), int(end)))
-            if iteration is not None:
-                touched.iterations.add((attempt, int(iteration)))
+        self._count_span_seconds()
         return touched
 
     def _pend(self, walked: str) -> None:
@@ -590,6 +625,7 @@ class LiveSpans:
             self._drop_walk()
         ((self.count,),) = c.execute(f"SELECT count(*) FROM {SPANS_TABLE}").fetchall()
         self._count_tops()
+        self._count_span_seconds()
         return Touched(everything=True)
 
     def _drop_walk(self) -> None:
