@@ -3,13 +3,18 @@ out on columns, against a literal walk up each chain."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from conftest import json_report
 from test_watch_live import SAMPLES, records
 
 from rollup.lineage import MAX_DEPTH
+from rollup.json_report import report_json
 from rollup.live import LiveRun
 from rollup.live_spans import SPANS_TABLE, pending_tops
 from rollup.store import open_store
@@ -99,3 +104,93 @@ def test_spans_walked_a_few_at_a_time_have_the_lineage_of_one_walk_over_every_sp
         expected = spans.rows(_LINEAGE_SQL.format(table=spans.lineage))
     assert walked_few > 10
     assert watched == expected
+
+
+def _generated_batches(spans: int, batch: int) -> list[bytes]:
+    """bench/tracegen's synthetic GRPO job as framed protobuf records of `batch` spans, in the order it writes
+    them (a quiet process's batch lands up to an hour of trace time late)."""
+    import struct
+    import sys
+
+    bench = str(Path(__file__).resolve().parents[1] / "bench")
+    sys.path.insert(0, bench)
+    try:
+        import tracegen
+    finally:
+        sys.path.remove(bench)
+    encoder = tracegen.ProtoBatchEncoder()
+    out: list[bytes] = []
+
+    def write_batch(process, rows) -> None:
+        message = encoder.encode(builder.trace_id, process, rows)
+        out.append(struct.pack(">I", len(message)) + message)
+
+    builder = tracegen._JobBuilder(spans, tracegen.DEFAULT_SEED, write_batch, batch)
+    builder.run()
+    return out
+
+
+@pytest.mark.slow
+def test_a_generated_job_appended_a_batch_at_a_time_reads_as_its_report(tmp_path):
+    """Hundreds of windows, so the kinds and the outliers count (`report.mark_outliers`), and batches that land
+    late over many of them: the watcher's report after a first read of most of the job and after each of the
+    appends that follow (its walk in Python, its newest spans held, its sums of span-seconds) is `report`'s."""
+    batches = _generated_batches(60_000, 500)
+    path = tmp_path / "job.otlp"
+    path.write_bytes(b"".join(batches[:-12]))
+    run = LiveRun([path])
+    try:
+        run.refresh()
+        for number, record in enumerate(batches[-12:]):
+            with open(path, "ab") as out:
+                out.write(record)
+            report = report_json(run.refresh().report)
+            if number % 4 == 3:
+                expected = json_report(path, "--no-cache")
+                same = json.dumps(report, sort_keys=True) == json.dumps(expected, sort_keys=True)
+                assert same, _first_difference(report, expected)
+        assert any(row["outliers"] for row in report["iterations"])
+    finally:
+        run.close()
+
+
+def _first_difference(got: dict, expected: dict) -> str:
+    """Where two reports first differ, in a line (pytest's own diff of two large reports takes minutes)."""
+    for key in sorted(set(got) | set(expected)):
+        if key == "iterations":
+            for mine, theirs in zip(got[key], expected[key], strict=False):
+                if mine != theirs:
+                    return f"iteration {theirs.get('iteration')}: {mine} != {theirs}"
+            if len(got[key]) != len(expected[key]):
+                return f"{len(got[key])} iterations != {len(expected[key])}"
+        elif got.get(key) != expected.get(key):
+            return f"{key}: {got.get(key)} != {expected.get(key)}"
+    return "the same objects, differently written"
+
+
+def test_the_watchers_kinds_group_the_windows_as_the_reports_fingerprints_do(tmp_path):
+    """`_KeptSweeps._kinds_of` numbers a kind by its set of names where `windows.window_kinds` takes a fingerprint
+    of it: over every window of a generated job, the two split the windows into the same groups."""
+    from rollup.windows import window_kinds
+
+    path = tmp_path / "job.otlp"
+    path.write_bytes(b"".join(_generated_batches(20_000, 500)))
+    run = LiveRun([path])
+    try:
+        state = run.refresh()
+        rows = state.report.iterations
+        starts, ends = list(rows.column("start_ns")), list(rows.column("end_ns"))
+        spans = run.live.every_span()
+        mine = run.sweeps._kinds_of(spans, list(zip(starts, ends, strict=True)))
+        theirs = list(window_kinds(spans, starts, ends))
+    finally:
+        run.close()
+
+    def groups(kinds: list[int]) -> set[frozenset[int]]:
+        by_kind: dict[int, set[int]] = {}
+        for position, kind in enumerate(kinds):
+            by_kind.setdefault(kind, set()).add(position)
+        return {frozenset(group) for group in by_kind.values()}
+
+    assert len(set(theirs)) > 2
+    assert groups(mine) == groups(theirs)
