@@ -10,14 +10,14 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from conftest import json_report
-from test_watch_live import SAMPLES, records
 
-from rollup.lineage import MAX_DEPTH
+from conftest import json_report
 from rollup.json_report import report_json
+from rollup.lineage import MAX_DEPTH
 from rollup.live import LiveRun
 from rollup.live_spans import SPANS_TABLE, pending_tops
 from rollup.store import open_store
+from test_watch_live import SAMPLES, records
 
 
 def _walked_up(rows: list[tuple[int, int, int | None]]) -> list[int | None]:
@@ -59,7 +59,11 @@ def test_a_long_chain_ends_at_its_missing_root_parent():
     depth = 3_000  # twelve rounds of doubling
     rows = [(7, i, i + 1) for i in range(depth)]
     table = pa.table(
-        {name: pa.array(column, pa.uint64()) for name, column in zip(("tkey", "skey", "pkey"), zip(*rows))}
+        {
+            "tkey": pa.array([t for t, _, _ in rows], pa.uint64()),
+            "skey": pa.array([s for _, s, _ in rows], pa.uint64()),
+            "pkey": pa.array([p for _, _, p in rows], pa.uint64()),
+        }
     )
     assert set(pending_tops(table).to_pylist()) == {depth}
 
@@ -166,31 +170,3 @@ def _first_difference(got: dict, expected: dict) -> str:
         elif got.get(key) != expected.get(key):
             return f"{key}: {got.get(key)} != {expected.get(key)}"
     return "the same objects, differently written"
-
-
-def test_the_watchers_kinds_group_the_windows_as_the_reports_fingerprints_do(tmp_path):
-    """`_KeptSweeps._kinds_of` numbers a kind by its set of names where `windows.window_kinds` takes a fingerprint
-    of it: over every window of a generated job, the two split the windows into the same groups."""
-    from rollup.windows import window_kinds
-
-    path = tmp_path / "job.otlp"
-    path.write_bytes(b"".join(_generated_batches(20_000, 500)))
-    run = LiveRun([path])
-    try:
-        state = run.refresh()
-        rows = state.report.iterations
-        starts, ends = list(rows.column("start_ns")), list(rows.column("end_ns"))
-        spans = run.live.every_span()
-        mine = run.sweeps._kinds_of(spans, list(zip(starts, ends, strict=True)))
-        theirs = list(window_kinds(spans, starts, ends))
-    finally:
-        run.close()
-
-    def groups(kinds: list[int]) -> set[frozenset[int]]:
-        by_kind: dict[int, set[int]] = {}
-        for position, kind in enumerate(kinds):
-            by_kind.setdefault(kind, set()).add(position)
-        return {frozenset(group) for group in by_kind.values()}
-
-    assert len(set(theirs)) > 2
-    assert groups(mine) == groups(theirs)

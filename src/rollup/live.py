@@ -38,7 +38,7 @@ from .rows import Figures, IterationRows
 from .runners import LocalRunner
 from .schema import ACCOUNTING_SCHEMA, BUCKETS, SPAN_SCHEMA
 from .spanset import SpanSet
-from .windows import ReportFrames, Windows
+from .windows import ReportFrames, Windows, window_kinds
 
 # What a watcher reads of each span: what the accounting reads, and the span's file (to drop it when replaced).
 _READ_SCHEMA = pa.schema([*ACCOUNTING_SCHEMA, SPAN_SCHEMA.field("source_file")])
@@ -306,7 +306,6 @@ class _KeptSweeps:
     def __init__(self, run: LiveRun) -> None:
         self.run = run
         self._kinds = _Held(1)
-        self._kind_of: dict[frozenset[str], int] = {}  # a kind's number, by its set of names (see `_kinds_of`)
 
     def window_kinds(self, spans: SpanSet, starts: Sequence[int], ends: Sequence[int]) -> array:
         answers = self.run.answers
@@ -315,30 +314,11 @@ class _KeptSweeps:
         if missing:
             asked = [(keys[i][3], keys[i][4]) for i in missing]
             with self.run.sliced(asked, set()) as sliced:
-                kinds = self._kinds_of(sliced, asked)
+                kinds = window_kinds(sliced, [s for s, _ in asked], [e for _, e in asked])
             for i, kind in zip(missing, kinds, strict=True):
                 answers[keys[i]] = kind
         first = missing[0] if missing else len(keys)
         return self._kinds.columns_for(keys, answers, first, lambda kind: (kind,))[0]
-
-    def _kinds_of(self, spans: SpanSet, stretches: list[tuple[int, int]]) -> list[int]:
-        """Each stretch's kind as `windows.window_kinds` defines it (the set of names of the bucketed spans active
-        in it), numbered here by the set itself: the same stretches share a kind as they do in a report, where a
-        64-bit fingerprint of the set numbers it (only a collision of two fingerprints could tell them apart). On
-        Arrow columns, not a query a stretch."""
-        import pyarrow.compute as pc
-
-        active = spans.arrow(f"SELECT start_ns, end_ns, name FROM {spans.lineage} "
-                             "WHERE bucket IS NOT NULL AND end_ns > start_ns")  # fmt: skip
-        starts, ends, names = active.column("start_ns"), active.column("end_ns"), active.column("name")
-        kinds = []
-        for start, end in stretches:
-            inside = pc.and_(
-                pc.less(starts, pa.scalar(end, pa.int64())), pc.greater(ends, pa.scalar(start, pa.int64()))
-            )
-            held = frozenset(pc.unique(names.filter(inside)).to_pylist())
-            kinds.append(self._kind_of.setdefault(held, len(self._kind_of)))
-        return kinds
 
     def charge_gpus(
         self,
