@@ -56,6 +56,8 @@ REBUILD_SHARE, REBUILD_LEAST = 0.2, 100_000
 # A batch of more new spans than this (a run already written, read a part at a time) touches everything: listing
 # what each of its spans touched would cost more than asking every frame again, and hold the list in memory.
 EVERYTHING_SPANS = 20_000
+# The most pending spans whose keys are listed by the parent they wait for (`LiveSpans._waiting`).
+LISTED = 4_096
 # Beside the lineage's columns, each span's file and its process as read (before `_renamed`), for a rebuild.
 _SOURCE_COLUMNS = ("source_file", "source_process")
 _ROW_COLUMNS = (*NODE_TABLE_COLUMNS, *LINEAGE_COLUMNS, *_SOURCE_COLUMNS)
@@ -100,6 +102,9 @@ class LiveSpans:
         # refresh knows without a query whether a new span has any below it, and that a parent named here is not
         # loaded. None while not known (never: read again after every walk in SQL).
         self._tops: dict[Key, int] | None = {}
+        # Of a parent few spans wait for (at most LISTED), their keys and starts: the rows walked again when it
+        # arrives are then taken from `hot` when it holds them, not looked for among every pending span.
+        self._waiting: dict[Key, list[tuple[int, int, int]]] = {}
         # Each (attempt, iteration)'s span-seconds by bucket (BUCKETS order): `attribution.window_span_ns`'s sums,
         # kept up to date as spans arrive and are walked again.
         self.span_seconds: dict[tuple[str, int], tuple[int, ...]] = {}
@@ -265,6 +270,7 @@ class LiveSpans:
 
     def _count_tops(self) -> None:
         """`_tops` read again from PENDING: how many pending spans wait for each parent (after a walk in SQL)."""
+        self._waiting = {}
         self._tops = {
             (int(tkey), int(top)): int(count)
             for tkey, top, count in self.connection.execute(
@@ -296,6 +302,7 @@ class LiveSpans:
             c.unregister("live_new_rows")
         for key in waiting:  # every span that waited for these was walked again
             self._tops.pop(key, None)
+            self._waiting.pop(key, None)
         self._pend_found(rows, found)
         self.hot.add(rows, [] if changed is None else _keys_of(changed))
         self._summarize_rows(rows.slice(0, len(keys)).append_column("live_is_job", fresh_rows.column("live_is_job")))
@@ -308,7 +315,19 @@ class LiveSpans:
         return touched
 
     def _waiting_rows(self, waiting: list[Key]) -> pa.Table:
-        """The rows of the pending spans that wait for one of `waiting` (ids of new spans)."""
+        """The rows of the pending spans that wait for one of `waiting` (ids of new spans): from `hot` when every
+        one is listed (`_waiting`) and started since it holds every span, else looked for in PENDING."""
+        listed = [self._waiting.get(key) for key in waiting]
+        if all(keys is not None for keys in listed) and self.hot.start_ns is not None:
+            wanted = {(t, s) for keys in listed for t, s, start in keys or ()}
+            starts = [start for keys in listed for _, _, start in keys or ()]
+            if starts and min(starts) >= self.hot.start_ns:
+                rows = self.hot.rows_with(wanted)
+                if rows.num_rows > len(wanted):  # an id also held in another trace: keep the ones asked for
+                    keep = [key in wanted for key in _keys_of(rows)]
+                    rows = rows.filter(pa.array(keep))
+                if rows.num_rows == len(wanted):
+                    return rows
         c = self.connection
         tops = pa.table({"tkey": pa.array([t for t, _ in waiting], pa.uint64()),
                          "top": pa.array([s for _, s in waiting], pa.uint64())})  # fmt: skip
@@ -363,8 +382,15 @@ class LiveSpans:
                    if found[key].waits_for is not None]  # fmt: skip
         if not pending:
             return
-        for (tkey, _), top, _ in pending:
-            self._tops[(tkey, top)] = self._tops.get((tkey, top), 0) + 1
+        for (tkey, skey), top, start in pending:
+            count = self._tops.get((tkey, top), 0)
+            self._tops[(tkey, top)] = count + 1
+            listed = self._waiting.get((tkey, top)) if count else self._waiting.setdefault((tkey, top), [])
+            if listed is not None:
+                if len(listed) < LISTED:
+                    listed.append((tkey, skey, start))
+                else:
+                    del self._waiting[(tkey, top)]
         table = pa.table({"tkey": pa.array([k[0] for k, _, _ in pending], pa.uint64()),
                           "skey": pa.array([k[1] for k, _, _ in pending], pa.uint64()),
                           "top": pa.array([t for _, t, _ in pending], pa.uint64()),
@@ -674,19 +700,22 @@ def pending_tops(spans: pa.Table) -> pa.ChunkedArray:
     real trace, MAX_DEPTH, counts as one). By pointer doubling over Arrow columns (the command's pyarrow runs
     without numpy: `cli.lean_imports`): each round, a span not yet answered takes its ancestor's answer, or jumps to
     that ancestor's ancestor, so the rounds are the log of the deepest chain."""
-    tkey = pc.cast(spans.column("tkey"), pa.string())
-
-    def keys(ids: pa.ChunkedArray) -> pa.ChunkedArray:
-        return pc.binary_join_element_wise(tkey, pc.cast(ids, pa.string()), pa.scalar(":"))
-
+    count = spans.num_rows
+    rows = pa.array(range(count), pa.int64())
     pkey = spans.column("pkey")
-    parent = pc.index_in(keys(pkey), value_set=keys(spans.column("skey")).combine_chunks())
+    # Each span's parent by its place among `spans` (the first span of an id held twice): a hash join on the two
+    # integer keys, where keys joined as text held several times the columns' memory on a rebuild of a long run.
+    held = pa.table({"tkey": spans.column("tkey"), "skey": spans.column("skey"), "at": rows})
+    held = held.group_by(["tkey", "skey"], use_threads=False).aggregate([("at", "min")])
+    asked = pa.table({"tkey": spans.column("tkey"), "pkey": pkey, "row": rows})
+    joined = asked.join(held, keys=["tkey", "pkey"], right_keys=["tkey", "skey"], join_type="left outer")
+    parent = joined.sort_by("row").column("at_min")
     loaded = pc.is_valid(parent)
     # Each span's answer: 0 not known yet, 1 none (a root), 2 the parent id in `top`; `at`, where to look next.
     one, none_yet, found = (pa.scalar(n, pa.int8()) for n in (1, 0, 2))
     state = pc.if_else(pc.is_null(pkey), one, pc.if_else(loaded, none_yet, found))
     top = pc.if_else(loaded, pa.scalar(None, pa.uint64()), pkey)
-    at = pc.if_else(loaded, parent, pa.array(range(spans.num_rows), pa.int32()))
+    at = pc.if_else(loaded, parent, rows)
     for _ in range(MAX_DEPTH.bit_length() + 1):
         open_ = pc.equal(state, none_yet)
         if not pc.any(open_).as_py():
