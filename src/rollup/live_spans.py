@@ -102,10 +102,10 @@ class LiveSpans:
         self._folded_keyed = self._folded.append_column("live_is_job", pa.array([], pa.bool_()))
         self.hot = HotSpans(self._schema)
         self.step_answers: dict[tuple[str, str, str], Any] = {}  # `_SummarySpans`: emptied when a step span arrives
-        # How many pending spans wait for each parent not read, by (tkey, parent id): kept as PENDING changes, so a
-        # refresh knows without a query whether a new span has any below it, and that a parent named here is not
-        # loaded. None while not known (never: read again after every walk in SQL).
-        self._tops: dict[Key, int] | None = {}
+        # How many pending spans wait for each parent not read, by (tkey, parent id): kept as PENDING changes (and
+        # read again after every walk in SQL), so a refresh knows without a query whether a new span has any below
+        # it, and that a parent named here is not loaded.
+        self._tops: dict[Key, int] = {}
         # Of a parent few spans wait for (at most LISTED), their keys and starts: the rows walked again when it
         # arrives are then taken from `hot` when it holds them, not looked for among every pending span.
         self._waiting: dict[Key, list[tuple[int, int, int]]] = {}
@@ -212,7 +212,7 @@ class LiveSpans:
         fresh = fresh_rows.num_rows
         if not fresh:
             return Touched()
-        if fresh <= EVERYTHING_SPANS and self._tops is not None:
+        if fresh <= EVERYTHING_SPANS:
             keys = list(zip(fresh_rows.column("tkey").to_pylist(), fresh_rows.column("skey").to_pylist(), strict=True))
             below = sum(self._tops.get(key, 0) for key in keys)
             if below > max(REBUILD_SHARE * self.count, REBUILD_LEAST):
@@ -382,8 +382,11 @@ class LiveSpans:
         """Add to PENDING (and `_tops`) the walked spans whose chain of loaded parents ends at a parent not read."""
         keys = list(zip(rows.column("tkey").to_pylist(), rows.column("skey").to_pylist(), strict=True))
         starts = rows.column("start_ns").to_pylist()
-        pending = [(key, found[key].waits_for, start) for key, start in zip(keys, starts, strict=True)
-                   if found[key].waits_for is not None]  # fmt: skip
+        pending: list[tuple[Key, int, int]] = []
+        for key, start in zip(keys, starts, strict=True):
+            top = found[key].waits_for
+            if top is not None:
+                pending.append((key, top, start))
         if not pending:
             return
         for (tkey, skey), top, start in pending:
