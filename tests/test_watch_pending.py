@@ -170,3 +170,28 @@ def _first_difference(got: dict, expected: dict) -> str:
         elif got.get(key) != expected.get(key):
             return f"{key}: {got.get(key)} != {expected.get(key)}"
     return "the same objects, differently written"
+
+
+def test_the_kinds_kept_as_batches_land_are_the_kinds_of_every_span(tmp_path):
+    """`_KeptSweeps.landed` adds a landing name's hash to each kind it lands in: after a first read and a dozen
+    late batches, every window's kind is the one `windows.window_kinds` gives over every span."""
+    from rollup.windows import window_kinds
+
+    batches = _generated_batches(20_000, 500)
+    path = tmp_path / "job.otlp"
+    path.write_bytes(b"".join(batches[:-12]))
+    run = LiveRun([path])
+    try:
+        run.refresh()
+        for record in batches[-12:]:
+            with open(path, "ab") as out:
+                out.write(record)
+            state = run.refresh()
+        rows = state.report.iterations
+        starts, ends = list(rows.column("start_ns")), list(rows.column("end_ns"))
+        kept = [run.answers.by_key[("kind", None, None, s, e)][0] for s, e in zip(starts, ends, strict=True)]
+        expected = list(window_kinds(run.live.every_span(), starts, ends))
+    finally:
+        run.close()
+    assert len(set(expected)) > 2
+    assert kept == expected

@@ -38,7 +38,7 @@ from .rows import Figures, IterationRows
 from .runners import LocalRunner
 from .schema import ACCOUNTING_SCHEMA, BUCKETS, SPAN_SCHEMA
 from .spanset import SpanSet
-from .windows import ReportFrames, Windows, window_kinds
+from .windows import ReportFrames, Windows, kinds_with_names
 
 # What a watcher reads of each span: what the accounting reads, and the span's file (to drop it when replaced).
 _READ_SCHEMA = pa.schema([*ACCOUNTING_SCHEMA, SPAN_SCHEMA.field("source_file")])
@@ -102,9 +102,14 @@ class _Answers:
             for key in list(held):
                 start, end = key[3], key[4]
                 at = bisect.bisect_right(starts, end) - 1  # the last touched stretch starting by the frame's end
-                if at >= 0 and stretches[at][1] >= start:
+                if at >= 0 and stretches[at][1] >= start and key[0] != "kind":  # kinds: `_KeptSweeps.landed`
                     del self.by_key[key]
                     held.discard(key)
+
+    def kinds_ending_after(self, time_ns: int) -> list[tuple[Any, ...]]:
+        """The keys of the kinds held of stretches that may end after `time_ns` (by their bins)."""
+        first = time_ns // self.BIN_NS
+        return [key for number, held in self._by_bin.items() if number >= first for key in held if key[0] == "kind"]
 
 
 class LiveRun:
@@ -146,7 +151,9 @@ class LiveRun:
             batch = self.tailer.poll()
             notes.extend(batch.notes)
             if batch.spans.num_rows or batch.reset:
-                self.answers.forget(self.live.add(batch.spans, batch.reset))
+                touched = self.live.add(batch.spans, batch.reset)
+                self.answers.forget(touched)
+                self.sweeps.landed(touched)
                 if self._one_thread and self.live.count > ONE_THREAD_SPANS:
                     self.connection.execute("RESET threads")
                     self._one_thread = False
@@ -306,6 +313,8 @@ class _KeptSweeps:
     def __init__(self, run: LiveRun) -> None:
         self.run = run
         self._kinds = _Held(1)
+        self._hash_of: dict[str, int] = {}  # a name's part of a kind (KIND_SQL), by name
+        self._changed = False  # a kind held changed since the last `window_kinds`
 
     def window_kinds(self, spans: SpanSet, starts: Sequence[int], ends: Sequence[int]) -> array:
         answers = self.run.answers
@@ -314,11 +323,51 @@ class _KeptSweeps:
         if missing:
             asked = [(keys[i][3], keys[i][4]) for i in missing]
             with self.run.sliced(asked, set()) as sliced:
-                kinds = window_kinds(sliced, [s for s, _ in asked], [e for _, e in asked])
-            for i, kind in zip(missing, kinds, strict=True):
-                answers[keys[i]] = kind
-        first = missing[0] if missing else len(keys)
-        return self._kinds.columns_for(keys, answers, first, lambda kind: (kind,))[0]
+                kinds, names = kinds_with_names(
+                    sliced, array("q", (s for s, _ in asked)), array("q", (e for _, e in asked))
+                )
+            for i, kind, named in zip(missing, kinds, names, strict=True):
+                answers[keys[i]] = (kind, named)
+        first = 0 if self._changed else missing[0] if missing else len(keys)
+        self._changed = False
+        return self._kinds.columns_for(keys, answers, first, lambda answer: (answer[0],))[0]
+
+    def landed(self, touched: Touched) -> None:
+        """Each kind held, as the new spans named in `touched` make it: a name new to a stretch it lands in adds its
+        hash (KIND_SQL is an xor over the set), asked of DuckDB once a name. Kept, not asked again of a slice: a
+        refresh's batch lands in dozens of windows, and their names are mostly those they had."""
+        if touched.everything or not touched.named:
+            return
+        landed = sorted(touched.named)
+        starts = [start for start, _, _ in landed]
+        answers = self.run.answers
+        for key in answers.kinds_ending_after(starts[0]):
+            low, high = key[3], key[4]
+            names = {name for start, end, name in landed[: bisect.bisect_left(starts, high)] if end > low}
+            kind, held = answers.by_key[key]
+            new = names - held
+            if new:
+                self._hashes(new)
+                for name in new:
+                    kind ^= self._hash_of[name]
+                answers.by_key[key] = (kind, held | new)
+                self._changed = True
+
+    def _hashes(self, names: set[str]) -> None:
+        """Learn the hash (KIND_SQL's part) of each of `names` not known yet."""
+        import pyarrow as pa
+
+        unknown = sorted(names - self._hash_of.keys())
+        if unknown:
+            connection = self.run.connection
+            connection.register("live_kind_names", pa.table({"name": pa.array(unknown, pa.string())}))
+            try:
+                for name, part in connection.execute(
+                    "SELECT name, (hash(name) >> 1)::BIGINT FROM live_kind_names"
+                ).fetchall():
+                    self._hash_of[name] = int(part)
+            finally:
+                connection.unregister("live_kind_names")
 
     def charge_gpus(
         self,

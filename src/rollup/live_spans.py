@@ -74,6 +74,8 @@ class Touched:
 
     stretches: list[tuple[int, int]] = field(default_factory=list)
     everything: bool = False
+    # The new spans with a bucket (valid or not) and some length: (start, end, name), what a kind reads.
+    named: list[tuple[int, int, str]] = field(default_factory=list)
 
 
 class LiveSpans:
@@ -226,6 +228,7 @@ class LiveSpans:
             self.connection.execute(f"CREATE OR REPLACE TEMP TABLE {_FRESH} AS SELECT * FROM live_fresh_rows")
         finally:
             self.connection.unregister("live_fresh_rows")
+        named = _touched_by(fresh_rows).named if fresh <= EVERYTHING_SPANS else []
         del fresh_rows
         below = self._pending_below()
         if below > max(REBUILD_SHARE * self.count, REBUILD_LEAST):
@@ -234,6 +237,8 @@ class LiveSpans:
             return self._rebuild(arrived, [])
         touched = self._walk_new(fresh)
         self._count_tops()
+        if not touched.everything:
+            touched.named = named
         return touched
 
     def span_ns_of(self, windows: Windows) -> list[array]:
@@ -314,9 +319,7 @@ class LiveSpans:
         if changed is not None:
             self._add_span_seconds(changed, -1)
         self._add_span_seconds(rows, 1)
-        new = rows.slice(0, len(keys)).filter(rows.slice(0, len(keys)).column("bucketed"))
-        touched = Touched(list(zip(new.column("start_ns").to_pylist(), new.column("end_ns").to_pylist(), strict=True)))
-        return touched
+        return _touched_by(rows.slice(0, len(keys)))
 
     def _waiting_rows(self, waiting: list[Key]) -> pa.Table:
         """The rows of the pending spans that wait for one of `waiting` (ids of new spans): from `hot` when every
@@ -730,6 +733,17 @@ def pending_tops(spans: pa.Table) -> pa.ChunkedArray:
             break
         state, top, at = (pc.if_else(open_, pc.take(column, at), column) for column in (state, top, at))
     return pc.if_else(pc.equal(state, found), top, pa.scalar(None, pa.uint64()))
+
+
+def _touched_by(new: pa.Table) -> Touched:
+    """What the new spans `new` (their rows) touch: the stretches of the bucketed ones, and the named ones."""
+    bucketed = new.filter(pc.fill_null(new.column("bucketed"), pa.scalar(False)))
+    stretches = list(zip(bucketed.column("start_ns").to_pylist(), bucketed.column("end_ns").to_pylist(), strict=True))
+    named = new.filter(
+        pc.and_(pc.is_valid(new.column("bucket")), pc.greater(new.column("end_ns"), new.column("start_ns")))
+    )
+    columns = (named.column(n).to_pylist() for n in ("start_ns", "end_ns", "name"))
+    return Touched(stretches, named=list(zip(*columns, strict=True)))
 
 
 # What the walk in Python reads of a span (`live_walk.Node`), with its keys.

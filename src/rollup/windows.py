@@ -128,6 +128,12 @@ def window_kinds(spans: SpanSet, starts: Sequence[int], ends: Sequence[int]) -> 
 
 
 def _kinds_of(spans: SpanSet, starts: array, ends: array) -> array:
+    return kinds_with_names(spans, starts, ends)[0]
+
+
+def kinds_with_names(spans: SpanSet, starts: array, ends: array) -> tuple[array, list[frozenset[str]]]:
+    """Each stretch's kind (`window_kinds`) and the set of names it is the fingerprint of (KIND_SQL: the xor of
+    each name's hash, so a name added to the set changes the kind by its own hash alone)."""
     import pyarrow as pa
 
     from .arrays import int64_array
@@ -142,12 +148,18 @@ def _kinds_of(spans: SpanSet, starts: array, ends: array) -> array:
                 FROM stretch w JOIN {spans.lineage} s ON s.start_ns < w.end_ns AND s.end_ns > w.start_ns
                 WHERE s.bucket IS NOT NULL AND s.end_ns > s.start_ns
             )
-            SELECT start_ns, end_ns, bit_xor((hash(name) >> 1)::BIGINT) AS kind FROM active GROUP BY ALL
+            SELECT start_ns, end_ns, {KIND_SQL} AS kind, list(name) AS names FROM active GROUP BY ALL
             """
         )
-    kind_of = dict(zip(zip(found["start_ns"].to_pylist(), found["end_ns"].to_pylist(), strict=True),
-                       found["kind"].to_pylist(), strict=True))  # fmt: skip
-    return array("q", (kind_of.get((start, end), 0) for start, end in zip(starts, ends, strict=True)))
+    bounds = zip(found["start_ns"].to_pylist(), found["end_ns"].to_pylist(), strict=True)
+    kind_of = dict(zip(bounds, zip(found["kind"].to_pylist(), found["names"].to_pylist(), strict=True), strict=True))
+    none: tuple[int, list[str]] = (0, [])
+    held = [kind_of.get((start, end), none) for start, end in zip(starts, ends, strict=True)]
+    return array("q", (kind for kind, _ in held)), [frozenset(names) for _, names in held]
+
+
+# SQL, an aggregate over rows of distinct names: their kind, a 64-bit fingerprint of the set (`window_kinds`).
+KIND_SQL = "bit_xor((hash(name) >> 1)::BIGINT)"
 
 
 def attempt_windows(spans: SpanSet, order: Sequence[str]) -> Windows:
