@@ -195,3 +195,27 @@ def test_the_kinds_kept_as_batches_land_are_the_kinds_of_every_span(tmp_path):
         run.close()
     assert len(set(expected)) > 2
     assert kept == expected
+
+
+def test_a_watcher_holding_few_of_the_newest_spans_asks_the_database_for_the_rest(tmp_path, monkeypatch):
+    """With room for a dozen rows (`live_hot.HOT_ROWS`), most slices are cut from the database's table, and the
+    report after each late batch is still the report's."""
+    from rollup import live_hot
+
+    monkeypatch.setattr(live_hot, "HOT_ROWS", 12)
+    batches = _generated_batches(6_000, 200)
+    path = tmp_path / "job.otlp"
+    path.write_bytes(b"".join(batches[:-4]))
+    run = LiveRun([path])
+    try:
+        run.refresh()
+        for record in batches[-4:]:
+            with open(path, "ab") as out:
+                out.write(record)
+            report = report_json(run.refresh().report)
+        assert run.live.hot.rows.num_rows <= 12
+    finally:
+        run.close()
+    expected = json_report(path, "--no-cache")
+    same = json.dumps(report, sort_keys=True) == json.dumps(expected, sort_keys=True)
+    assert same, _first_difference(report, expected)

@@ -165,14 +165,14 @@ class LiveRun:
         recent: dict[str, Recent | None] = dict.fromkeys(RECENT)
         if newest is not None:
             stretches = [(newest - length, newest) for length in RECENT.values()]
-            with self.sliced(stretches, set()) as spans:
+            with self.sliced(stretches) as spans:
                 charges = _charged(spans, stretches, self.options.order)
             for (label, _), stretch, charge in zip(RECENT.items(), stretches, charges, strict=True):
                 recent[label] = Recent(*stretch, Figures.from_ns(charge))
         return LiveState(report, recent, self.live.count, batch.files, newest, notes)
 
-    def sliced(self, stretches: list[tuple[int, int]], iterations: set[tuple[str, int]]) -> _Slice:
-        return _Slice(self.live, stretches, iterations)
+    def sliced(self, stretches: list[tuple[int, int]]) -> _Slice:
+        return _Slice(self.live, stretches)
 
     def close(self) -> None:
         self.connection.close()
@@ -202,9 +202,9 @@ def _newest(live: LiveSpans) -> int | None:
 class _Slice:
     """A slice of the watcher's spans for some stretches (`LiveSpans.slice`), dropped on leaving."""
 
-    def __init__(self, live: LiveSpans, stretches: list[tuple[int, int]], iterations: set[tuple[str, int]]) -> None:
+    def __init__(self, live: LiveSpans, stretches: list[tuple[int, int]]) -> None:
         self.live, self.name = live, f"live_slice_{next(_SLICES)}"
-        self.spans = live.slice(stretches, iterations, self.name)
+        self.spans = live.slice(stretches, self.name)
 
     def __enter__(self) -> SpanSet:
         return self.spans
@@ -270,7 +270,7 @@ class _KeptRunner:
         missing = [i for i, key in enumerate(keys) if key not in answers.by_key]
         if missing:
             stretches = [(keys[i][3], keys[i][4]) for i in missing]
-            with self.run.sliced(stretches, set()) as sliced:
+            with self.run.sliced(stretches) as sliced:
                 charges = _charged(sliced, stretches, precedence)
             for at, i in enumerate(missing):
                 answers[keys[i]] = _charge_row(charges[at])
@@ -322,7 +322,7 @@ class _KeptSweeps:
         missing = [i for i, key in enumerate(keys) if key not in answers.by_key]
         if missing:
             asked = [(keys[i][3], keys[i][4]) for i in missing]
-            with self.run.sliced(asked, set()) as sliced:
+            with self.run.sliced(asked) as sliced:
                 kinds, names = kinds_with_names(
                     sliced, array("q", (s for s, _ in asked)), array("q", (e for _, e in asked))
                 )
@@ -386,7 +386,7 @@ class _KeptSweeps:
         scale = None
         if missing:
             asked = [stretches[i] for i in missing]
-            with self.run.sliced(list(asked), set()) as sliced:
+            with self.run.sliced(list(asked)) as sliced:
                 charges = charge_gpus(sliced, model, asked, [attempts[i] for i in missing], precedence)
             scale = charges.scale
             for at, i in enumerate(missing):
@@ -399,7 +399,7 @@ class _KeptSweeps:
     def charge_stretches(
         self, spans: SpanSet, stretches: Sequence[tuple[int, int]], precedence: Sequence[str]
     ) -> FrameCharges:
-        with self.run.sliced(list(stretches), set()) as sliced:
+        with self.run.sliced(list(stretches)) as sliced:
             return _charged(sliced, stretches, precedence)
 
 

@@ -2,9 +2,9 @@
 asks again only of the newest frames and the rolling stretches of the last 15 minutes, and a slice of these rows
 answers them without a scan of every span in DuckDB.
 
-Held: every span (its lineage columns) that ends at or after `start_ns`, which trails the newest span end by HOT_NS,
-and for each (attempt, iteration) the earliest end of its spans, so a slice of an iteration's spans is taken here
-only when all of them are. A slice these rows cannot answer is left to the database (`LiveSpans.slice`).
+Held: every span (its lineage columns) that ends at or after `start_ns`, which trails the newest span end by HOT_NS
+(it is moved up now and then, not at every refresh). A slice these rows cannot answer is left to the database
+(`LiveSpans.slice`).
 """
 
 from __future__ import annotations
@@ -14,8 +14,6 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
-
-from .attempts import ATTEMPT_SQL
 
 if TYPE_CHECKING:
     import duckdb
@@ -34,19 +32,11 @@ class HotSpans:
         self.rows = schema.empty_table()
         self.start_ns: int | None = None  # every span ending at or after it is held; None: nothing known
         self.newest_ns: int | None = None
-        self._first_end: dict[tuple[str, int], int] = {}  # (attempt, iteration) -> its spans' earliest end
 
     def reload(self, connection: duckdb.DuckDBPyConnection, table: str) -> None:
         """Hold the newest of the spans of `table`, every span of the run (after a rebuild, or a large batch)."""
         ((newest,),) = connection.execute(f"SELECT max(end_ns) FROM {table}").fetchall()
         self.rows, self.start_ns, self.newest_ns = self.rows.slice(0, 0), None, newest
-        self._first_end = {
-            (attempt, iteration): end
-            for attempt, iteration, end in connection.execute(
-                f"SELECT {ATTEMPT_SQL}, eff_iteration, min(end_ns) FROM {table} "
-                "WHERE eff_iteration IS NOT NULL GROUP BY ALL"
-            ).fetchall()
-        }
         if newest is not None:
             held = connection.sql(f"SELECT * FROM {table} WHERE end_ns >= {int(newest) - HOT_NS}").to_arrow_table()
             self.rows = self._trimmed(held.cast(self.rows.schema))
@@ -68,13 +58,6 @@ class HotSpans:
         if rows.num_rows:
             newest = pc.max(rows.column("end_ns")).as_py()
             self.newest_ns = newest if self.newest_ns is None else max(self.newest_ns, newest)
-            keyed = pa.table({"attempt": pc.fill_null(rows.column("run_id"), pa.scalar("", pa.string())),
-                              "iteration": rows.column("eff_iteration"), "end_ns": rows.column("end_ns")})  # fmt: skip
-            first = keyed.filter(pc.is_valid(keyed.column("iteration"))).group_by(["attempt", "iteration"])
-            for item in first.aggregate([("end_ns", "min")]).to_pylist():
-                key, end = (item["attempt"], item["iteration"]), item["end_ns_min"]
-                known = self._first_end.get(key)
-                self._first_end[key] = end if known is None else min(known, end)
             held = pa.concat_tables([held, rows.cast(held.schema)])
         self.rows = self._trimmed(held)
 
@@ -101,27 +84,15 @@ class HotSpans:
         skeys = pa.array(sorted({skey for _, skey in keys}), pa.uint64())
         return self.rows.filter(pc.is_in(self.rows.column("skey"), value_set=skeys))
 
-    def answers(self, cover: list[tuple[int, int]], iterations: set[tuple[str, int]]) -> bool:
-        """Whether these rows hold every span active in one of `cover` or of one of `iterations`."""
-        if self.start_ns is None:
-            return False
-        start = self.start_ns
-        if any(stretch_start < start for stretch_start, _ in cover):
-            return False
-        return all(self._first_end.get(pair, start - 1) >= start for pair in iterations)
+    def answers(self, cover: list[tuple[int, int]]) -> bool:
+        """Whether these rows hold every span active in one of `cover`."""
+        return self.start_ns is not None and all(start >= self.start_ns for start, _ in cover)
 
-    def slice(self, cover: list[tuple[int, int]], iterations: set[tuple[str, int]]) -> pa.Table:
-        """The rows active in one of `cover` or of one of `iterations` (`answers` said they are all here)."""
+    def slice(self, cover: list[tuple[int, int]]) -> pa.Table:
+        """The rows active in one of `cover` (`answers` said they are all here)."""
         rows = self.rows
         starts, ends = rows.column("start_ns"), rows.column("end_ns")
         masks = [pc.and_(pc.less(starts, _ns(end)), pc.greater(ends, _ns(start))) for start, end in cover]
-        if iterations:
-            attempts = pc.fill_null(rows.column("run_id"), pa.scalar("", pa.string()))
-            numbers = rows.column("eff_iteration")
-            for attempt, iteration in iterations:
-                masks.append(
-                    pc.and_(pc.equal(attempts, pa.scalar(attempt, pa.string())), pc.equal(numbers, _ns(iteration)))
-                )
         if not masks:
             return rows.slice(0, 0)
         mask = masks[0]

@@ -144,36 +144,20 @@ class LiveSpans:
         """The whole run with every span's own columns too: what a sweep over all of it reads (a check's)."""
         return SpanSet(self.connection, SPANS_TABLE, SPANS_TABLE)
 
-    def slice(self, stretches: list[tuple[int, int]], iterations: set[tuple[str, int]], name: str) -> SpanSet:
-        """A table `name` of the spans active in one of `stretches` or of one of the (attempt, iteration) pairs
-        `iterations`: all that those frames' charges and span-seconds read (`ranges`). The caller drops it. Past
-        SLICE_STRETCHES merged stretches, every span (no table made)."""
+    def slice(self, stretches: list[tuple[int, int]], name: str) -> SpanSet:
+        """A table `name` of the spans active in one of `stretches`: all that those frames' charges, kinds and GPU
+        charges read (`ranges`), cut from `hot` when it holds them (registered under `name`), else a table of the
+        database. The caller drops it (`drop_slice`). Past SLICE_STRETCHES merged stretches, every span (no table
+        made)."""
         cover = merged_stretches(stretches)
         if len(cover) > SLICE_STRETCHES:
             return self.every_span()
-        if self.hot.answers(cover, iterations):  # the newest frames, most refreshes: no scan of every span
-            self.connection.register(name, self.hot.slice(cover, iterations))
+        if self.hot.answers(cover):  # the newest frames, most refreshes: no scan of every span
+            self.connection.register(name, self.hot.slice(cover))
             self._registered.add(name)
             return SpanSet(self.connection, name, name)
         where = " OR ".join(f"(start_ns < {end} AND end_ns > {start})" for start, end in cover) or "false"
-        if not iterations:  # the stretches alone: one filtered scan, no union to take duplicates out
-            self.connection.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT * FROM {SPANS_TABLE} WHERE {where}")
-            return SpanSet(self.connection, name, name)
-        pairs = pa.table({"attempt": [a for a, _ in iterations], "iteration": [i for _, i in iterations]},
-                         schema=pa.schema([("attempt", pa.string()), ("iteration", pa.int64())]))  # fmt: skip
-        self.connection.register("live_slice_iterations", pairs)
-        try:
-            self.connection.execute(
-                f"""
-                CREATE OR REPLACE TEMP TABLE {name} AS
-                SELECT * FROM {SPANS_TABLE} WHERE {where}
-                UNION
-                SELECT s.* FROM {SPANS_TABLE} s JOIN live_slice_iterations k
-                    ON k.attempt = {ATTEMPT_SQL.replace("run_id", "s.run_id")} AND k.iteration = s.eff_iteration
-                """
-            )
-        finally:
-            self.connection.unregister("live_slice_iterations")
+        self.connection.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT * FROM {SPANS_TABLE} WHERE {where}")
         return SpanSet(self.connection, name, name)
 
     def drop_slice(self, name: str) -> None:
