@@ -125,9 +125,7 @@ class _Checked:
         now = time.monotonic()
         due = state.spans != self._spans and (state.spans < CHECK_EVERY_SPANS or now - self._at >= CHECK_EVERY_S)
         if due:
-            from rollup import CheckOptions, check_findings
-
-            summary = check_findings(run.live, CheckOptions(), run.runner).summary
+            summary = run.check().summary
             self.counts, self._spans, self._at = (summary["errors"], summary["warnings"]), state.spans, now
         return self.counts
 

@@ -29,8 +29,7 @@ from .windows import iteration_windows, missing_in
 if TYPE_CHECKING:
     from .attribution import Charge
     from .ranges import CheckPart
-    from .spanset import SpanSet
-    from .store import SpanStore
+    from .spanset import SpanSet, SpanSource
 
 
 @dataclass(frozen=True)
@@ -74,7 +73,7 @@ class Check:
         return bool(self.summary["errors"])
 
 
-def check_findings(store: SpanStore, options: CheckOptions | None = None, runner: Runner | None = None) -> Check:
+def check_findings(store: SpanSource, options: CheckOptions | None = None, runner: Runner | None = None) -> Check:
     """Every finding of every rule over the store's spans, as `options` ask (`CheckOptions`), the span rules and
     the windows' measurements computed by `runner` (default: in this process, `runners.LocalRunner`)."""
     options = options or CheckOptions()

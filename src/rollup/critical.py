@@ -40,7 +40,7 @@ from .memory import sweep_batch_spans
 from .windows import missing_in, report_frames, stretches_of
 
 if TYPE_CHECKING:
-    from .spanset import SpanSet
+    from .spanset import SpanSet, SpanSource
     from .windows import Windows
 
 # Of each process, its service: a process's peers, for the straggler, are the other processes of its service.
@@ -207,13 +207,6 @@ class CriticalPart:
 def critical_part(spans: SpanSet, windows: Windows, positions: Sequence[int] | None = None) -> CriticalPart:
     """The part of `windows` (at `positions` among the command's; default 0, 1, ...) over `spans`."""
     return CriticalPart(critical_segments(spans, windows, positions))
-
-
-class SpanSource(Protocol):
-    """What the paths are read from: a store (`store.SpanStore`); as `report.SpanSource`, which imports the runners
-    that import this module."""
-
-    def spans(self, attempt: str | None = None) -> SpanSet: ...
 
 
 class CriticalRunner(Protocol):

@@ -20,7 +20,7 @@ from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -39,6 +39,9 @@ from .runners import LocalRunner
 from .schema import ACCOUNTING_SCHEMA, BUCKETS, SPAN_SCHEMA
 from .spanset import SpanSet
 from .windows import ReportFrames, Windows, kinds_with_names
+
+if TYPE_CHECKING:
+    from .checks import Check
 
 # What a watcher reads of each span: what the accounting reads, and the span's file (to drop it when replaced).
 _READ_SCHEMA = pa.schema([*ACCOUNTING_SCHEMA, SPAN_SCHEMA.field("source_file")])
@@ -171,6 +174,13 @@ class LiveRun:
                 recent[label] = Recent(*stretch, Figures.from_ns(charge))
         return LiveState(report, recent, self.live.count, batch.files, newest, notes)
 
+    def check(self) -> Check:
+        """`goodput check` of the spans read so far (the screen's counts): every rule over every span's own columns
+        (the summary the report reads folds them)."""
+        from .checks import CheckOptions, check_findings
+
+        return check_findings(_EverySpan(self.live), CheckOptions(), self.runner)
+
     def sliced(self, stretches: list[tuple[int, int]]) -> _Slice:
         return _Slice(self.live, stretches)
 
@@ -197,6 +207,18 @@ def _charged(spans: SpanSet, stretches: Sequence[tuple[int, int]], precedence: S
 def _newest(live: LiveSpans) -> int | None:
     newest = live.hot.newest_ns
     return None if newest is None else int(newest)
+
+
+class _EverySpan:
+    """The watcher's spans as a store (`store.SpanStore`'s `spans`) whose questions read every span."""
+
+    def __init__(self, live: LiveSpans) -> None:
+        self.live = live
+
+    def spans(self, attempt: str | None = None) -> SpanSet:
+        if attempt is not None:
+            raise ValueError("a watcher reads every attempt")
+        return self.live.every_span()
 
 
 class _Slice:

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 # The watcher's own tables: every span with its lineage (and its file), the pending spans' keys, the summary.
 SPANS_TABLE = "live_spans"
 PENDING = "live_pending"
-SUMMARY = "live_summary"  # a view: the step spans as they are, and the other spans folded
+SUMMARY = "live_summary"  # a view of the spans folded (`_merge_folded`); their step spans as they are apart
 _SUMMARY_STEPS = "live_summary_steps"
 _SUMMARY_FOLDED = "live_summary_folded"
 _WALKED = "live_walked"
@@ -116,9 +116,7 @@ class LiveSpans:
         self.span_seconds: dict[tuple[str, int], tuple[int, ...]] = {}
         self._registered: set[str] = set()  # the slices taken of `hot`, registered by name
         self._register_summary()
-        connection.execute(
-            f"CREATE VIEW {SUMMARY} AS SELECT * FROM {_SUMMARY_STEPS} UNION ALL SELECT * FROM {_SUMMARY_FOLDED}"
-        )
+        connection.execute(f"CREATE VIEW {SUMMARY} AS SELECT * FROM {_SUMMARY_FOLDED}")
 
     def _column_types(self) -> list[tuple[str, str]]:
         """The columns of LINEAGE as the walk makes them, plus `source_file`: read off an empty walk."""
@@ -547,15 +545,14 @@ class LiveSpans:
     def _summarize_rows(self, rows: pa.Table) -> None:
         """`_summarize` of new spans held as Arrow (`live_is_job` among their columns): folded here, no query."""
         self._add_steps(rows.filter(pc.fill_null(rows.column("is_step"), pa.scalar(False))))
-        others = rows.filter(pc.invert(pc.fill_null(rows.column("is_step"), pa.scalar(False))))
-        self._merge_folded(others.select([*_ROW_COLUMNS, "live_is_job"]))
+        self._merge_folded(rows.select([*_ROW_COLUMNS, "live_is_job"]))
 
     def _summarize(self, table: str) -> None:
-        """Fold the new spans of `table` into SUMMARY: their step spans as they are, the rest as one row per
-        attempt, process, holding and whether a job span, spanning their earliest start to their latest end (what
-        `attempts.find_attempts`, `windows.attempt_windows`, `gpus.read_holders` and the step rules read: each
-        span's own columns, which a walk does not change, so spans walked again are not folded again). Both parts
-        are Arrow tables held here and handed to DuckDB by name: a few rows a batch, no table written."""
+        """Fold the new spans of `table` into the summary: their step spans as they are (`_SUMMARY_STEPS`, what
+        `windows.attempt_windows` and the step rules read), and every span as one row per attempt, process,
+        holding, whether a step and whether a job span, spanning their earliest start to their latest end (SUMMARY:
+        what `attempts.find_attempts`, `gpus.read_holders` and `recent.last_stretch` read; a few rows however long
+        the run). Each span's own columns, which a walk does not change: spans walked again are not folded again."""
         c = self.connection
         columns = ", ".join(_ROW_COLUMNS)
         self._add_steps(c.sql(f"SELECT {columns} FROM {table} WHERE is_step").to_arrow_table())
@@ -565,7 +562,7 @@ class LiveSpans:
         folded = f"""
             SELECT {keys}, min(start_ns) AS start_ns, max(end_ns) AS end_ns, {picked},
                    coalesce({IS_JOB_SQL}, false) AS live_is_job
-            FROM {table} WHERE NOT is_step GROUP BY {keys}, live_is_job
+            FROM {table} GROUP BY {keys}, is_step, live_is_job
         """
         self._merge_folded(c.sql(f"SELECT {columns}, live_is_job FROM ({folded})").to_arrow_table())
 
@@ -581,12 +578,13 @@ class LiveSpans:
 
     def _merge_folded(self, new: pa.Table) -> None:
         """Fold `new` (rows of _ROW_COLUMNS and `live_is_job`, one or more a key) into the folded part: a row per
-        key (`_OWN_KEYS` and `live_is_job`), any of its rows, with the earliest start and the latest end."""
+        key (`_OWN_KEYS`, `is_step` and `live_is_job`), any of its rows, with the earliest start and the latest
+        end."""
         if not new.num_rows:
             return
         both = pa.concat_tables([self._folded_keyed, new.cast(self._folded_keyed.schema)])
         both = both.append_column("live_row", pa.array(range(both.num_rows), pa.int64()))
-        grouped = both.group_by([*_OWN_KEYS, "live_is_job"], use_threads=False).aggregate(
+        grouped = both.group_by([*_OWN_KEYS, "is_step", "live_is_job"], use_threads=False).aggregate(
             [("live_row", "min"), ("start_ns", "min"), ("end_ns", "max")]
         )
         kept = both.take(grouped.column("live_row_min")).drop_columns(["live_row"])

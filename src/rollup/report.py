@@ -13,7 +13,7 @@ import gc
 from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, ParamSpec, Protocol, TypeVar
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 from .attempts import Attempt, downtime_stretches
 from .attribution import parse_precedence, total_charge
@@ -33,7 +33,7 @@ from .windows import missing_in, report_frames
 
 if TYPE_CHECKING:
     from .findings import Finding
-    from .spanset import SpanSet
+    from .spanset import SpanSet, SpanSource
 
 _Params = ParamSpec("_Params")
 _Result = TypeVar("_Result")
@@ -196,12 +196,6 @@ class WholeRun:
     label: str
     figures: Figures
     keys: frozenset[str]
-
-
-class SpanSource(Protocol):
-    """What a report reads: a store (`store.SpanStore`), or a watcher's spans (`live.LiveSpans`)."""
-
-    def spans(self, attempt: str | None = None) -> SpanSet: ...
 
 
 @_many_small_objects

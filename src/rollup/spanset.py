@@ -13,7 +13,7 @@ import itertools
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .connection import connection_limit_bytes, drop_table_or_view, out_of_memory
 from .tables import LINEAGE
@@ -97,3 +97,10 @@ class SpanSet:
     def guarded(self, error: BaseException) -> BaseException:
         """The error to raise for `error` met running a query: DuckDB out of memory said as such, else `error`."""
         return out_of_memory(error) or error
+
+
+class SpanSource(Protocol):
+    """What hands out sets of spans: a store (`store.SpanStore`), or a watcher's spans (`live_spans.LiveSpans`).
+    What a report, a check and the critical path read."""
+
+    def spans(self, attempt: str | None = None) -> SpanSet: ...
