@@ -289,7 +289,8 @@ class _KeptRunner:
         window_keys, lost_keys = _window_keys("window", windows, order), _window_keys("lost", lost, order)
         outside_keys = [("outside", None, None, s, e, order) for s, e in zip(outside.starts, outside.ends, strict=True)]
         keys = [*window_keys, *lost_keys, *outside_keys]
-        missing = [i for i, key in enumerate(keys) if key not in answers.by_key]
+        held_keys = answers.by_key
+        missing = [i for i, key in enumerate(keys) if key not in held_keys]
         if missing:
             stretches = [(keys[i][3], keys[i][4]) for i in missing]
             with self.run.sliced(stretches) as sliced:
@@ -341,7 +342,8 @@ class _KeptSweeps:
     def window_kinds(self, spans: SpanSet, starts: Sequence[int], ends: Sequence[int]) -> array:
         answers = self.run.answers
         keys = [("kind", None, None, start, end) for start, end in zip(starts, ends, strict=True)]
-        missing = [i for i, key in enumerate(keys) if key not in answers.by_key]
+        held_keys = answers.by_key
+        missing = [i for i, key in enumerate(keys) if key not in held_keys]
         if missing:
             asked = [(keys[i][3], keys[i][4]) for i in missing]
             with self.run.sliced(asked) as sliced:
@@ -404,7 +406,8 @@ class _KeptSweeps:
         keys = [
             ("gpu", attempt, None, start, end, held) for (start, end), attempt in zip(stretches, attempts, strict=True)
         ]
-        missing = [i for i, key in enumerate(keys) if key not in answers.by_key]
+        held_keys = answers.by_key
+        missing = [i for i, key in enumerate(keys) if key not in held_keys]
         scale = None
         if missing:
             asked = [stretches[i] for i in missing]

@@ -228,7 +228,7 @@ class LiveSpans:
         none = (0,) * len(BUCKETS)
         run_ids, held = windows.run_ids, self.span_seconds
         found = [held.get((run_ids[a], i), none) for a, i in zip(windows.attempts, windows.iterations, strict=True)]
-        return [array("q", (values[b] for values in found)) for b in range(len(BUCKETS))]
+        return [array("q", column) for column in zip(*found, strict=True)] if found else [array("q") for _ in BUCKETS]
 
     def _add_span_seconds(self, rows: pa.Table, sign: int) -> None:
         """Add to `span_seconds` (or, `sign` -1, take from it) what the spans of `rows` count."""

@@ -28,8 +28,11 @@ def compared_groups(indices: Sequence[int], kinds: Sequence[int]) -> list[list[i
     kind (`kinds[i]`: row i's kind, `windows.window_kinds`), when every kind has `MIN_ROWS` rows or more, so a step
     that validates is compared with the steps that validate; otherwise all of them together."""
     by_kind: dict[int, list[int]] = {}
-    for index in indices:
-        by_kind.setdefault(kinds[index], []).append(index)
+    of_rows = [kinds[index] for index in indices]
+    if len(set(of_rows)) == 1:
+        return [list(indices)]
+    for index, kind in zip(indices, of_rows, strict=True):
+        by_kind.setdefault(kind, []).append(index)
     if len(by_kind) > 1 and all(len(group) >= MIN_ROWS for group in by_kind.values()):
         return list(by_kind.values())
     return [list(indices)]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import operator
 from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -338,13 +339,24 @@ def over_every_window(figures: Figures, wall_ns: int) -> Figures:
     return replace(figures, wall_ns=wall_ns, unaccounted_ns=wall_ns - charged)
 
 
+def _taken(column: Sequence[int], positions: Sequence[int]) -> array:
+    """`column`'s values at `positions`, gathered in C (`operator.itemgetter`), not a Python loop a row."""
+    if len(positions) < 2:
+        return array("q", (column[i] for i in positions))
+    return array("q", operator.itemgetter(*positions)(column))
+
+
 def mark_outliers(rows: IterationRows, kinds: Sequence[int] | None = None) -> None:
     """Each row's outlying figures among the rows of its process (all rows when not by process) and of its kind
     (`kinds[i]`, row i's: `windows.window_kinds`; `outliers.compared_groups` says when kinds count): a process's
     steps are compared with its own other steps, never with another process's."""
+    processes = rows.processes()
     by_process: dict[str | None, array] = {}  # each process's rows, by position
-    for index, process in enumerate(rows.processes()):
-        by_process.setdefault(process, array("q")).append(index)
+    if len(set(processes)) == 1:  # not by process: every row at once, without a loop over them
+        by_process[processes[0]] = array("q", range(len(processes)))
+    else:
+        for index, process in enumerate(processes):
+            by_process.setdefault(process, array("q")).append(index)
     columns = {figure.key: rows.column(figure.ns) for figure in FIGURES if figure.outlier and figure.ns}
     groups = [
         indices
@@ -353,6 +365,6 @@ def mark_outliers(rows: IterationRows, kinds: Sequence[int] | None = None) -> No
     ]
     for indices in groups:
         whole = len(indices) == len(rows)
-        of_group = columns if whole else {f: array("q", (c[i] for i in indices)) for f, c in columns.items()}
+        of_group = columns if whole else {f: _taken(c, indices) for f, c in columns.items()}
         for position, flagged in outliers_of_columns(of_group, len(indices)).items():
             rows.set_outliers(indices[position], flagged)
