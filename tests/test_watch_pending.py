@@ -20,6 +20,29 @@ from rollup.store import open_store
 from test_watch_live import SAMPLES, records
 
 
+def _tops(rows: list[tuple[int, int, int | None]]) -> list[int | None]:
+    """`pending_tops` of `rows` (tkey, skey, pkey), in their order, on a DuckDB of its own."""
+    import duckdb
+
+    table = pa.table(
+        {
+            "tkey": pa.array([t for t, _, _ in rows], pa.uint64()),
+            "skey": pa.array([s for _, s, _ in rows], pa.uint64()),
+            "pkey": pa.array([p for _, _, p in rows], pa.uint64()),
+            "changed": pa.array([True] * len(rows), pa.bool_()),
+            "start_ns": pa.array(range(len(rows)), pa.int64()),
+        }
+    )
+    connection = duckdb.connect()
+    try:
+        connection.register("walked_rows", table)
+        connection.execute("CREATE TABLE walked AS SELECT * FROM walked_rows")
+        with pending_tops(connection, "walked") as tops:
+            return [top for (top,) in connection.execute(f"SELECT top FROM {tops} ORDER BY start_ns").fetchall()]
+    finally:
+        connection.close()
+
+
 def _walked_up(rows: list[tuple[int, int, int | None]]) -> list[int | None]:
     """Each span's answer read literally: follow the loaded parents; the first id not loaded is where it ends, a
     root (no parent) or a cycle ends nowhere."""
@@ -45,27 +68,13 @@ _spans = st.lists(
 @settings(max_examples=200, deadline=None)
 @given(_spans)
 def test_each_span_waits_for_the_first_parent_not_loaded_up_its_chain(rows):
-    table = pa.table(
-        {
-            "tkey": pa.array([t for t, _, _ in rows], pa.uint64()),
-            "skey": pa.array([s for _, s, _ in rows], pa.uint64()),
-            "pkey": pa.array([p for _, _, p in rows], pa.uint64()),
-        }
-    )
-    assert pending_tops(table).to_pylist() == _walked_up(rows)
+    assert _tops(rows) == _walked_up(rows)
 
 
 def test_a_long_chain_ends_at_its_missing_root_parent():
     depth = 3_000  # twelve rounds of doubling
     rows = [(7, i, i + 1) for i in range(depth)]
-    table = pa.table(
-        {
-            "tkey": pa.array([t for t, _, _ in rows], pa.uint64()),
-            "skey": pa.array([s for _, s, _ in rows], pa.uint64()),
-            "pkey": pa.array([p for _, _, p in rows], pa.uint64()),
-        }
-    )
-    assert set(pending_tops(table).to_pylist()) == {depth}
+    assert set(_tops(rows)) == {depth}
 
 
 # The lineage columns as a watcher and the store both hold them, by span.

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import re
 from array import array
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -528,19 +530,12 @@ class LiveSpans:
     def _pend(self, walked: str) -> None:
         """Add to PENDING the changed spans of `walked` (which holds every loaded ancestor of them) whose chain of
         loaded parents ends at a parent not read, with that parent's id: they wait for it. A chain caught in a
-        cycle ends nowhere and waits for nothing. Worked out on columns (`pending_tops`): no Python object per span,
-        so a rebuild of a large run holds its columns alone."""
-        table = self.connection.sql(f"SELECT tkey, skey, pkey, changed, start_ns FROM {walked}").to_arrow_table()
-        tops = pending_tops(table)
-        pending = pa.table({"tkey": table.column("tkey"), "skey": table.column("skey"), "top": tops,
-                            "start_ns": table.column("start_ns")}).filter(
-            pc.and_(table.column("changed"), pc.is_valid(tops)))  # fmt: skip
-        if pending.num_rows:
-            self.connection.register("live_new_pending", pending)
-            try:
-                self.connection.execute(f"INSERT INTO {PENDING} SELECT * FROM live_new_pending")
-            finally:
-                self.connection.unregister("live_new_pending")
+        cycle ends nowhere and waits for nothing. Worked out in SQL (`pending_tops`), so a rebuild of a long run
+        holds what DuckDB holds, under its limit."""
+        with pending_tops(self.connection, walked) as tops:
+            self.connection.execute(
+                f"INSERT INTO {PENDING} SELECT tkey, skey, top, start_ns FROM {tops} WHERE changed AND top IS NOT NULL"
+            )
 
     def _summarize_rows(self, rows: pa.Table) -> None:
         """`_summarize` of new spans held as Arrow (`live_is_job` among their columns): folded here, no query."""
@@ -687,34 +682,52 @@ class _SummarySpans(SpanSet):
         return table
 
 
-def pending_tops(spans: pa.Table) -> pa.ChunkedArray:
-    """For each span of `spans` (`tkey`, `skey`, `pkey`, uint64), the id of the first parent not among `spans` that
-    its chain of parents there ends at; null at a root and in a cycle (which ends nowhere; a chain deeper than any
-    real trace, MAX_DEPTH, counts as one). By pointer doubling over Arrow columns (the command's pyarrow runs
-    without numpy: `cli.lean_imports`): each round, a span not yet answered takes its ancestor's answer, or jumps to
-    that ancestor's ancestor, so the rounds are the log of the deepest chain."""
-    count = spans.num_rows
-    rows = pa.array(range(count), pa.int64())
-    pkey = spans.column("pkey")
-    # Each span's parent by its place among `spans` (the first span of an id held twice): a hash join on the two
-    # integer keys, where keys joined as text held several times the columns' memory on a rebuild of a long run.
-    held = pa.table({"tkey": spans.column("tkey"), "skey": spans.column("skey"), "at": rows})
-    held = held.group_by(["tkey", "skey"], use_threads=False).aggregate([("at", "min")])
-    asked = pa.table({"tkey": spans.column("tkey"), "pkey": pkey, "row": rows})
-    joined = asked.join(held, keys=["tkey", "pkey"], right_keys=["tkey", "skey"], join_type="left outer")
-    parent = joined.sort_by("row").column("at_min")
-    loaded = pc.is_valid(parent)
-    # Each span's answer: 0 not known yet, 1 none (a root), 2 the parent id in `top`; `at`, where to look next.
-    one, none_yet, found = (pa.scalar(n, pa.int8()) for n in (1, 0, 2))
-    state = pc.if_else(pc.is_null(pkey), one, pc.if_else(loaded, none_yet, found))
-    top = pc.if_else(loaded, pa.scalar(None, pa.uint64()), pkey)
-    at = pc.if_else(loaded, parent, rows)
-    for _ in range(MAX_DEPTH.bit_length() + 1):
-        open_ = pc.equal(state, none_yet)
-        if not pc.any(open_).as_py():
-            break
-        state, top, at = (pc.if_else(open_, pc.take(column, at), column) for column in (state, top, at))
-    return pc.if_else(pc.equal(state, found), top, pa.scalar(None, pa.uint64()))
+@contextmanager
+def pending_tops(connection: duckdb.DuckDBPyConnection, spans: str) -> Iterator[str]:
+    """A table of the spans of `spans` (`tkey`, `skey`, `pkey`, `changed`, `start_ns`) with `top`: the id of the
+    first parent not among `spans` that its chain of parents there ends at; null at a root and in a cycle (which
+    ends nowhere; a chain deeper than any real trace, MAX_DEPTH, counts as one). Dropped on leaving.
+
+    By pointer doubling: each round, a span not answered yet takes its ancestor's answer, or jumps to that
+    ancestor's ancestor, so the rounds are the log of the deepest chain; each round one join of the table with
+    itself."""
+    c = connection
+    names = [f"live_tops_{n}" for n in range(3)]
+    nodes, state, more = names
+    try:
+        c.execute(f"""CREATE OR REPLACE TEMP TABLE {nodes} AS
+                      SELECT row_number() OVER () AS i, tkey, skey, pkey, changed, start_ns FROM {spans}""")
+        # `state`: 0 not known yet, 1 none (a root), 2 the parent id in `top`; `at`, where to look next. A parent
+        # id held by two spans is the first's.
+        c.execute(
+            f"""
+            CREATE OR REPLACE TEMP TABLE {state} AS
+            SELECT n.i, CASE WHEN n.pkey IS NULL THEN 1 WHEN p.i IS NULL THEN 2 ELSE 0 END AS state,
+                   CASE WHEN n.pkey IS NOT NULL AND p.i IS NULL THEN n.pkey END AS top, coalesce(p.i, n.i) AS at
+            FROM {nodes} n LEFT JOIN (SELECT tkey, skey, min(i) AS i FROM {nodes} GROUP BY ALL) p
+                ON p.tkey = n.tkey AND p.skey = n.pkey
+            """
+        )
+        for _ in range(MAX_DEPTH.bit_length() + 1):
+            ((open_,),) = c.execute(f"SELECT count(*) FROM {state} WHERE state = 0").fetchall()
+            if not open_:
+                break
+            c.execute(
+                f"""
+                CREATE OR REPLACE TEMP TABLE {more} AS
+                SELECT s.i, CASE WHEN s.state = 0 THEN a.state ELSE s.state END AS state,
+                       CASE WHEN s.state = 0 THEN a.top ELSE s.top END AS top,
+                       CASE WHEN s.state = 0 THEN a.at ELSE s.at END AS at
+                FROM {state} s JOIN {state} a ON a.i = s.at
+                """
+            )
+            state, more = more, state
+        c.execute(f"""CREATE OR REPLACE TEMP TABLE {more} AS SELECT n.*, CASE WHEN s.state = 2 THEN s.top END AS top
+                      FROM {nodes} n JOIN {state} s USING (i)""")
+        yield more
+    finally:
+        for name in names:
+            c.execute(f"DROP TABLE IF EXISTS {name}")
 
 
 def _touched_by(new: pa.Table) -> Touched:
