@@ -4,6 +4,7 @@ out on columns, against a literal walk up each chain."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -144,27 +145,37 @@ def _generated_batches(spans: int, batch: int) -> list[bytes]:
 
 
 @pytest.mark.slow
+def _appended(tmp_path: Path, batches: list[bytes], late: int) -> Iterator[tuple[LiveRun, Path, dict]]:
+    """A watcher of a file holding all but the `late` last of `batches`, read; then, after each of those is
+    appended, the watcher, the file and the refresh's report as JSON. The watcher is closed at the end."""
+    path = tmp_path / "job.otlp"
+    path.write_bytes(b"".join(batches[:-late]))
+    run = LiveRun([path])
+    try:
+        run.refresh()
+        for record in batches[-late:]:
+            with open(path, "ab") as out:
+                out.write(record)
+            yield run, path, report_json(run.refresh().report)
+    finally:
+        run.close()
+
+
+def _assert_reported(report: dict, path: Path) -> None:
+    expected = json_report(path, "--no-cache")
+    same = json.dumps(report, sort_keys=True) == json.dumps(expected, sort_keys=True)
+    assert same, _first_difference(report, expected)
+
+
+@pytest.mark.slow
 def test_a_generated_job_appended_a_batch_at_a_time_reads_as_its_report(tmp_path):
     """Hundreds of windows, so the kinds and the outliers count (`report.mark_outliers`), and batches that land
     late over many of them: the watcher's report after a first read of most of the job and after each of the
     appends that follow (its walk in Python, its newest spans held, its sums of span-seconds) is `report`'s."""
-    batches = _generated_batches(60_000, 500)
-    path = tmp_path / "job.otlp"
-    path.write_bytes(b"".join(batches[:-12]))
-    run = LiveRun([path])
-    try:
-        run.refresh()
-        for number, record in enumerate(batches[-12:]):
-            with open(path, "ab") as out:
-                out.write(record)
-            report = report_json(run.refresh().report)
-            if number % 4 == 3:
-                expected = json_report(path, "--no-cache")
-                same = json.dumps(report, sort_keys=True) == json.dumps(expected, sort_keys=True)
-                assert same, _first_difference(report, expected)
-        assert any(row["outliers"] for row in report["iterations"])
-    finally:
-        run.close()
+    for number, (_, path, report) in enumerate(_appended(tmp_path, _generated_batches(60_000, 500), 12)):
+        if number % 4 == 3:
+            _assert_reported(report, path)
+    assert any(row["outliers"] for row in report["iterations"])
 
 
 def _first_difference(got: dict, expected: dict) -> str:
@@ -186,22 +197,12 @@ def test_the_kinds_kept_as_batches_land_are_the_kinds_of_every_span(tmp_path):
     late batches, every window's kind is the one `windows.window_kinds` gives over every span."""
     from rollup.windows import window_kinds
 
-    batches = _generated_batches(20_000, 500)
-    path = tmp_path / "job.otlp"
-    path.write_bytes(b"".join(batches[:-12]))
-    run = LiveRun([path])
-    try:
-        run.refresh()
-        for record in batches[-12:]:
-            with open(path, "ab") as out:
-                out.write(record)
-            state = run.refresh()
-        rows = state.report.iterations
-        starts, ends = list(rows.column("start_ns")), list(rows.column("end_ns"))
-        kept = [run.answers.by_key[("kind", None, None, s, e)][0] for s, e in zip(starts, ends, strict=True)]
-        expected = list(window_kinds(run.live.every_span(), starts, ends))
-    finally:
-        run.close()
+    for number, (run, _, report) in enumerate(_appended(tmp_path, _generated_batches(20_000, 500), 12)):
+        if number == 11:  # the last, while the watcher is open
+            starts = [row["start_ns"] for row in report["iterations"]]
+            ends = [row["end_ns"] for row in report["iterations"]]
+            kept = [run.answers.by_key[("kind", None, None, s, e)][0] for s, e in zip(starts, ends, strict=True)]
+            expected = list(window_kinds(run.live.every_span(), starts, ends))
     assert len(set(expected)) > 2
     assert kept == expected
 
@@ -212,19 +213,7 @@ def test_a_watcher_holding_few_of_the_newest_spans_asks_the_database_for_the_res
     from rollup import live_hot
 
     monkeypatch.setattr(live_hot, "HOT_ROWS", 12)
-    batches = _generated_batches(6_000, 200)
-    path = tmp_path / "job.otlp"
-    path.write_bytes(b"".join(batches[:-4]))
-    run = LiveRun([path])
-    try:
-        run.refresh()
-        for record in batches[-4:]:
-            with open(path, "ab") as out:
-                out.write(record)
-            report = report_json(run.refresh().report)
+    for number, (run, path, report) in enumerate(_appended(tmp_path, _generated_batches(6_000, 200), 4)):
         assert run.live.hot.rows.num_rows <= 12
-    finally:
-        run.close()
-    expected = json_report(path, "--no-cache")
-    same = json.dumps(report, sort_keys=True) == json.dumps(expected, sort_keys=True)
-    assert same, _first_difference(report, expected)
+        if number == 3:
+            _assert_reported(report, path)
