@@ -67,19 +67,13 @@ def _child_cpu(argv: list[str], env: dict[str, str]) -> tuple[float, int, str]:
         return usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024, out.read().decode()
 
 
-def _watch(run_path: Path, appends_path: Path, out_path: Path) -> None:
-    """The watcher's side, in a process of its own: read the run, then append each record of `appends_path` to it
-    and refresh; write the figures and the final report's JSON to `out_path`."""
+def _watch(run_path: Path, appends: Path, out_path: Path) -> None:
+    """The watcher's side, in a process of its own: read the run, then append each record (a file of folder
+    `appends`, in name order) to it and refresh; write the figures and the final report's JSON to `out_path`."""
     sys.path.remove(str(Path(__file__).resolve().parent))  # bench/rollup.py is not the package
     from rollup import LiveRun, report_json
 
-    data = appends_path.read_bytes()
-    appended, at = [], 0
-    while at < len(data):
-        (size,) = struct.unpack(">I", data[at : at + 4])
-        appended.append(data[at : at + 4 + size])
-        at += 4 + size
-    del data
+    appended = [record.read_bytes() for record in sorted(appends.iterdir())]
     run = LiveRun([run_path])
     started = time.process_time()
     state = run.refresh()
@@ -120,13 +114,15 @@ def main() -> None:
     folder = Path(tempfile.mkdtemp(prefix="goodput-bench-watch-"))
     path = folder / "run.otlp"
     path.write_bytes(b"".join(records[:first]))
-    (folder / "appends.bin").write_bytes(b"".join(records[first : first + options.appends]))
+    (folder / "appends").mkdir()
+    for number, record in enumerate(records[first : first + options.appends]):
+        (folder / "appends" / f"{number:06d}.otlp").write_bytes(record)
     del records
     env = {**os.environ, "GOODPUT_CACHE_DIR": str(folder / "cache")}
     print(f"run: {held:,} spans in {first:,} batches already written; then {options.appends} appends of "
           f"{options.batch} spans")  # fmt: skip
 
-    watcher = [sys.executable, __file__, "--watcher", str(path), str(folder / "appends.bin"), str(folder / "out.json")]
+    watcher = [sys.executable, __file__, "--watcher", str(path), str(folder / "appends"), str(folder / "out.json")]
     subprocess.run(watcher, env=env, check=True)
     watch = json.loads((folder / "out.json").read_text())
     costs = watch["costs"]
