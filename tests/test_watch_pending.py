@@ -1,4 +1,4 @@
-"""The watcher's pending spans (`live_spans.pending_tops`): where each span's chain of loaded parents ends, worked
+"""The watcher's pending spans (`live_walk.pending_tops`): where each span's chain of loaded parents ends, worked
 out on columns, against a literal walk up each chain."""
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from conftest import json_report
 from rollup.json_report import report_json
 from rollup.lineage import MAX_DEPTH
 from rollup.live import LiveRun
-from rollup.live_spans import SPANS_TABLE, pending_tops
+from rollup.live_spans import SPANS_TABLE
+from rollup.live_walk import pending_tops
 from rollup.store import open_store
 from test_watch_live import SAMPLES, records
 

@@ -6,17 +6,29 @@ few the rows (bench/watch.py), where this walk is a dictionary lookup a span. It
 hands down (a parent's effective iteration, the span that iteration is from, its chain of bucketed ancestors) and
 says where each span's chain of loaded parents ends (the parent not read that a pending span waits for). A chain
 caught in a parent cycle, or ids held by two spans, is left to the SQL walk (`Unwalked`): rare, and its rules for
-them (the nearest visit counts) are the SQL's.
+them (the nearest visit counts) are the SQL's. For the SQL walk (many spans), where the chains end is worked out in
+SQL too (`pending_tops`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from .lineage import MAX_DEPTH
+from .nodes import NODE_TABLE_COLUMNS
+
+if TYPE_CHECKING:
+    import duckdb
 
 Key = tuple[int, int]  # (tkey, skey): a span's trace and id, as the walk joins them
+# What the walk reads of a span (`Node`), with its keys.
+WALK_COLUMNS = ("tkey", "skey", "pkey", "span_id", "bucketed", "iteration")
 
 
 @dataclass(frozen=True)
@@ -121,11 +133,101 @@ def walk(
     return out
 
 
-def unique_keys(keys: Iterable[Key]) -> bool:
-    """Whether no key is given twice (two spans with one id: the SQL walk's nearest-visit rule applies)."""
-    seen: set[Key] = set()
-    for key in keys:
-        if key in seen:
-            return False
-        seen.add(key)
-    return True
+# --- the rows walked, as Arrow -------------------------------------------------------------------------------------
+
+
+def nodes(table: pa.Table) -> dict[Key, Node]:
+    """The spans of `table` (`WALK_COLUMNS`) as the walk's nodes, by key (a key given twice is kept once)."""
+    columns = [table.column(name).to_pylist() for name in WALK_COLUMNS]
+    return {(t, s): Node(p, span_id, bool(b), i) for t, s, p, span_id, b, i in zip(*columns, strict=True)}
+
+
+def nodes_of(table: pa.Table, keys: set[Key]) -> dict[Key, Node]:
+    """The spans of `table` whose key is among `keys`, as nodes. Raises Unwalked for a key held by two spans."""
+    columns = [table.column(name).to_pylist() for name in WALK_COLUMNS]
+    found: dict[Key, Node] = {}
+    for t, s, p, span_id, b, i in zip(*columns, strict=True):
+        if (t, s) in keys:
+            if (t, s) in found:
+                raise Unwalked("an id held twice")
+            found[(t, s)] = Node(p, span_id, bool(b), i)
+    return found
+
+
+def keys_of(table: pa.Table) -> list[Key]:
+    return list(zip(table.column("tkey").to_pylist(), table.column("skey").to_pylist(), strict=True))
+
+
+def lineage_rows(fresh: pa.Table, changed: pa.Table | None, found: dict[Key, Lineage], schema: pa.Schema) -> pa.Table:
+    """The watcher's rows (`schema`, the spans table's) of the new spans `fresh` (their node columns) and of the
+    spans walked again `changed` (their rows as they were), with the lineage `found`: as `build_lineage` makes them,
+    an end before its start moved to the start."""
+    starts, ends = fresh.column("start_ns"), fresh.column("end_ns")
+    columns: dict[str, pa.ChunkedArray | pa.Array] = {name: fresh.column(name) for name in NODE_TABLE_COLUMNS}
+    columns["end_ns"] = pc.max_element_wise(ends, starts)
+    columns["inverted_ns"] = pc.max_element_wise(pc.subtract(starts, ends), pa.scalar(0, pa.int64()))
+    parts = [(fresh, columns)]
+    if changed is not None:
+        parts.append((changed, {name: changed.column(name) for name in (*NODE_TABLE_COLUMNS, "inverted_ns")}))
+    tables = []
+    for table, own in parts:
+        walked = [found[key] for key in keys_of(table)]
+        inherited = {
+            "eff_iteration": pa.array([w.eff_iteration for w in walked], pa.int64()),
+            "ancestor_iteration": pa.array([w.ancestor_iteration for w in walked], pa.int64()),
+            "ancestor_iteration_span": pa.array([w.ancestor_iteration_span for w in walked], pa.string()),
+            "bucketed_chain": pa.array([list(w.bucketed_chain) for w in walked], pa.list_(pa.string())),
+            "has_parent": pa.array([w.has_parent for w in walked], pa.bool_()),
+        }
+        values = {**own, **inherited, "source_file": table.column("source_file"),
+                  "source_process": table.column("source_process")}  # fmt: skip
+        tables.append(pa.table([values[field.name] for field in schema], schema=schema))
+    return pa.concat_tables(tables)
+
+
+@contextmanager
+def pending_tops(connection: duckdb.DuckDBPyConnection, spans: str) -> Iterator[str]:
+    """A table of the spans of `spans` (`tkey`, `skey`, `pkey`, `changed`, `start_ns`) with `top`: the id of the
+    first parent not among `spans` that its chain of parents there ends at; null at a root and in a cycle (which
+    ends nowhere; a chain deeper than any real trace, MAX_DEPTH, counts as one). Dropped on leaving.
+
+    By pointer doubling: each round, a span not answered yet takes its ancestor's answer, or jumps to that
+    ancestor's ancestor, so the rounds are the log of the deepest chain; each round one join of the table with
+    itself."""
+    c = connection
+    names = [f"live_tops_{n}" for n in range(3)]
+    nodes, state, more = names
+    try:
+        c.execute(f"""CREATE OR REPLACE TEMP TABLE {nodes} AS
+                      SELECT row_number() OVER () AS i, tkey, skey, pkey, changed, start_ns FROM {spans}""")
+        # `state`: 0 not known yet, 1 none (a root), 2 the parent id in `top`; `at`, where to look next. A parent
+        # id held by two spans is the first's.
+        c.execute(
+            f"""
+            CREATE OR REPLACE TEMP TABLE {state} AS
+            SELECT n.i, CASE WHEN n.pkey IS NULL THEN 1 WHEN p.i IS NULL THEN 2 ELSE 0 END AS state,
+                   CASE WHEN n.pkey IS NOT NULL AND p.i IS NULL THEN n.pkey END AS top, coalesce(p.i, n.i) AS at
+            FROM {nodes} n LEFT JOIN (SELECT tkey, skey, min(i) AS i FROM {nodes} GROUP BY ALL) p
+                ON p.tkey = n.tkey AND p.skey = n.pkey
+            """
+        )
+        for _ in range(MAX_DEPTH.bit_length() + 1):
+            ((open_,),) = c.execute(f"SELECT count(*) FROM {state} WHERE state = 0").fetchall()
+            if not open_:
+                break
+            c.execute(
+                f"""
+                CREATE OR REPLACE TEMP TABLE {more} AS
+                SELECT s.i, CASE WHEN s.state = 0 THEN a.state ELSE s.state END AS state,
+                       CASE WHEN s.state = 0 THEN a.top ELSE s.top END AS top,
+                       CASE WHEN s.state = 0 THEN a.at ELSE s.at END AS at
+                FROM {state} s JOIN {state} a ON a.i = s.at
+                """
+            )
+            state, more = more, state
+        c.execute(f"""CREATE OR REPLACE TEMP TABLE {more} AS SELECT n.*, CASE WHEN s.state = 2 THEN s.top END AS top
+                      FROM {nodes} n JOIN {state} s USING (i)""")
+        yield more
+    finally:
+        for name in names:
+            c.execute(f"DROP TABLE IF EXISTS {name}")

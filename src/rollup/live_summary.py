@@ -1,0 +1,196 @@
+"""The watcher's summary of the run (`goodput watch`): what the report's questions of the whole run read, kept up to
+date as spans arrive, so none of them scans every span.
+
+Two parts. Every span folded to a row per attempt, process, holding, step-or-not and job-or-not, with the earliest
+start and the latest end (SUMMARY, the `own` relation of `spans()`: what `attempts.find_attempts`,
+`gpus.read_holders` and `recent.last_stretch` read; a few rows however long the run). And the step spans as they
+are, in a table of the database's own (`steps`: the windows and the step rules), whose questions are answered once
+until a step span arrives (`_SummarySpans`). Each span's own columns, which a walk does not change: spans walked
+again are not summarized again. Beside them, each (attempt, iteration)'s span-seconds, kept as sums.
+"""
+
+from __future__ import annotations
+
+import re
+from array import array
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .attempts import ATTEMPT_SQL
+from .attribution import SPAN_SECONDS_SPANS
+from .lineage import LINEAGE_COLUMNS
+from .nodes import NODE_TABLE_COLUMNS
+from .schema import BUCKETS, IS_JOB_SQL
+from .spanset import Params, SpanSet
+
+if TYPE_CHECKING:
+    import duckdb
+
+    from .windows import Windows
+
+SUMMARY = "live_summary"  # a view of the spans folded (`_merge_folded`)
+_SUMMARY_STEPS = "live_summary_steps"
+_SUMMARY_FOLDED = "live_summary_folded"
+# The watcher's spans table's columns: the lineage's, and each span's file and its process as read (before
+# `LiveSpans._renamed`), for a rebuild.
+SOURCE_COLUMNS = ("source_file", "source_process")
+ROW_COLUMNS = (*NODE_TABLE_COLUMNS, *LINEAGE_COLUMNS, *SOURCE_COLUMNS)
+_OWN_KEYS = ("run_id", "process", "host_pid", "service", "holding")
+
+
+class Summary:
+    """The summary of the spans of the watcher's table `spans_table` on `connection` (`schema`: its columns)."""
+
+    def __init__(self, connection: duckdb.DuckDBPyConnection, spans_table: str, schema: pa.Schema) -> None:
+        self.connection = connection
+        self._schema = schema
+        self._folded = schema.empty_table()
+        self._folded_keyed = self._folded.append_column("live_is_job", pa.array([], pa.bool_()))
+        # The step spans as a table of the database's own (appended to a few times in ten refreshes): each question
+        # of them scans it faster than it scans an Arrow table handed over by name.
+        connection.execute(f"CREATE TEMP TABLE {_SUMMARY_STEPS} AS SELECT * FROM {spans_table} LIMIT 0")
+        self.step_answers: dict[tuple[str, str, str], Any] = {}  # `_SummarySpans`: emptied when a step span arrives
+        # Each (attempt, iteration)'s span-seconds by bucket (BUCKETS order): `attribution.window_span_ns`'s sums,
+        # kept up to date as spans arrive and are walked again.
+        self.span_seconds: dict[tuple[str, int], tuple[int, ...]] = {}
+        self._register()
+        connection.execute(f"CREATE VIEW {SUMMARY} AS SELECT * FROM {_SUMMARY_FOLDED}")
+
+    def spans(self, lineage: str) -> SpanSet:
+        """The whole run: the summary for the own columns, `lineage` (every span) for the lineage."""
+        return _SummarySpans(self.connection, lineage, SUMMARY, steps=_SUMMARY_STEPS, kept=self.step_answers)
+
+    def clear(self) -> None:
+        """Forget every span (a rebuild summarizes them all again)."""
+        self._folded = self._folded.slice(0, 0)
+        self._folded_keyed = self._folded_keyed.slice(0, 0)
+        self.connection.execute(f"DELETE FROM {_SUMMARY_STEPS}")
+        self.step_answers.clear()
+        self._register()
+
+    def add_rows(self, rows: pa.Table) -> None:
+        """`add_table` of new spans held as Arrow (`live_is_job` among their columns): folded here, no query."""
+        self._add_steps(rows.filter(pc.fill_null(rows.column("is_step"), pa.scalar(False))))
+        self._merge_folded(rows.select([*ROW_COLUMNS, "live_is_job"]))
+
+    def add_table(self, table: str) -> None:
+        """Fold the new spans of `table` into the summary: their step spans as they are (`_SUMMARY_STEPS`, what
+        `windows.attempt_windows` and the step rules read), and every span as one row per attempt, process,
+        holding, whether a step and whether a job span, spanning their earliest start to their latest end (SUMMARY:
+        what `attempts.find_attempts`, `gpus.read_holders` and `recent.last_stretch` read; a few rows however long
+        the run). Each span's own columns, which a walk does not change: spans walked again are not folded again."""
+        c = self.connection
+        columns = ", ".join(ROW_COLUMNS)
+        self._add_steps(c.sql(f"SELECT {columns} FROM {table} WHERE is_step").to_arrow_table())
+        keys = ", ".join(_OWN_KEYS)
+        others = [n for n in ROW_COLUMNS if n not in (*_OWN_KEYS, "start_ns", "end_ns")]
+        picked = ", ".join(f"any_value({n}) AS {n}" for n in others)
+        folded = f"""
+            SELECT {keys}, min(start_ns) AS start_ns, max(end_ns) AS end_ns, {picked},
+                   coalesce({IS_JOB_SQL}, false) AS live_is_job
+            FROM {table} GROUP BY {keys}, is_step, live_is_job
+        """
+        self._merge_folded(c.sql(f"SELECT {columns}, live_is_job FROM ({folded})").to_arrow_table())
+
+    def _add_steps(self, steps: pa.Table) -> None:
+        if not steps.num_rows:
+            return
+        self.step_answers.clear()
+        self.connection.register("live_new_steps", steps.select(list(ROW_COLUMNS)).cast(self._schema))
+        try:
+            self.connection.execute(f"INSERT INTO {_SUMMARY_STEPS} SELECT * FROM live_new_steps")
+        finally:
+            self.connection.unregister("live_new_steps")
+
+    def _merge_folded(self, new: pa.Table) -> None:
+        """Fold `new` (rows of ROW_COLUMNS and `live_is_job`, one or more a key) into the folded part: a row per
+        key (`_OWN_KEYS`, `is_step` and `live_is_job`), any of its rows, with the earliest start and the latest
+        end."""
+        if not new.num_rows:
+            return
+        both = pa.concat_tables([self._folded_keyed, new.cast(self._folded_keyed.schema)])
+        both = both.append_column("live_row", pa.array(range(both.num_rows), pa.int64()))
+        grouped = both.group_by([*_OWN_KEYS, "is_step", "live_is_job"], use_threads=False).aggregate(
+            [("live_row", "min"), ("start_ns", "min"), ("end_ns", "max")]
+        )
+        kept = both.take(grouped.column("live_row_min")).drop_columns(["live_row"])
+        kept = kept.set_column(kept.schema.get_field_index("start_ns"), "start_ns", grouped.column("start_ns_min"))
+        kept = kept.set_column(kept.schema.get_field_index("end_ns"), "end_ns", grouped.column("end_ns_max"))
+        self._folded_keyed = kept.cast(self._folded_keyed.schema)
+        self._folded = self._folded_keyed.drop_columns(["live_is_job"])
+        self._register()
+
+    def _register(self) -> None:
+        self.connection.register(_SUMMARY_FOLDED, self._folded)
+
+    def span_ns_of(self, windows: Windows) -> list[array]:
+        """Each window's span-seconds (`attribution.window_span_ns`), from the sums kept: a column per bucket."""
+        none = (0,) * len(BUCKETS)
+        run_ids, held = windows.run_ids, self.span_seconds
+        found = [held.get((run_ids[a], i), none) for a, i in zip(windows.attempts, windows.iterations, strict=True)]
+        return [array("q", column) for column in zip(*found, strict=True)] if found else [array("q") for _ in BUCKETS]
+
+    def add_span_seconds(self, rows: pa.Table, sign: int) -> None:
+        """Add to `span_seconds` (or, `sign` -1, take from it) what the spans of `rows` count."""
+        counted = rows.filter(pc.and_(pc.fill_null(rows.column("bucketed"), pa.scalar(False)),
+                                      pc.is_valid(rows.column("eff_iteration"))))  # fmt: skip
+        if not counted.num_rows:
+            return
+        keyed = pa.table({
+            "attempt": pc.fill_null(counted.column("run_id"), pa.scalar("", pa.string())),
+            "iteration": counted.column("eff_iteration"), "bucket": counted.column("bucket"),
+            "ns": pc.subtract(counted.column("end_ns"), counted.column("start_ns")),
+        })  # fmt: skip
+        summed = keyed.group_by(["attempt", "iteration", "bucket"]).aggregate([("ns", "sum")])
+        for attempt, iteration, bucket, ns in zip(*(summed.column(n).to_pylist() for n in summed.column_names),
+                                                  strict=True):  # fmt: skip
+            values = list(self.span_seconds.get((attempt, iteration), (0,) * len(BUCKETS)))
+            values[BUCKETS.index(bucket)] += sign * ns
+            self.span_seconds[(attempt, iteration)] = tuple(values)
+
+    def count_span_seconds(self, table: str) -> None:
+        """`span_seconds` read again from every span of `table` (after a walk in SQL)."""
+        self.span_seconds = {}
+        for attempt, iteration, bucket, ns in self.connection.execute(
+            f"SELECT {ATTEMPT_SQL}, eff_iteration, bucket, sum(end_ns - start_ns)::BIGINT FROM {table} "
+            f"WHERE {SPAN_SECONDS_SPANS} GROUP BY ALL"
+        ).fetchall():
+            values = list(self.span_seconds.get((attempt, iteration), (0,) * len(BUCKETS)))
+            values[BUCKETS.index(bucket)] = int(ns)
+            self.span_seconds[(attempt, iteration)] = tuple(values)
+
+
+@dataclass(frozen=True)
+class _SummarySpans(SpanSet):
+    """The watcher's whole run (`LiveSpans.spans`): a question that reads the step spans alone (`steps`, not `own`
+    nor `lineage`) is answered once until a step span arrives (`kept`, which `LiveSpans` empties then). The step
+    spans are the driver's, a few batches in ten, so most refreshes ask nothing of them: the windows, the step
+    rules."""
+
+    kept: dict[tuple[str, str, str], Any] | None = None
+
+    def _of_steps_alone(self, sql: str) -> bool:
+        def names(relation: str | None) -> bool:
+            return relation is not None and re.search(rf"\b{re.escape(relation)}\b", sql) is not None
+
+        return names(self.steps) and not names(self.own) and not names(self.lineage)
+
+    def rows(self, sql: str, params: Params = None) -> list[tuple[Any, ...]]:
+        if self.kept is None or not self._of_steps_alone(sql):
+            return super().rows(sql, params)
+        key = ("rows", sql, repr(params))
+        if key not in self.kept:
+            self.kept[key] = super().rows(sql, params)
+        return list(self.kept[key])
+
+    def arrow(self, sql: str, params: Params = None) -> pa.Table:
+        if self.kept is None or not self._of_steps_alone(sql):
+            return super().arrow(sql, params)
+        key = ("arrow", sql, repr(params))
+        if key not in self.kept:
+            self.kept[key] = super().arrow(sql, params)
+        table: pa.Table = self.kept[key]
+        return table
