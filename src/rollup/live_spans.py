@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .live_hot import HotSpans
-from .live_sql import _CHANGED, _FRESH, EVERYTHING_SPANS, PENDING, SPANS_TABLE, SqlWalk, Touched
+from .live_sql import CHANGED, EVERYTHING_SPANS, FRESH, PENDING, SPANS_TABLE, SqlWalk, Touched
 from .live_summary import Summary
 from .live_walk import (
     WALK_COLUMNS,
@@ -161,15 +161,15 @@ class LiveSpans(SqlWalk):
                 pass  # a cycle or an id held twice: the walk in SQL, below
         self.connection.register("live_fresh_rows", fresh_rows)
         try:
-            self.connection.execute(f"CREATE OR REPLACE TEMP TABLE {_FRESH} AS SELECT * FROM live_fresh_rows")
+            self.connection.execute(f"CREATE OR REPLACE TEMP TABLE {FRESH} AS SELECT * FROM live_fresh_rows")
         finally:
             self.connection.unregister("live_fresh_rows")
         named = _touched_by(fresh_rows).named if fresh <= EVERYTHING_SPANS else []
         del fresh_rows
         below = self._pending_below()
         if below > max(REBUILD_SHARE * self.count, REBUILD_LEAST):
-            self.connection.execute(f"DROP TABLE {_FRESH}")
-            self.connection.execute(f"DROP TABLE {_CHANGED}")
+            self.connection.execute(f"DROP TABLE {FRESH}")
+            self.connection.execute(f"DROP TABLE {CHANGED}")
             return self._rebuild(arrived, [])
         touched = self._walk_new(fresh)
         self._count_tops()

@@ -34,8 +34,8 @@ if TYPE_CHECKING:
 SPANS_TABLE = "live_spans"
 PENDING = "live_pending"
 _WALKED = "live_walked"
-_FRESH = "live_fresh"
-_CHANGED = "live_changed"
+FRESH = "live_fresh"
+CHANGED = "live_changed"
 _FOUND = "live_found"
 
 
@@ -101,16 +101,16 @@ class SqlWalk:
                 "ELSE process END AS process)")  # fmt: skip
 
     def _pending_below(self) -> int:
-        """Table _CHANGED: the keys of the pending spans below the new ones, whose chains end at a new span (their
+        """Table CHANGED: the keys of the pending spans below the new ones, whose chains end at a new span (their
         lineage changes); their count."""
         self.connection.execute(
             f"""
-            CREATE OR REPLACE TEMP TABLE {_CHANGED} AS
+            CREATE OR REPLACE TEMP TABLE {CHANGED} AS
             SELECT DISTINCT p.tkey, p.skey, p.start_ns
-            FROM {PENDING} p SEMI JOIN {_FRESH} f ON f.tkey = p.tkey AND f.skey = p.top
+            FROM {PENDING} p SEMI JOIN {FRESH} f ON f.tkey = p.tkey AND f.skey = p.top
             """
         )
-        ((below, earliest),) = self.connection.execute(f"SELECT count(*), min(start_ns) FROM {_CHANGED}").fetchall()
+        ((below, earliest),) = self.connection.execute(f"SELECT count(*), min(start_ns) FROM {CHANGED}").fetchall()
         self._earliest_changed = None if earliest is None else int(earliest)
         return int(below)
 
@@ -126,10 +126,10 @@ class SqlWalk:
         c.execute(
             f"""
             CREATE OR REPLACE TEMP TABLE {_WALKED} AS
-            SELECT {node_columns}, source_file, source_process, true AS changed FROM {_FRESH}
+            SELECT {node_columns}, source_file, source_process, true AS changed FROM {FRESH}
             UNION ALL
             SELECT {", ".join("s." + n for n in NODE_TABLE_COLUMNS)}, s.source_file, s.source_process, true
-            FROM (SELECT * FROM {SPANS_TABLE} WHERE {self._since("")}) s SEMI JOIN {_CHANGED} c USING (tkey, skey)
+            FROM (SELECT * FROM {SPANS_TABLE} WHERE {self._since("")}) s SEMI JOIN {CHANGED} c USING (tkey, skey)
             """
         )
         # Every ancestor of what is walked, up to the roots: what they hand down. Of an ancestor the walk reads its
@@ -168,11 +168,11 @@ class SqlWalk:
         attempt = ATTEMPT_SQL.replace("run_id", "s.run_id")
         old_sql = f"""SELECT s.start_ns, s.end_ns, s.bucketed, {attempt}, s.eff_iteration, s.tkey, s.skey
                 FROM (SELECT * FROM {SPANS_TABLE} WHERE {self._since("")}) s
-                SEMI JOIN {_CHANGED} c USING (tkey, skey)"""
+                SEMI JOIN {CHANGED} c USING (tkey, skey)"""
         old = [] if touched.everything else c.execute(old_sql).fetchall()
         for table in (SPANS_TABLE, PENDING):
             c.execute(
-                f"DELETE FROM {table} t USING {_CHANGED} x "
+                f"DELETE FROM {table} t USING {CHANGED} x "
                 f"WHERE {self._since('t.')} AND t.tkey = x.tkey AND t.skey = x.skey"
             )
         try:
@@ -196,10 +196,10 @@ class SqlWalk:
             self.hot.add(walked, [(row[5], row[6]) for row in old])
             columns = [walked.column(n).to_pylist() for n in ("start_ns", "end_ns", "bucketed")]
             rows = list(zip(*columns, strict=True))
-        self.summary.add_table(f"(SELECT * FROM live_rows SEMI JOIN {_FRESH} USING (tkey, skey))")
+        self.summary.add_table(f"(SELECT * FROM live_rows SEMI JOIN {FRESH} USING (tkey, skey))")
         c.execute("DROP TABLE live_rows")
-        c.execute(f"DROP TABLE {_FRESH}")
-        c.execute(f"DROP TABLE {_CHANGED}")
+        c.execute(f"DROP TABLE {FRESH}")
+        c.execute(f"DROP TABLE {CHANGED}")
         self.count += fresh
         for start, end, bucketed, *_ in [*old, *rows]:
             if bucketed:
