@@ -6,8 +6,10 @@ without one, of a slice of the spans (`live.LiveRun.sliced`).
 from __future__ import annotations
 
 import bisect
+import operator
 from array import array
 from collections.abc import Sequence
+from itertools import compress
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .attribution import Charge, ChargeColumns, FrameCharges, charge_few, charge_stretches
@@ -54,6 +56,11 @@ class Answers:
 
     def __getitem__(self, key: tuple[Any, ...]) -> Any:
         return self.by_key[key]
+
+    def missing(self, keys: list[tuple[Any, ...]]) -> list[int]:
+        """The positions of the keys without an answer, looked up in C (`map`, `compress`): tens of thousands of
+        keys a refresh, most of them held."""
+        return list(compress(range(len(keys)), map(operator.not_, map(self.by_key.__contains__, keys))))
 
     def __setitem__(self, key: tuple[Any, ...], value: Any) -> None:
         if key not in self.by_key:
@@ -147,8 +154,7 @@ class KeptRunner:
         window_keys, lost_keys = _window_keys("window", windows, order), _window_keys("lost", lost, order)
         outside_keys = [("outside", None, None, s, e, order) for s, e in zip(outside.starts, outside.ends, strict=True)]
         keys = [*window_keys, *lost_keys, *outside_keys]
-        held_keys = answers.by_key
-        missing = [i for i, key in enumerate(keys) if key not in held_keys]
+        missing = answers.missing(keys)
         if missing:
             stretches = [(keys[i][3], keys[i][4]) for i in missing]
             with self.run.sliced(stretches) as sliced:
@@ -200,8 +206,7 @@ class KeptSweeps:
     def window_kinds(self, spans: SpanSet, starts: Sequence[int], ends: Sequence[int]) -> array:
         answers = self.run.answers
         keys = [("kind", None, None, start, end) for start, end in zip(starts, ends, strict=True)]
-        held_keys = answers.by_key
-        missing = [i for i, key in enumerate(keys) if key not in held_keys]
+        missing = answers.missing(keys)
         if missing:
             asked = [(keys[i][3], keys[i][4]) for i in missing]
             with self.run.sliced(asked) as sliced:
@@ -264,8 +269,7 @@ class KeptSweeps:
         keys = [
             ("gpu", attempt, None, start, end, held) for (start, end), attempt in zip(stretches, attempts, strict=True)
         ]
-        held_keys = answers.by_key
-        missing = [i for i, key in enumerate(keys) if key not in held_keys]
+        missing = answers.missing(keys)
         scale = None
         if missing:
             asked = [stretches[i] for i in missing]

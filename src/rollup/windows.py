@@ -81,6 +81,8 @@ class Windows(Sequence[Window]):
 
     def by_attempt(self) -> dict[str, Windows]:
         """The windows of each attempt that has any, by run id, in the order held."""
+        if self.attempts and len(set(self.attempts)) == 1:  # one attempt, the usual run: no loop over the windows
+            return {self.run_ids[self.attempts[0]]: self[:]}
         positions: dict[int, list[int]] = {}
         for position, attempt in enumerate(self.attempts):
             positions.setdefault(attempt, []).append(position)
@@ -208,6 +210,9 @@ def _text_list(texts: Sequence[str]) -> str:
 def latest_windows(windows: Windows) -> tuple[Windows, Windows]:
     """(rows, superseded) of `windows` in attempt order: per iteration the latest attempt's window, sorted by
     iteration, and every earlier one, in the order given."""
+    numbers = windows.iterations
+    if len(set(numbers)) == len(numbers) and numbers == array("q", sorted(numbers)):  # one attempt's, mostly
+        return windows[:], windows[:0]
     latest: dict[int, int] = {}  # iteration -> position: a later attempt's window replaces an earlier one's
     for position, iteration in enumerate(windows.iterations):
         latest[iteration] = position
@@ -226,28 +231,30 @@ def iteration_windows(spans: SpanSet) -> Windows:
 
 
 def outside_stretches(extent: tuple[int, int] | None, windows: Windows) -> Stretches:
-    """The parts of `extent` covered by no window, sorted and disjoint."""
+    """The parts of `extent` covered by no window, sorted and disjoint: with the windows in start order, the
+    reach before each window is the latest end so far (a running maximum, on Arrow columns), and a window starting
+    past it leaves a gap (cut at the extent's end); the last reach short of the extent's end leaves the tail."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from .arrays import int64_array, int64_column
+
     outside = Stretches(array("q"), array("q"))
     if extent is None:
         return outside
     cursor, run_end = extent
     starts, ends = windows.stretches.starts, windows.stretches.ends
-    in_order = all(a <= b for a, b in zip(starts, starts[1:], strict=False))  # one attempt's, mostly: no sort
-    order = range(len(windows)) if in_order else sorted(range(len(windows)), key=starts.__getitem__)
-    add_start, add_end = outside.starts.append, outside.ends.append
-    for start, end in zip(map(starts.__getitem__, order), map(ends.__getitem__, order), strict=True):
-        if start > run_end:
-            start = run_end
-        if start > cursor:
-            add_start(cursor)
-            add_end(start)
-        if end > cursor:
-            cursor = end
-            if cursor >= run_end:
-                break
-    if cursor < run_end:
-        add_start(cursor)
-        add_end(run_end)
+    if not all(a <= b for a, b in zip(starts, starts[1:], strict=False)):  # one attempt's are in order, mostly
+        order = sorted(range(len(windows)), key=starts.__getitem__)
+        starts, ends = array("q", (starts[i] for i in order)), array("q", (ends[i] for i in order))
+    reach = pc.cumulative_max(pa.concat_arrays([pa.array([cursor], pa.int64()), int64_array(ends)]))
+    before, last = reach.slice(0, len(starts)), reach[len(starts)].as_py()
+    cut = pc.min_element_wise(int64_array(starts), pa.scalar(run_end, pa.int64()))
+    gaps = pa.table({"start": before, "end": cut}).filter(pc.greater(cut, before))
+    outside = Stretches(int64_column(gaps, "start"), int64_column(gaps, "end"))
+    if last < run_end:
+        outside.starts.append(last)
+        outside.ends.append(run_end)
     return outside
 
 
