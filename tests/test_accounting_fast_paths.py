@@ -299,26 +299,26 @@ def test_a_few_spans_charged_in_python_are_charged_as_the_sql_sweep_charges_them
     """`charge_few` (a watcher's slices of the newest frames) against `charge_stretches`, in every precedence:
     the same charge of every stretch, overlapping stretches and spans that only touch a stretch included; and past
     FEW_SPANS it declines."""
-    from rollup import attribution
+    from rollup import attribution, sweep_few
     from rollup.schema import BUCKETS
 
     buckets = [data.draw(st.sampled_from([None, *BUCKETS])) for _ in spans]
     order = data.draw(st.permutations(BUCKETS))
     bounds = [(start, start + length) for start, length in stretches]
     charged_spans = _charge_spans(spans, buckets)
-    few = attribution.charge_few(charged_spans, bounds, order)
+    few = sweep_few.charge_few(charged_spans, bounds, order)
     assert few is not None
     assert list(few) == list(attribution.charge_stretches(charged_spans, bounds, order))
 
 
 def test_more_spans_than_a_few_are_left_to_the_sql_sweep(monkeypatch):
-    from rollup import attribution
+    from rollup import attribution, sweep_few
 
     charged_spans = _charge_spans([(i, 2) for i in range(6)], ["productive"] * 6)
-    monkeypatch.setattr(attribution, "FEW_SPANS", 5)
-    assert attribution.charge_few(charged_spans, [(0, 10)], list(attribution.BUCKETS)) is None
-    monkeypatch.setattr(attribution, "FEW_SPANS", 6)
-    assert list(attribution.charge_few(charged_spans, [(0, 10)], list(attribution.BUCKETS))) == list(
+    monkeypatch.setattr(sweep_few, "FEW_SPANS", 5)
+    assert sweep_few.charge_few(charged_spans, [(0, 10)], list(attribution.BUCKETS)) is None
+    monkeypatch.setattr(sweep_few, "FEW_SPANS", 6)
+    assert list(sweep_few.charge_few(charged_spans, [(0, 10)], list(attribution.BUCKETS))) == list(
         attribution.charge_stretches(charged_spans, [(0, 10)], list(attribution.BUCKETS))
     )
 

@@ -12,13 +12,14 @@ from collections.abc import Sequence
 from itertools import compress
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .attribution import Charge, ChargeColumns, FrameCharges, charge_few, charge_stretches
+from .attribution import Charge, ChargeColumns, FrameCharges, charge_stretches
 from .gpu_charge import GpuCharges, GpuFigures, charge_gpus
 from .ranges import CheckPart, ReportPart
 from .ray_slices import merged_stretches
 from .rows import IterationRows
 from .runners import LocalRunner
 from .schema import BUCKETS
+from .sweep_few import charge_few
 from .windows import ReportFrames, Windows, kinds_with_names
 
 if TYPE_CHECKING:
