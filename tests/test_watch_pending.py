@@ -13,11 +13,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import json_report
+from rollup import live_spans
 from rollup.json_report import report_json
 from rollup.lineage import MAX_DEPTH
 from rollup.live import LiveRun
 from rollup.live_spans import SPANS_TABLE
-from rollup.live_walk import pending_tops
+from rollup.live_walk import Unwalked, pending_tops
 from rollup.store import open_store
 from test_watch_live import SAMPLES, records
 
@@ -87,11 +88,21 @@ _LINEAGE_SQL = """
 """
 
 
+@pytest.mark.parametrize("walked", ["python", "sql"])
 @pytest.mark.parametrize("sample", ["grpo_sync", "grpo_async", "grpo_restart", "grpo_buggy"])
-def test_spans_walked_a_few_at_a_time_have_the_lineage_of_one_walk_over_every_span(tmp_path, sample):
+def test_spans_walked_a_few_at_a_time_have_the_lineage_of_one_walk_over_every_span(
+    tmp_path, monkeypatch, sample, walked
+):
     """The walk in Python (`live_walk`, a refresh's spans and the pending spans below them) against the SQL walk of
     the store over every span: each file's records arrive two at a time, the files in turn, so parents arrive after
-    their children and in other processes' files."""
+    their children and in other processes' files. With `sql`, every batch is left to the watcher's walk in SQL (as
+    a parent cycle would leave it), and its report is the store's too."""
+    if walked == "sql":
+
+        def declined(*args: object) -> None:
+            raise Unwalked("every batch to the walk in SQL")
+
+        monkeypatch.setattr(live_spans, "walk", declined)
     written = {f.name: records(f) for f in sorted((SAMPLES / sample).iterdir()) if f.is_file()}
     folder = tmp_path / "run"
     folder.mkdir()
@@ -112,6 +123,7 @@ def test_spans_walked_a_few_at_a_time_have_the_lineage_of_one_walk_over_every_sp
                     out.write(b"".join(held[2 * k : 2 * k + 2]))
                 run.refresh()
         watched = run.connection.execute(_LINEAGE_SQL.format(table=SPANS_TABLE)).fetchall()
+        report = report_json(run.refresh().report)
     finally:
         run.close()
     with open_store([folder], use_cache=False) as store:
@@ -119,6 +131,7 @@ def test_spans_walked_a_few_at_a_time_have_the_lineage_of_one_walk_over_every_sp
         expected = spans.rows(_LINEAGE_SQL.format(table=spans.lineage))
     assert walked_few > 10
     assert watched == expected
+    _assert_reported(report, folder)
 
 
 def _generated_batches(spans: int, batch: int) -> list[bytes]:

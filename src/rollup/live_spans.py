@@ -164,17 +164,15 @@ class LiveSpans(SqlWalk):
             self.connection.execute(f"CREATE OR REPLACE TEMP TABLE {FRESH} AS SELECT * FROM live_fresh_rows")
         finally:
             self.connection.unregister("live_fresh_rows")
-        named = _touched_by(fresh_rows).named if fresh <= EVERYTHING_SPANS else []
+        touched = _touched_by(fresh_rows) if fresh <= EVERYTHING_SPANS else Touched(everything=True)
         del fresh_rows
         below = self._pending_below()
         if below > max(REBUILD_SHARE * self.count, REBUILD_LEAST):
             self.connection.execute(f"DROP TABLE {FRESH}")
             self.connection.execute(f"DROP TABLE {CHANGED}")
             return self._rebuild(arrived, [])
-        touched = self._walk_new(fresh)
+        self._walk_new(fresh)
         self._count_tops()
-        if not touched.everything:
-            touched.named = named
         return touched
 
     def _walk_few(self, fresh_rows: pa.Table, keys: list[Key], below: int) -> Touched:

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from .attempts import ATTEMPT_SQL
 from .lineage import build_lineage
 from .live_summary import ROW_COLUMNS, SOURCE_COLUMNS
 from .live_walk import pending_tops
@@ -118,9 +117,10 @@ class SqlWalk:
         """SQL: a span (its columns after `prefix`) started no earlier than the earliest pending span changed."""
         return "false" if self._earliest_changed is None else f"{prefix}start_ns >= {self._earliest_changed}"
 
-    def _walk_new(self, fresh: int) -> Touched:
+    def _walk_new(self, fresh: int) -> None:
         """The walk over the new spans, the pending ones below them and every ancestor above: their rows replace
-        the old ones, and what changed is returned."""
+        the old ones. What the batch touched is the new spans' alone (`live_spans._touched_by`: a walk changes no
+        span's own columns), or everything past EVERYTHING_SPANS."""
         c = self.connection
         node_columns = ", ".join(NODE_TABLE_COLUMNS)
         c.execute(
@@ -164,12 +164,10 @@ class SqlWalk:
                 """
             )
             c.execute(f"DROP TABLE {_FOUND}")
-        touched = Touched(everything=fresh > EVERYTHING_SPANS)
-        attempt = ATTEMPT_SQL.replace("run_id", "s.run_id")
-        old_sql = f"""SELECT s.start_ns, s.end_ns, s.bucketed, {attempt}, s.eff_iteration, s.tkey, s.skey
-                FROM (SELECT * FROM {SPANS_TABLE} WHERE {self._since("")}) s
+        everything = fresh > EVERYTHING_SPANS
+        old_sql = f"""SELECT s.tkey, s.skey FROM (SELECT * FROM {SPANS_TABLE} WHERE {self._since("")}) s
                 SEMI JOIN {CHANGED} c USING (tkey, skey)"""
-        old = [] if touched.everything else c.execute(old_sql).fetchall()
+        replaced = [] if everything else c.execute(old_sql).fetchall()  # the old rows `hot` drops
         for table in (SPANS_TABLE, PENDING):
             c.execute(
                 f"DELETE FROM {table} t USING {CHANGED} x "
@@ -188,24 +186,16 @@ class SqlWalk:
             self._pend(_WALKED)
         finally:
             self._drop_walk()
-        rows: list[tuple[object, ...]] = []
-        if touched.everything:
+        if everything:
             self.hot.reload(c, SPANS_TABLE)
         else:
-            walked = c.sql("SELECT * FROM live_rows").to_arrow_table()
-            self.hot.add(walked, [(row[5], row[6]) for row in old])
-            columns = [walked.column(n).to_pylist() for n in ("start_ns", "end_ns", "bucketed")]
-            rows = list(zip(*columns, strict=True))
+            self.hot.add(c.sql("SELECT * FROM live_rows").to_arrow_table(), [(t, k) for t, k in replaced])
         self.summary.add_table(f"(SELECT * FROM live_rows SEMI JOIN {FRESH} USING (tkey, skey))")
         c.execute("DROP TABLE live_rows")
         c.execute(f"DROP TABLE {FRESH}")
         c.execute(f"DROP TABLE {CHANGED}")
         self.count += fresh
-        for start, end, bucketed, *_ in [*old, *rows]:
-            if bucketed:
-                touched.stretches.append((int(start), int(end)))
         self.summary.count_span_seconds(SPANS_TABLE)
-        return touched
 
     def _pend(self, walked: str) -> None:
         """Add to PENDING the changed spans of `walked` (which holds every loaded ancestor of them) whose chain of
