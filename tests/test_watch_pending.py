@@ -98,11 +98,7 @@ def test_spans_walked_a_few_at_a_time_have_the_lineage_of_one_walk_over_every_sp
     their children and in other processes' files. With `sql`, every batch is left to the watcher's walk in SQL (as
     a parent cycle would leave it), and its report is the store's too."""
     if walked == "sql":
-
-        def declined(*args: object) -> None:
-            raise Unwalked("every batch to the walk in SQL")
-
-        monkeypatch.setattr(live_spans, "walk", declined)
+        _decline_the_walk_in_python(monkeypatch)
     written = {f.name: records(f) for f in sorted((SAMPLES / sample).iterdir()) if f.is_file()}
     folder = tmp_path / "run"
     folder.mkdir()
@@ -132,6 +128,15 @@ def test_spans_walked_a_few_at_a_time_have_the_lineage_of_one_walk_over_every_sp
     assert walked_few > 10
     assert watched == expected
     _assert_reported(report, folder)
+
+
+def _decline_the_walk_in_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every batch left to the watcher's walk in SQL, as a parent cycle leaves it (`live_walk.Unwalked`)."""
+
+    def declined(*args: object) -> None:
+        raise Unwalked("every batch to the walk in SQL")
+
+    monkeypatch.setattr(live_spans, "walk", declined)
 
 
 def _generated_batches(spans: int, batch: int) -> list[bytes]:
@@ -221,12 +226,16 @@ def test_the_kinds_kept_as_batches_land_are_the_kinds_of_every_span(tmp_path):
     assert kept == expected
 
 
-def test_a_watcher_holding_few_of_the_newest_spans_asks_the_database_for_the_rest(tmp_path, monkeypatch):
+@pytest.mark.parametrize("walked", ["python", "sql"])
+def test_a_watcher_holding_few_of_the_newest_spans_asks_the_database_for_the_rest(tmp_path, monkeypatch, walked):
     """With room for a dozen rows (`live_hot.HOT_ROWS`), most slices are cut from the database's table, and the
-    report after each late batch is still the report's."""
+    report after each late batch is still the report's; with `sql`, each batch walked in SQL, as a parent cycle
+    would have it."""
     from rollup import live_hot
 
     monkeypatch.setattr(live_hot, "HOT_ROWS", 12)
+    if walked == "sql":
+        _decline_the_walk_in_python(monkeypatch)
     for number, (run, path, report) in enumerate(_appended(tmp_path, _generated_batches(6_000, 200), 4)):
         assert run.live.hot.rows.num_rows <= 12
         if number == 3:
