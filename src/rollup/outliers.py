@@ -74,8 +74,10 @@ def _int64(values: Sequence[int]) -> Any:
     """`values` as an Arrow int64 array: an array("q") without a copy, anything else converted."""
     import pyarrow as pa
 
+    from .arrays import int64_array
+
     if isinstance(values, array) and values.typecode == "q":
-        return pa.Array.from_buffers(pa.int64(), len(values), [None, pa.py_buffer(values)])
+        return int64_array(values)
     return pa.array(values, pa.int64())
 
 
