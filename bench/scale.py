@@ -36,7 +36,6 @@ import argparse
 import dataclasses
 import os
 import shutil
-import struct
 import sys
 import tempfile
 import time
@@ -179,18 +178,9 @@ def print_bound(largest: int, results: dict[str, Run], base: dict[str, Run], lim
 def write_huge_trace(spans: int, path: Path) -> float:
     """`spans` spans of tracegen's job as framed protobuf, written batch by batch as they are generated."""
     started = time.perf_counter()
-    encoder = tracegen.ProtoBatchEncoder()
     partial = path.with_name(path.name + ".partial")
     with open(partial, "wb") as file:
-
-        def write_batch(process: tracegen.Process, rows: list[tracegen.SpanRow]) -> None:
-            message = encoder.encode(trace_id, process, rows)
-            file.write(struct.pack(">I", len(message)))
-            file.write(message)
-
-        builder = tracegen._JobBuilder(spans, tracegen.DEFAULT_SEED, write_batch, tracegen.BATCH_SPANS)
-        trace_id = builder.trace_id
-        builder.run()
+        tracegen.framed_batches(spans, lambda record, _: file.write(record))
     os.replace(partial, path)
     return time.perf_counter() - started
 

@@ -490,6 +490,22 @@ def generate(spans: int, sink: BatchSink, *, seed: int = DEFAULT_SEED, batch_spa
     return builder
 
 
+def framed_batches(
+    spans: int, sink: Callable[[bytes, int], None], *, seed: int = DEFAULT_SEED, batch_spans: int = BATCH_SPANS
+) -> _JobBuilder:
+    """Play a job of exactly `spans` spans, handing each exported batch to `sink` as one framed protobuf record (a
+    4-byte big-endian length, then the message: the Collector's file exporter's) with the spans it holds."""
+    encoder = ProtoBatchEncoder()
+
+    def write_batch(process: Process, rows: list[SpanRow]) -> None:
+        message = encoder.encode(builder.trace_id, process, rows)
+        sink(struct.pack(">I", len(message)) + message, len(rows))
+
+    builder = _JobBuilder(spans, seed, write_batch, batch_spans)
+    builder.run()
+    return builder
+
+
 # --- the files ---------------------------------------------------------------------------------------------------
 
 

@@ -24,7 +24,6 @@ import json
 import os
 import resource
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
@@ -40,17 +39,14 @@ BAR = 0.1
 
 def _records(spans: int, batch: int) -> tuple[list[bytes], list[int]]:
     """The job's exported batches as framed records, and the spans in each."""
-    encoder = tracegen.ProtoBatchEncoder()
     records: list[bytes] = []
     counts: list[int] = []
 
-    def write_batch(process, rows) -> None:
-        message = encoder.encode(builder.trace_id, process, rows)
-        records.append(struct.pack(">I", len(message)) + message)
-        counts.append(len(rows))
+    def keep(record: bytes, count: int) -> None:
+        records.append(record)
+        counts.append(count)
 
-    builder = tracegen._JobBuilder(spans, tracegen.DEFAULT_SEED, write_batch, batch)
-    builder.run()
+    tracegen.framed_batches(spans, keep, batch_spans=batch)
     return records, counts
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -65,16 +64,8 @@ def generated_trace(tmp_path_factory) -> Path:
     finally:
         sys.path.remove(str(REPO / "bench"))
     path = tmp_path_factory.mktemp("generated") / "job.otlp"
-    encoder = tracegen.ProtoBatchEncoder()
     with open(path, "wb") as file:
-
-        def write_batch(process, rows) -> None:
-            message = encoder.encode(trace_id, process, rows)
-            file.write(struct.pack(">I", len(message)) + message)
-
-        builder = tracegen._JobBuilder(GENERATED_SPANS, tracegen.DEFAULT_SEED, write_batch, tracegen.BATCH_SPANS)
-        trace_id = builder.trace_id
-        builder.run()
+        tracegen.framed_batches(GENERATED_SPANS, lambda record, _: file.write(record))
     return path
 
 

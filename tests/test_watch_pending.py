@@ -142,7 +142,6 @@ def _decline_the_walk_in_python(monkeypatch: pytest.MonkeyPatch) -> None:
 def _generated_batches(spans: int, batch: int) -> list[bytes]:
     """bench/tracegen's synthetic GRPO job as framed protobuf records of `batch` spans, in the order it writes
     them (a quiet process's batch lands up to an hour of trace time late)."""
-    import struct
     import sys
 
     bench = str(Path(__file__).resolve().parents[1] / "bench")
@@ -151,19 +150,11 @@ def _generated_batches(spans: int, batch: int) -> list[bytes]:
         import tracegen
     finally:
         sys.path.remove(bench)
-    encoder = tracegen.ProtoBatchEncoder()
     out: list[bytes] = []
-
-    def write_batch(process, rows) -> None:
-        message = encoder.encode(builder.trace_id, process, rows)
-        out.append(struct.pack(">I", len(message)) + message)
-
-    builder = tracegen._JobBuilder(spans, tracegen.DEFAULT_SEED, write_batch, batch)
-    builder.run()
+    tracegen.framed_batches(spans, lambda record, _: out.append(record), batch_spans=batch)
     return out
 
 
-@pytest.mark.slow
 def _appended(tmp_path: Path, batches: list[bytes], late: int) -> Iterator[tuple[LiveRun, Path, dict]]:
     """A watcher of a file holding all but the `late` last of `batches`, read; then, after each of those is
     appended, the watcher, the file and the refresh's report as JSON. The watcher is closed at the end."""
