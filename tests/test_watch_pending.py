@@ -231,3 +231,29 @@ def test_a_watcher_holding_few_of_the_newest_spans_asks_the_database_for_the_res
         assert run.live.hot.rows.num_rows <= 12
         if number == 3:
             _assert_reported(report, path)
+
+
+@pytest.mark.parametrize("shape", ["framed", "jsonl"])
+def test_a_nemo_lens_trace_watched_as_it_is_written_reads_as_its_report(tmp_path, shape):
+    """Another writer's trace: nemo-lens, whose driver and rank-0 worker share one `service.instance.id` (SPEC
+    section 1 names them apart by host:pid, so the watcher renames the first one's spans when the second appears)
+    and whose spans carry no `rl.span_group`. Written a record at a time, refreshed after each."""
+    from test_reading_process_identity import RESOURCES, nemo_lens_trace
+    from tracebuild import write_trace
+
+    spans = nemo_lens_trace()
+    whole = write_trace(tmp_path / f"whole.{shape}", spans, shape, batches=len(spans), resources=RESOURCES)
+    assert len(records(whole)) == len(spans)
+    path = tmp_path / "run" / whole.name
+    path.parent.mkdir()
+    path.write_bytes(b"")
+    run = LiveRun([path.parent])
+    try:
+        for record in records(whole):
+            with open(path, "ab") as out:
+                out.write(record)
+            report = report_json(run.refresh().report)
+    finally:
+        run.close()
+    assert report["iterations"]
+    _assert_reported(report, path.parent)
