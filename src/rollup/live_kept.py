@@ -6,14 +6,13 @@ without one, of a slice of the spans (`live.LiveRun.sliced`).
 from __future__ import annotations
 
 import bisect
-import operator
 from array import array
 from collections.abc import Sequence
-from itertools import compress
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .attribution import Charge, ChargeColumns, FrameCharges, charge_stretches
 from .gpu_charge import GpuCharges, GpuFigures, charge_gpus
+from .live_held import Held, Journal, Key
 from .ranges import CheckPart, ReportPart
 from .ray_slices import merged_stretches
 from .rows import IterationRows
@@ -43,27 +42,20 @@ class LiveRun(Protocol):
     def sliced(self, stretches: list[tuple[int, int]]) -> AbstractContextManager[SpanSet]: ...
 
 
-class Answers:
+class Answers(Journal):
     """Each frame's answers (its charge, its kind, its GPU charge), by the frame's key (kind, attempt, iteration,
     start, end, ...), dropped when new bucketed spans overlap the frame (`forget`): what a frame is charged, its kind
     and its GPUs' charge depend on the bucketed spans active in it alone. Indexed by the frame's end (in bins of
-    BIN_NS), so forgetting looks only at the frames ending after the earliest stretch touched: the newest, mostly."""
+    BIN_NS), so forgetting looks only at the frames ending after the earliest stretch touched: the newest, mostly.
+    A key dropped, or a kind changed in place (`KeptSweeps.landed`), is noted for the readers (`live_held.Held`)."""
 
     BIN_NS = 1 << 34  # about 17 s
 
     def __init__(self) -> None:
-        self.by_key: dict[tuple[Any, ...], Any] = {}
-        self._by_bin: dict[int, set[tuple[Any, ...]]] = {}
+        super().__init__()
+        self._by_bin: dict[int, set[Key]] = {}
 
-    def __getitem__(self, key: tuple[Any, ...]) -> Any:
-        return self.by_key[key]
-
-    def missing(self, keys: list[tuple[Any, ...]]) -> list[int]:
-        """The positions of the keys without an answer, looked up in C (`map`, `compress`): tens of thousands of
-        keys a refresh, most of them held."""
-        return list(compress(range(len(keys)), map(operator.not_, map(self.by_key.__contains__, keys))))
-
-    def __setitem__(self, key: tuple[Any, ...], value: Any) -> None:
+    def __setitem__(self, key: Key, value: Any) -> None:
         if key not in self.by_key:
             self._by_bin.setdefault(key[4] // self.BIN_NS, set()).add(key)
         self.by_key[key] = value
@@ -71,7 +63,7 @@ class Answers:
     def forget(self, touched: Touched) -> None:
         """Drop the answers of every frame `touched` overlaps; all of them after a rebuild."""
         if touched.everything:
-            self.by_key.clear()
+            self.cleared()
             self._by_bin.clear()
             return
         if not touched.stretches:
@@ -79,6 +71,7 @@ class Answers:
         stretches = merged_stretches(touched.stretches)
         starts = [start for start, _ in stretches]
         first_bin = stretches[0][0] // self.BIN_NS
+        dropped = []
         for number in [n for n in self._by_bin if n >= first_bin]:
             held = self._by_bin[number]
             for key in list(held):
@@ -87,8 +80,10 @@ class Answers:
                 if at >= 0 and stretches[at][1] >= start and key[0] != "kind":  # kinds: `KeptSweeps.landed`
                     del self.by_key[key]
                     held.discard(key)
+                    dropped.append(key)
+        self.changed(dropped)
 
-    def kinds_ending_after(self, time_ns: int) -> list[tuple[Any, ...]]:
+    def kinds_ending_after(self, time_ns: int) -> list[Key]:
         """The keys of the kinds held of stretches that may end after `time_ns` (by their bins)."""
         first = time_ns // self.BIN_NS
         return [key for number, held in self._by_bin.items() if number >= first for key in held if key[0] == "kind"]
@@ -101,31 +96,17 @@ def charged(spans: SpanSet, stretches: Sequence[tuple[int, int]], precedence: Se
     return charge_stretches(spans, stretches, precedence) if few is None else few
 
 
-class _Held:
-    """What one question of the report answered last time, as columns of 64-bit integers, and the keys it was
-    asked for. Asked again with keys that start as those did, it takes that part of the columns as it was and looks
-    up only the rest: a refresh touches the newest frames, so the part looked up is short."""
-
-    def __init__(self, width: int) -> None:
-        self.keys: list[tuple[Any, ...]] = []
-        self.columns = [array("q") for _ in range(width)]
-
-    def columns_for(self, keys: list[tuple[Any, ...]], answers: Answers, first_missing: int, row: Any) -> list[array]:
-        """The columns for `keys`: the part before `first_missing` (the first key this asking had to work out)
-        that starts as last time's did is reused; the rest is `row(answer)` for each key."""
-        old, by_key = self.keys, answers.by_key
-        most = min(len(old), len(keys), max(first_missing, 0))
-        same = most if keys[:most] == old[:most] else 0  # the usual case, compared in one pass
-        while same < most and keys[same] == old[same]:
-            same += 1
-        rows = [row(by_key[key]) for key in keys[same:]]
-        columns = [column[:same] + array("q", (values[j] for values in rows)) for j, column in enumerate(self.columns)]
-        self.keys, self.columns = keys, columns
-        return columns
-
-
 def _same(answer: Any) -> Any:
     return answer
+
+
+def _kind_row(answer: tuple[int, frozenset[str]]) -> tuple[int]:
+    return (answer[0],)
+
+
+def _int64s(values: Sequence[int]) -> array:
+    """`values` as an array of 64-bit integers: itself when it is one."""
+    return values if isinstance(values, array) and values.typecode == "q" else array("q", values)
 
 
 def _charge_row(charge: Charge) -> tuple[int, ...]:
@@ -144,7 +125,7 @@ class KeptRunner:
     def __init__(self, run: LiveRun) -> None:
         self.run = run
         width = 2 + len(BUCKETS)
-        self._windows, self._lost, self._outside = _Held(width), _Held(width), _Held(width)
+        self._windows, self._lost, self._outside = (Held(run.answers, width) for _ in range(3))
 
     def report_parts(
         self, spans: SpanSet, frames: ReportFrames, precedence: Sequence[str], by: str | None
@@ -152,29 +133,26 @@ class KeptRunner:
         order = tuple(precedence)
         answers = self.run.answers
         windows, lost, outside = frames.windows, frames.lost, frames.outside
-        window_keys, lost_keys = _window_keys("window", windows, order), _window_keys("lost", lost, order)
-        outside_keys = [("outside", None, None, s, e, order) for s, e in zip(outside.starts, outside.ends, strict=True)]
-        keys = [*window_keys, *lost_keys, *outside_keys]
-        missing = answers.missing(keys)
-        if missing:
-            stretches = [(keys[i][3], keys[i][4]) for i in missing]
+        wanted = [
+            *_plan_windows(self._windows, "window", windows, order),
+            *_plan_windows(self._lost, "lost", lost, order),
+            *self._outside.plan(
+                (outside.starts, outside.ends),
+                order,
+                lambda start: [("outside", None, None, s, e, order)
+                               for s, e in zip(outside.starts[start:], outside.ends[start:], strict=True)],
+            ),
+        ]  # fmt: skip
+        if wanted:
+            stretches = [(key[3], key[4]) for key in wanted]
             with self.run.sliced(stretches) as sliced:
                 charges = charged(sliced, stretches, precedence)
-            for at, i in enumerate(missing):
-                answers[keys[i]] = _charge_row(charges[at])
-        ends = (len(windows), len(windows) + len(lost), len(keys))
-
-        def first_missing(low: int, high: int) -> int:
-            """The first position, counted from `low`, of a key worked out this time among keys[low:high]."""
-            return next((i - low for i in missing if low <= i < high), high - low)
-
-        held = self._windows.columns_for(window_keys, answers, first_missing(0, ends[0]), _same)
-        lost_held = self._lost.columns_for(lost_keys, answers, first_missing(*ends[:2]), _same)
-        outside_held = self._outside.columns_for(outside_keys, answers, first_missing(*ends[1:]), _same)
-        walls, *by_bucket = held
+            for at, key in enumerate(wanted):
+                answers[key] = _charge_row(charges[at])
+        walls, *by_bucket = self._windows.patched(_same)
         columns = ChargeColumns(walls, dict(zip(BUCKETS, by_bucket[: len(BUCKETS)], strict=True)), by_bucket[-1])
         rows = IterationRows.of_windows(windows, columns, self.run.live.summary.span_ns_of(windows))
-        lost_total, outside_total = _summed(lost_held), _summed(outside_held)
+        lost_total, outside_total = _summed(self._lost.patched(_same)), _summed(self._outside.patched(_same))
         return [ReportPart(array("q", range(len(windows))), rows, rows.total(), lost_total, outside_total)]
 
     def check_parts(self, spans: SpanSet, windows: Windows, expect: Sequence[str]) -> list[CheckPart]:
@@ -183,7 +161,17 @@ class KeptRunner:
         return LocalRunner().check_parts(self.run.live.every_span(), windows, expect)
 
 
-def _window_keys(kind: str, windows: Windows, order: tuple[str, ...]) -> list[tuple[Any, ...]]:
+def _plan_windows(held: Held, kind: str, windows: Windows, order: tuple[str, ...]) -> list[Key]:
+    """`held.plan` of the frames of `windows` (their keys: `_window_keys`)."""
+    stretches = windows.stretches
+    return held.plan(
+        (windows.iterations, stretches.starts, stretches.ends, windows.attempts),
+        (tuple(windows.run_ids), order),
+        lambda start: _window_keys(kind, windows[start:], order),
+    )
+
+
+def _window_keys(kind: str, windows: Windows, order: tuple[str, ...]) -> list[Key]:
     """The answers' keys of `windows`, read off their columns (no Window made)."""
     run_ids = windows.run_ids
     stretches = windows.stretches
@@ -200,25 +188,26 @@ class KeptSweeps:
 
     def __init__(self, run: LiveRun) -> None:
         self.run = run
-        self._kinds = _Held(1)
+        self._kinds = Held(run.answers, 1)
         self._hash_of: dict[str, int] = {}  # a name's part of a kind (KIND_SQL), by name
-        self._changed = False  # a kind held changed since the last `window_kinds`
 
     def window_kinds(self, spans: SpanSet, starts: Sequence[int], ends: Sequence[int]) -> array:
         answers = self.run.answers
-        keys = [("kind", None, None, start, end) for start, end in zip(starts, ends, strict=True)]
-        missing = answers.missing(keys)
-        if missing:
-            asked = [(keys[i][3], keys[i][4]) for i in missing]
+        starts, ends = _int64s(starts), _int64s(ends)
+        wanted = self._kinds.plan(
+            (starts, ends),
+            None,
+            lambda first: [("kind", None, None, s, e) for s, e in zip(starts[first:], ends[first:], strict=True)],
+        )
+        if wanted:
+            asked = [(key[3], key[4]) for key in wanted]
             with self.run.sliced(asked) as sliced:
                 kinds, names = kinds_with_names(
                     sliced, array("q", (s for s, _ in asked)), array("q", (e for _, e in asked))
                 )
-            for i, kind, named in zip(missing, kinds, names, strict=True):
-                answers[keys[i]] = (kind, named)
-        first = 0 if self._changed else missing[0] if missing else len(keys)
-        self._changed = False
-        return self._kinds.columns_for(keys, answers, first, lambda answer: (answer[0],))[0]
+            for key, kind, named in zip(wanted, kinds, names, strict=True):
+                answers[key] = (kind, named)
+        return self._kinds.patched(_kind_row)[0]
 
     def landed(self, touched: Touched) -> None:
         """Each kind held, as the new spans named in `touched` make it: a name new to a stretch it lands in adds its
@@ -239,7 +228,7 @@ class KeptSweeps:
                 for name in new:
                     kind ^= self._hash_of[name]
                 answers.by_key[key] = (kind, held | new)
-                self._changed = True
+                answers.changed([key])
 
     def _hashes(self, names: set[str]) -> None:
         """Learn the hash (KIND_SQL's part) of each of `names` not known yet."""

@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 from .attempts import ATTEMPT_SQL
 from .attribution import SPAN_SECONDS_SPANS
 from .lineage import LINEAGE_COLUMNS
+from .live_held import Held, Journal
 from .nodes import NODE_TABLE_COLUMNS
 from .schema import BUCKETS, IS_JOB_SQL
 from .spanset import Params, SpanSet
@@ -54,8 +55,9 @@ class Summary:
         connection.execute(f"CREATE TEMP TABLE {_SUMMARY_STEPS} AS SELECT * FROM {spans_table} LIMIT 0")
         self.step_answers: dict[tuple[str, str, str], Any] = {}  # `_SummarySpans`: emptied when a step span arrives
         # Each (attempt, iteration)'s span-seconds by bucket (BUCKETS order): `attribution.window_span_ns`'s sums,
-        # kept up to date as spans arrive and are walked again.
-        self.span_seconds: dict[tuple[str, int], tuple[int, ...]] = {}
+        # kept up to date as spans arrive and are walked again; and the windows' columns of them, kept.
+        self.span_seconds = Journal()
+        self._span_columns = Held(self.span_seconds, len(BUCKETS))
         self._register()
         connection.execute(f"CREATE VIEW {SUMMARY} AS SELECT * FROM {_SUMMARY_FOLDED}")
 
@@ -127,11 +129,16 @@ class Summary:
         self.connection.register(_SUMMARY_FOLDED, self._folded)
 
     def span_ns_of(self, windows: Windows) -> list[array]:
-        """Each window's span-seconds (`attribution.window_span_ns`), from the sums kept: a column per bucket."""
-        none = (0,) * len(BUCKETS)
-        run_ids, held = windows.run_ids, self.span_seconds
-        found = [held.get((run_ids[a], i), none) for a, i in zip(windows.attempts, windows.iterations, strict=True)]
-        return [array("q", column) for column in zip(*found, strict=True)] if found else [array("q") for _ in BUCKETS]
+        """Each window's span-seconds (`attribution.window_span_ns`), from the sums kept: a column per bucket, patched
+        where the sums changed (`live_held`)."""
+        run_ids = windows.run_ids
+        self._span_columns.plan(
+            (windows.attempts, windows.iterations),
+            tuple(run_ids),
+            lambda start: [(run_ids[a], i) for a, i in zip(windows.attempts[start:], windows.iterations[start:],
+                                                           strict=True)],
+        )  # fmt: skip
+        return self._span_columns.patched(_same, (0,) * len(BUCKETS))
 
     def add_span_seconds(self, rows: pa.Table, sign: int) -> None:
         """Add to `span_seconds` (or, `sign` -1, take from it) what the spans of `rows` count."""
@@ -145,22 +152,31 @@ class Summary:
             "ns": pc.subtract(counted.column("end_ns"), counted.column("start_ns")),
         })  # fmt: skip
         summed = keyed.group_by(["attempt", "iteration", "bucket"]).aggregate([("ns", "sum")])
+        held, none = self.span_seconds.by_key, (0,) * len(BUCKETS)
+        changed = []
         for attempt, iteration, bucket, ns in zip(*(summed.column(n).to_pylist() for n in summed.column_names),
                                                   strict=True):  # fmt: skip
-            values = list(self.span_seconds.get((attempt, iteration), (0,) * len(BUCKETS)))
+            values = list(held.get((attempt, iteration), none))
             values[BUCKETS.index(bucket)] += sign * ns
-            self.span_seconds[(attempt, iteration)] = tuple(values)
+            held[(attempt, iteration)] = tuple(values)
+            changed.append((attempt, iteration))
+        self.span_seconds.changed(changed)
 
     def count_span_seconds(self, table: str) -> None:
         """`span_seconds` read again from every span of `table` (after a walk in SQL)."""
-        self.span_seconds = {}
+        self.span_seconds.cleared()
+        held, none = self.span_seconds.by_key, (0,) * len(BUCKETS)
         for attempt, iteration, bucket, ns in self.connection.execute(
             f"SELECT {ATTEMPT_SQL}, eff_iteration, bucket, sum(end_ns - start_ns)::BIGINT FROM {table} "
             f"WHERE {SPAN_SECONDS_SPANS} GROUP BY ALL"
         ).fetchall():
-            values = list(self.span_seconds.get((attempt, iteration), (0,) * len(BUCKETS)))
+            values = list(held.get((attempt, iteration), none))
             values[BUCKETS.index(bucket)] = int(ns)
-            self.span_seconds[(attempt, iteration)] = tuple(values)
+            held[(attempt, iteration)] = tuple(values)
+
+
+def _same(answer: tuple[int, ...]) -> tuple[int, ...]:
+    return answer
 
 
 @dataclass(frozen=True)
