@@ -19,7 +19,15 @@ from .rows import IterationRows
 from .runners import LocalRunner
 from .schema import BUCKETS
 from .sweep_few import charge_few
-from .windows import ReportFrames, Windows, kinds_with_names
+from .windows import (
+    ReportFrames,
+    SortedWindows,
+    Windows,
+    attempt_windows,
+    frames_of,
+    kinds_with_names,
+    step_windows,
+)
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
@@ -188,8 +196,25 @@ class KeptSweeps:
 
     def __init__(self, run: LiveRun) -> None:
         self.run = run
+        self._sorted: tuple[tuple[Any, ...], SortedWindows] | None = None  # the windows, and what they were of
         self._kinds = Held(run.answers, 1)
         self._hash_of: dict[str, int] = {}  # a name's part of a kind (KIND_SQL), by name
+
+    def frames(self, spans: SpanSet, iterations: tuple[int, int] | None) -> ReportFrames:
+        """`windows.report_frames` of the watcher's spans: the attempts from the summary (`Summary.attempts`); the
+        windows sorted out kept while the attempts are the same and no step span arrived, when every attempt's are
+        its step spans' (`windows.step_windows`)."""
+        summary = self.run.live.summary
+        attempts = summary.attempts()
+        order = [attempt.run_id for attempt in attempts]
+        key = (summary.steps_version, tuple(order))
+        if self._sorted is not None and self._sorted[0] == key:
+            windows = self._sorted[1]
+        else:
+            every = step_windows(spans, order)
+            windows = SortedWindows.of(every if every is not None else attempt_windows(spans, order))
+            self._sorted = (key, windows) if every is not None else None
+        return frames_of(attempts, windows, iterations)
 
     def window_kinds(self, spans: SpanSet, starts: Sequence[int], ends: Sequence[int]) -> array:
         answers = self.run.answers

@@ -17,6 +17,7 @@ arrivals below the root of many spans (the job span arriving last).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -40,7 +41,7 @@ from .live_walk import (
 from .nodes import NODE_COLUMNS_SQL
 from .ray_slices import merged_stretches
 from .schema import ACCOUNTING_SCHEMA, IS_JOB_SQL
-from .spanset import SpanSet
+from .spanset import Params, SpanSet
 
 if TYPE_CHECKING:
     import duckdb
@@ -83,7 +84,8 @@ class LiveSpans(SqlWalk):
         # Of a parent few spans wait for (at most LISTED), their keys and starts: the rows walked again when it
         # arrives are then taken from `hot` when it holds them, not looked for among every pending span.
         self._waiting: dict[Key, list[tuple[int, int, int]]] = {}
-        self._registered: set[str] = set()  # the slices taken of `hot`, registered by name
+        self._held: set[str] = set()  # the slices taken of `hot`, by name
+        self._registered: set[str] = set()  # those of them registered
 
     def spans(self, attempt: str | None = None) -> SpanSet:
         """The whole run: the summary for the own columns, every span for the lineage. One attempt alone is not
@@ -97,26 +99,35 @@ class LiveSpans(SqlWalk):
         return SpanSet(self.connection, SPANS_TABLE, SPANS_TABLE)
 
     def slice(self, stretches: list[tuple[int, int]], name: str) -> SpanSet:
-        """A table `name` of the spans active in one of `stretches`: all that those frames' charges, kinds and GPU
-        charges read (`ranges`), cut from `hot` when it holds them (registered under `name`), else a table of the
-        database. The caller drops it (`drop_slice`). Past SLICE_STRETCHES merged stretches, every span (no table
-        made)."""
+        """The spans active in one of `stretches` (all that those frames' charges, kinds and GPU charges read:
+        `ranges`), as a set named `name`: cut from `hot` when it holds them (held as Arrow, registered under `name`
+        only when a query asks), else a table of the database. Past SLICE_STRETCHES merged stretches, the rows of
+        `hot` active in their envelope, or every span (no table made). The caller drops it (`drop_slice`)."""
         cover = merged_stretches(stretches)
+        if self.hot.answers(cover):  # the newest frames, most refreshes: no scan of every span
+            if len(cover) > SLICE_STRETCHES:
+                cover = [(cover[0][0], max(end for _, end in cover))]
+            self._held.add(name)
+            return _HeldSlice(self.connection, name, name, held=self.hot.slice(cover), live=self)
         if len(cover) > SLICE_STRETCHES:
             return self.every_span()
-        if self.hot.answers(cover):  # the newest frames, most refreshes: no scan of every span
-            self.connection.register(name, self.hot.slice(cover))
-            self._registered.add(name)
-            return SpanSet(self.connection, name, name)
         where = " OR ".join(f"(start_ns < {end} AND end_ns > {start})" for start, end in cover) or "false"
         self.connection.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT * FROM {SPANS_TABLE} WHERE {where}")
         return SpanSet(self.connection, name, name)
 
+    def register_slice(self, name: str, rows: pa.Table) -> None:
+        """Make the held slice `name` readable by SQL (once)."""
+        if name not in self._registered:
+            self.connection.register(name, rows)
+            self._registered.add(name)
+
     def drop_slice(self, name: str) -> None:
         """Drop the slice `slice` made as `name`."""
-        if name in self._registered:
-            self._registered.discard(name)
-            self.connection.unregister(name)
+        if name in self._held:
+            self._held.discard(name)
+            if name in self._registered:
+                self._registered.discard(name)
+                self.connection.unregister(name)
         else:
             self.connection.execute(f"DROP TABLE IF EXISTS {name}")
 
@@ -312,6 +323,30 @@ class LiveSpans(SqlWalk):
                 needed = True
             known.add(pair["host_pid"])
         return needed
+
+
+@dataclass(frozen=True)
+class _HeldSlice(SpanSet):
+    """A slice of the newest spans, held as Arrow (`held`) and registered under its name the first time a query
+    asks (most refreshes' charges sweep it on Arrow columns: `sweep_few`)."""
+
+    live: LiveSpans | None = None
+
+    def _ready(self) -> None:
+        if self.live is not None and self.held is not None:
+            self.live.register_slice(self.lineage, self.held)
+
+    def _execute(self, sql: str, params: Params) -> duckdb.DuckDBPyConnection:
+        self._ready()
+        return super()._execute(sql, params)
+
+    def arrow(self, sql: str, params: Params = None) -> pa.Table:
+        self._ready()
+        return super().arrow(sql, params)
+
+    def batches(self, sql: str, params: Params = None, *, rows: int) -> pa.RecordBatchReader:
+        self._ready()
+        return super().batches(sql, params, rows=rows)
 
 
 def _touched_by(new: pa.Table) -> Touched:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .attempts import ATTEMPT_SQL
+from .attempts import ATTEMPT_SQL, Attempt
 from .attribution import SPAN_SECONDS_SPANS
 from .lineage import LINEAGE_COLUMNS
 from .live_held import Held, Journal
@@ -54,16 +54,19 @@ class Summary:
         # of them scans it faster than it scans an Arrow table handed over by name.
         connection.execute(f"CREATE TEMP TABLE {_SUMMARY_STEPS} AS SELECT * FROM {spans_table} LIMIT 0")
         self.step_answers: dict[tuple[str, str, str], Any] = {}  # `_SummarySpans`: emptied when a step span arrives
+        self.own_answers: dict[tuple[str, str, str], Any] = {}  # `_SummarySpans`: emptied when a folded row is new
+        self.steps_version = 0  # counts the times the step spans changed
+        self._registered = False  # the folded part as it stands is what SUMMARY reads
         # Each (attempt, iteration)'s span-seconds by bucket (BUCKETS order): `attribution.window_span_ns`'s sums,
         # kept up to date as spans arrive and are walked again; and the windows' columns of them, kept.
         self.span_seconds = Journal()
         self._span_columns = Held(self.span_seconds, len(BUCKETS))
-        self._register()
+        self.registered()
         connection.execute(f"CREATE VIEW {SUMMARY} AS SELECT * FROM {_SUMMARY_FOLDED}")
 
     def spans(self, lineage: str) -> SpanSet:
         """The whole run: the summary for the own columns, `lineage` (every span) for the lineage."""
-        return _SummarySpans(self.connection, lineage, SUMMARY, steps=_SUMMARY_STEPS, kept=self.step_answers)
+        return _SummarySpans(self.connection, lineage, SUMMARY, steps=_SUMMARY_STEPS, summary=self)
 
     def clear(self) -> None:
         """Forget every span (a rebuild summarizes them all again)."""
@@ -71,7 +74,30 @@ class Summary:
         self._folded_keyed = self._folded_keyed.slice(0, 0)
         self.connection.execute(f"DELETE FROM {_SUMMARY_STEPS}")
         self.step_answers.clear()
-        self._register()
+        self.steps_version += 1
+        self.own_answers.clear()
+        self._registered = False
+
+    def attempts(self) -> list[Attempt]:
+        """`attempts.find_attempts` of the summary, worked out here from its few folded rows (a query of them costs
+        milliseconds, each refresh): each attempt's extent is the envelope of its job spans, else of all its spans;
+        ordered by the first span's start, then run id."""
+        found: dict[str, list[Any]] = {}  # attempt -> [start, end, job start, job end, first start, processes]
+        columns = ("run_id", "process", "start_ns", "end_ns", "live_is_job")
+        for run_id, process, start, end, is_job in zip(*(self._folded_keyed.column(c).to_pylist() for c in columns),
+                                                       strict=True):  # fmt: skip
+            held = found.setdefault(run_id or "", [start, end, None, None, start, set()])
+            held[0], held[1], held[4] = min(held[0], start), max(held[1], end), min(held[4], start)
+            if is_job:
+                held[2] = start if held[2] is None else min(held[2], start)
+                held[3] = end if held[3] is None else max(held[3], end)
+            if process is not None:
+                held[5].add(process)
+        made = [
+            Attempt(run_id, s if js is None else js, e if je is None else je, first, len(processes))
+            for run_id, (s, e, js, je, first, processes) in found.items()
+        ]
+        return sorted(made, key=lambda a: (a.first_span_ns, a.run_id))
 
     def add_rows(self, rows: pa.Table) -> None:
         """`add_table` of new spans held as Arrow (`live_is_job` among their columns): folded here, no query."""
@@ -101,6 +127,7 @@ class Summary:
         if not steps.num_rows:
             return
         self.step_answers.clear()
+        self.steps_version += 1
         self.connection.register("live_new_steps", steps.select(list(ROW_COLUMNS)).cast(self._schema))
         try:
             self.connection.execute(f"INSERT INTO {_SUMMARY_STEPS} SELECT * FROM live_new_steps")
@@ -121,12 +148,18 @@ class Summary:
         kept = both.take(grouped.column("live_row_min")).drop_columns(["live_row"])
         kept = kept.set_column(kept.schema.get_field_index("start_ns"), "start_ns", grouped.column("start_ns_min"))
         kept = kept.set_column(kept.schema.get_field_index("end_ns"), "end_ns", grouped.column("end_ns_max"))
+        if kept.num_rows != self._folded_keyed.num_rows:
+            self.own_answers.clear()
         self._folded_keyed = kept.cast(self._folded_keyed.schema)
         self._folded = self._folded_keyed.drop_columns(["live_is_job"])
-        self._register()
+        self._registered = False
 
-    def _register(self) -> None:
-        self.connection.register(_SUMMARY_FOLDED, self._folded)
+    def registered(self) -> None:
+        """Make SUMMARY read the folded part as it stands (before a query of it: registering costs a millisecond,
+        and most refreshes ask none)."""
+        if not self._registered:
+            self.connection.register(_SUMMARY_FOLDED, self._folded)
+            self._registered = True
 
     def span_ns_of(self, windows: Windows) -> list[array]:
         """Each window's span-seconds (`attribution.window_span_ns`), from the sums kept: a column per bucket, patched
@@ -181,32 +214,63 @@ def _same(answer: tuple[int, ...]) -> tuple[int, ...]:
 
 @dataclass(frozen=True)
 class _SummarySpans(SpanSet):
-    """The watcher's whole run (`LiveSpans.spans`): a question that reads the step spans alone (`steps`, not `own`
-    nor `lineage`) is answered once until a step span arrives (`kept`, which `LiveSpans` empties then). The step
-    spans are the driver's, a few batches in ten, so most refreshes ask nothing of them: the windows, the step
-    rules."""
+    """The watcher's whole run (`LiveSpans.spans`), whose questions of the summary alone are answered once until
+    what they read changes: of the step spans alone (`steps`, not `own` nor `lineage`), until a step span arrives
+    (the driver's, a few batches in ten: the windows, the step rules); of the folded spans' other columns than their
+    times (`own`, no `start_ns`, `end_ns` nor `*`), until a folded row is new (a process, a holding: what the
+    processes hold)."""
 
-    kept: dict[tuple[str, str, str], Any] | None = None
+    summary: Summary | None = None
 
-    def _of_steps_alone(self, sql: str) -> bool:
+    def _kept(self, sql: str) -> dict[tuple[str, str, str], Any] | None:
+        """Where the answer of `sql` is kept, when it is kept."""
+
         def names(relation: str | None) -> bool:
             return relation is not None and re.search(rf"\b{re.escape(relation)}\b", sql) is not None
 
-        return names(self.steps) and not names(self.own) and not names(self.lineage)
+        if self.summary is None or names(self.lineage):
+            return None
+        if names(self.steps) and not names(self.own):
+            return self.summary.step_answers
+        if names(self.own) and not names(self.steps) and _TIMES.search(sql) is None:
+            return self.summary.own_answers
+        return None
+
+    def _ready(self, sql: str) -> None:
+        if self.summary is not None and re.search(rf"\b{re.escape(self.own)}\b", sql):
+            self.summary.registered()
 
     def rows(self, sql: str, params: Params = None) -> list[tuple[Any, ...]]:
-        if self.kept is None or not self._of_steps_alone(sql):
-            return super().rows(sql, params)
+        kept = self._kept(sql)
         key = ("rows", sql, repr(params))
-        if key not in self.kept:
-            self.kept[key] = super().rows(sql, params)
-        return list(self.kept[key])
+        if kept is None or key not in kept:
+            self._ready(sql)
+            found = super().rows(sql, params)
+            if kept is None:
+                return found
+            kept[key] = found
+        return list(kept[key])
+
+    def run(self, sql: str, params: Params = None) -> None:
+        self._ready(sql)
+        super().run(sql, params)
 
     def arrow(self, sql: str, params: Params = None) -> pa.Table:
-        if self.kept is None or not self._of_steps_alone(sql):
-            return super().arrow(sql, params)
+        kept = self._kept(sql)
         key = ("arrow", sql, repr(params))
-        if key not in self.kept:
-            self.kept[key] = super().arrow(sql, params)
-        table: pa.Table = self.kept[key]
+        if kept is None or key not in kept:
+            self._ready(sql)
+            found = super().arrow(sql, params)
+            if kept is None:
+                return found
+            kept[key] = found
+        table: pa.Table = kept[key]
         return table
+
+    def batches(self, sql: str, params: Params = None, *, rows: int) -> pa.RecordBatchReader:
+        self._ready(sql)
+        return super().batches(sql, params, rows=rows)
+
+
+# What a question of the folded spans reads that changes at every refresh: their times (or every column).
+_TIMES = re.compile(r"\bstart_ns\b|\bend_ns\b|\*")

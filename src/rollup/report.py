@@ -30,7 +30,7 @@ from .rows import Figures, IterationRows, NameShare, seconds, share, sum_figures
 from .run_rules import duplicate_step_findings, lost_step_findings
 from .runners import LocalRunner, LocalSweeps, Runner, Sweeps
 from .schema import BUCKETS
-from .windows import missing_in, report_frames
+from .windows import missing_in
 
 if TYPE_CHECKING:
     from .findings import Finding
@@ -216,7 +216,7 @@ def build_report(
     model = gpu_model(spans, options.gpus, notes)
     if options.by == "pool" and model is None:
         raise OptionError("--by", "pool: no process holds a GPU (goodput.gpu.ids, goodput.gpus); name them with --gpus")
-    frames = report_frames(spans, options.iterations)
+    frames = sweeps.frames(spans, options.iterations)
     stretch = last_stretch(spans, options.last_ns) if options.last_ns is not None else None
     recent = None
     if stretch is not None:

@@ -16,7 +16,7 @@ from .attribution import charge_stretches
 from .critical import CriticalPart, critical_part
 from .gpu_charge import charge_gpus
 from .ranges import CheckPart, ReportPart, account_frames, check_frames
-from .windows import window_kinds
+from .windows import report_frames, window_kinds
 
 if TYPE_CHECKING:
     from array import array
@@ -39,9 +39,12 @@ class Runner(Protocol):
 
 
 class Sweeps(Protocol):
-    """The sweeps a report asks of its spans beside its parts: the windows' kinds (outliers), the GPU charge, and
-    stretches charged whole (`--last`'s `recent`). One stretch's answer depends only on the spans active in it, so
-    a watcher (`live`) keeps each stretch's answer and asks only about the stretches new spans touched."""
+    """What a report asks of its spans beside its parts: its frames (`windows.report_frames`), the windows' kinds
+    (outliers), the GPU charge, and stretches charged whole (`--last`'s `recent`). One stretch's answer depends only
+    on the spans active in it, so a watcher (`live`) keeps each stretch's answer and asks only about the stretches
+    new spans touched; and it keeps the windows until a step span arrives."""
+
+    def frames(self, spans: SpanSet, iterations: tuple[int, int] | None) -> ReportFrames: ...
 
     def window_kinds(self, spans: SpanSet, starts: Sequence[int], ends: Sequence[int]) -> array: ...
 
@@ -61,6 +64,9 @@ class Sweeps(Protocol):
 
 class LocalSweeps:
     """Every sweep asked of every span, in this process."""
+
+    def frames(self, spans: SpanSet, iterations: tuple[int, int] | None) -> ReportFrames:
+        return report_frames(spans, iterations)
 
     def window_kinds(self, spans: SpanSet, starts: Sequence[int], ends: Sequence[int]) -> array:
         return window_kinds(spans, starts, ends)

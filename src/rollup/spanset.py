@@ -36,7 +36,9 @@ class SpanSet:
     kept (None: every attempt); `files`, the Parquet files `lineage` reads when it is a view of them (what a Ray task
     of `report --ray` is given to read its slice from), else empty. `step_spans` (a property) names the step spans
     with their own columns: `own`'s, filtered, unless `steps` names a relation that holds them alone (a watcher's,
-    whose questions of the steps alone are answered again only when a step span arrived)."""
+    whose questions of the steps alone are answered again only when a step span arrived). `held`: the spans
+    themselves as Arrow, when this process holds them so (a watcher's slice of its newest spans): a question of a
+    few spans may read them there, with no query."""
 
     connection: duckdb.DuckDBPyConnection
     lineage: str = LINEAGE
@@ -44,6 +46,7 @@ class SpanSet:
     run_id: str | None = None
     files: tuple[str, ...] = ()
     steps: str | None = None
+    held: pa.Table | None = None
 
     @property
     def step_spans(self) -> str:

@@ -170,14 +170,7 @@ def attempt_windows(spans: SpanSet, order: Sequence[str]) -> Windows:
     The step spans carrying their own iteration make the windows of the attempts that have any; only the attempts
     that have none (rare: a trace with no step spans) cost a second pass, for the envelopes of their iterations.
     """
-    steps = f"""
-        SELECT {ATTEMPT_SQL} AS attempt, iteration, min(start_ns) AS start_ns, max(end_ns) AS end_ns
-        FROM {spans.step_spans} WHERE iteration IS NOT NULL GROUP BY ALL
-    """
-    table = _numbered(spans, steps, order)
-    with spans.registered("attempt_windows_found", table) as found_windows:
-        found = spans.rows(f"SELECT DISTINCT attempt FROM {found_windows}")
-    stepless = sorted(set(order) - {order[position] for (position,) in found})
+    table, stepless = _step_windows(spans, order)
     if stepless:
         envelopes = f"""
             SELECT {ATTEMPT_SQL} AS attempt, eff_iteration AS iteration, min(start_ns) AS start_ns,
@@ -185,7 +178,35 @@ def attempt_windows(spans: SpanSet, order: Sequence[str]) -> Windows:
             FROM {spans.lineage} WHERE eff_iteration IS NOT NULL AND list_contains({_text_list(stepless)}, attempt)
             GROUP BY ALL
         """
-        table = _numbered(spans, f"{steps} UNION ALL {envelopes}", order)
+        table = _numbered(spans, f"{_steps_sql(spans)} UNION ALL {envelopes}", order)
+    return _windows_of(table, order)
+
+
+def step_windows(spans: SpanSet, order: Sequence[str]) -> Windows | None:
+    """`attempt_windows` when every attempt has step spans carrying their iteration: its windows then depend on the
+    step spans alone (which a watcher keeps apart: `live_summary`); None when an attempt has none."""
+    table, stepless = _step_windows(spans, order)
+    return None if stepless else _windows_of(table, order)
+
+
+def _steps_sql(spans: SpanSet) -> str:
+    return f"""
+        SELECT {ATTEMPT_SQL} AS attempt, iteration, min(start_ns) AS start_ns, max(end_ns) AS end_ns
+        FROM {spans.step_spans} WHERE iteration IS NOT NULL GROUP BY ALL
+    """
+
+
+def _step_windows(spans: SpanSet, order: Sequence[str]) -> tuple[pa.Table, list[str]]:
+    """The windows of the step spans carrying their own iteration (`_numbered`), and the attempts of `order` with
+    none of them, sorted."""
+    import pyarrow.compute as pc
+
+    table = _numbered(spans, _steps_sql(spans), order)
+    found = {order[position] for position in pc.unique(table.column("attempt")).to_pylist() if position is not None}
+    return table, sorted(set(order) - found)
+
+
+def _windows_of(table: pa.Table, order: Sequence[str]) -> Windows:
     stretches = Stretches(int64_column(table, "start_ns"), int64_column(table, "end_ns"))
     return Windows(int64_column(table, "iteration"), stretches, int64_column(table, "attempt"), tuple(order))
 
@@ -211,7 +232,7 @@ def latest_windows(windows: Windows) -> tuple[Windows, Windows]:
     """(rows, superseded) of `windows` in attempt order: per iteration the latest attempt's window, sorted by
     iteration, and every earlier one, in the order given."""
     numbers = windows.iterations
-    if len(set(numbers)) == len(numbers) and numbers == array("q", sorted(numbers)):  # one attempt's, mostly
+    if _rising(numbers):  # one attempt's, mostly
         return windows[:], windows[:0]
     latest: dict[int, int] = {}  # iteration -> position: a later attempt's window replaces an earlier one's
     for position, iteration in enumerate(windows.iterations):
@@ -244,7 +265,7 @@ def outside_stretches(extent: tuple[int, int] | None, windows: Windows) -> Stret
         return outside
     cursor, run_end = extent
     starts, ends = windows.stretches.starts, windows.stretches.ends
-    if not all(a <= b for a, b in zip(starts, starts[1:], strict=False)):  # one attempt's are in order, mostly
+    if not _rising(starts, strictly=False):  # one attempt's are in order, mostly
         order = sorted(range(len(windows)), key=starts.__getitem__)
         starts, ends = array("q", (starts[i] for i in order)), array("q", (ends[i] for i in order))
     reach = pc.cumulative_max(pa.concat_arrays([pa.array([cursor], pa.int64()), int64_array(ends)]))
@@ -256,6 +277,19 @@ def outside_stretches(extent: tuple[int, int] | None, windows: Windows) -> Stret
         outside.starts.append(last)
         outside.ends.append(run_end)
     return outside
+
+
+def _rising(values: array, *, strictly: bool = True) -> bool:
+    """Whether `values` rise (or, not `strictly`, never fall) from each to the next: compared on Arrow columns."""
+    if len(values) < 2:
+        return True
+    import pyarrow.compute as pc
+
+    from .arrays import int64_array
+
+    column = int64_array(values)
+    rises = (pc.greater if strictly else pc.greater_equal)(column.slice(1), column.slice(0, len(values) - 1))
+    return bool(pc.all(rises).as_py())
 
 
 def outside_attempts(attempts: Sequence[Attempt], by_attempt: dict[str, Windows]) -> Stretches:
@@ -344,15 +378,32 @@ def report_frames(spans: SpanSet, iterations: tuple[int, int] | None) -> ReportF
     (all when None), superseded ones included; outside and the attempts stay the whole run's. Every attempt's
     windows are only held while they are sorted out here."""
     attempts = find_attempts(spans)
-    every = attempt_windows(spans, [a.run_id for a in attempts])
-    latest, superseded = latest_windows(every)
-    by_attempt = every.by_attempt()
+    return frames_of(attempts, SortedWindows.of(attempt_windows(spans, [a.run_id for a in attempts])), iterations)
+
+
+@dataclass(frozen=True)
+class SortedWindows:
+    """Every attempt's windows sorted out (`latest_windows`): the rows' (`latest`), the superseded ones, and each
+    attempt's, by run id."""
+
+    latest: Windows
+    superseded: Windows
+    by_attempt: dict[str, Windows]
+
+    @classmethod
+    def of(cls, every: Windows) -> SortedWindows:
+        latest, superseded = latest_windows(every)
+        return cls(latest, superseded, every.by_attempt())
+
+
+def frames_of(attempts: list[Attempt], windows: SortedWindows, iterations: tuple[int, int] | None) -> ReportFrames:
+    """The report's frames (`report_frames`) of the `attempts` and their `windows`."""
     return ReportFrames(
-        select_windows(latest, iterations),
-        select_windows(superseded, iterations),
-        outside_attempts(attempts, by_attempt),
-        with_windows(attempts, by_attempt, superseded),
-        latest.iterations,
+        select_windows(windows.latest, iterations),
+        select_windows(windows.superseded, iterations),
+        outside_attempts(attempts, windows.by_attempt),
+        with_windows(attempts, windows.by_attempt, windows.superseded),
+        windows.latest.iterations,
     )
 
 
