@@ -23,19 +23,26 @@ MAD_FACTOR = 3.0
 MIN_EXCESS_NS = 1_000_000
 
 
-def compared_groups(indices: Sequence[int], kinds: Sequence[int]) -> list[list[int]]:
+def compared_groups(indices: Sequence[int], kinds: Sequence[int]) -> list[array]:
     """The rows `indices` (of one process) split into the groups whose figures are compared (SPEC section 10): by
     kind (`kinds[i]`: row i's kind, `windows.window_kinds`), when every kind has `MIN_ROWS` rows or more, so a step
-    that validates is compared with the steps that validate; otherwise all of them together."""
-    by_kind: dict[int, list[int]] = {}
-    of_rows = [kinds[index] for index in indices]
-    if len(set(of_rows)) == 1:
-        return [list(indices)]
-    for index, kind in zip(indices, of_rows, strict=True):
-        by_kind.setdefault(kind, []).append(index)
-    if len(by_kind) > 1 and all(len(group) >= MIN_ROWS for group in by_kind.values()):
-        return list(by_kind.values())
-    return [list(indices)]
+    that validates is compared with the steps that validate; otherwise all of them together. Each group's rows in
+    the order given, the groups in the order their kinds first appear; counted on Arrow columns (a long run has tens
+    of thousands of rows, a refresh of `watch` asks every time)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from .arrays import int64_column
+
+    rows = _int64(indices)
+    of_rows = pc.take(_int64(kinds), rows)
+    counts = pc.value_counts(of_rows)
+    if len(counts) < 2 or pc.min(counts.field("counts")).as_py() < MIN_ROWS:
+        return [array("q", indices)]
+    return [
+        int64_column(pa.table({"row": pc.filter(rows, pc.equal(of_rows, kind))}), "row")
+        for kind in counts.field("values").cast(pa.int64())
+    ]
 
 
 def outliers(rows: Sequence[dict[str, int]]) -> list[list[str]]:

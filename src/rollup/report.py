@@ -350,13 +350,7 @@ def mark_outliers(rows: IterationRows, kinds: Sequence[int] | None = None) -> No
     """Each row's outlying figures among the rows of its process (all rows when not by process) and of its kind
     (`kinds[i]`, row i's: `windows.window_kinds`; `outliers.compared_groups` says when kinds count): a process's
     steps are compared with its own other steps, never with another process's."""
-    processes = rows.processes()
-    by_process: dict[str | None, array] = {}  # each process's rows, by position
-    if len(set(processes)) == 1:  # not by process: every row at once, without a loop over them
-        by_process[processes[0]] = array("q", range(len(processes)))
-    else:
-        for index, process in enumerate(processes):
-            by_process.setdefault(process, array("q")).append(index)
+    by_process = rows.positions_by_process()
     columns = {figure.key: rows.column(figure.ns) for figure in FIGURES if figure.outlier and figure.ns}
     groups = [
         indices
@@ -366,5 +360,5 @@ def mark_outliers(rows: IterationRows, kinds: Sequence[int] | None = None) -> No
     for indices in groups:
         whole = len(indices) == len(rows)
         of_group = columns if whole else {f: _taken(c, indices) for f, c in columns.items()}
-        for position, flagged in outliers_of_columns(of_group, len(indices)).items():
-            rows.set_outliers(indices[position], flagged)
+        flagged = outliers_of_columns(of_group, len(indices))
+        rows.set_outliers_of(flagged if whole else {indices[position]: found for position, found in flagged.items()})

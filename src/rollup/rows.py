@@ -305,13 +305,29 @@ class IterationRows(Sequence[IterationRow]):
         else:
             self._outliers.pop(index, None)
 
+    def set_outliers_of(self, flagged: dict[int, list[str]]) -> None:
+        """`set_outliers` of each row of `flagged` (by index), whose lists it keeps."""
+        for index, found in flagged.items():
+            if not found:
+                self._outliers.pop(index, None)
+        self._outliers.update((index, found) for index, found in flagged.items() if found)
+
     def column(self, name: str) -> array[int]:
         """One integer column, by its name in `Figures` terms: `wall_ns`, `productive_ns`, ..., `unaccounted_ns`,
         `span_productive_ns`, ..., or `iteration`, `start_ns`, `end_ns`."""
         return self._columns[_COLUMNS.index(name)]
 
-    def processes(self) -> list[str | None]:
-        return [None if p == _NO_LABEL else self._labels[p] for p in self._processes]
+    def positions_by_process(self) -> dict[str | None, array]:
+        """Each process's rows, by position (in order), the processes in the order they first appear; one process's
+        (not by process: every row's) without a loop over the rows."""
+        labels = self._processes
+        if labels and labels.count(labels[0]) == len(labels):
+            first = labels[0]
+            return {None if first == _NO_LABEL else self._labels[first]: array("q", range(len(labels)))}
+        by_label: dict[int, array] = {}
+        for index, label in enumerate(labels):
+            by_label.setdefault(label, array("q")).append(index)
+        return {None if label == _NO_LABEL else self._labels[label]: held for label, held in by_label.items()}
 
     def total(self) -> Figures:
         """The rows' figures summed (exact integers)."""
