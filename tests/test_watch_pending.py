@@ -13,11 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import json_report
-from rollup import live_spans
+from rollup import live_spans, live_writes
 from rollup.json_report import report_json
 from rollup.lineage import MAX_DEPTH
 from rollup.live import LiveRun
-from rollup.live_spans import SPANS_TABLE
+from rollup.live_sql import PENDING
 from rollup.live_walk import Unwalked, pending_tops
 from rollup.store import open_store
 from test_watch_live import SAMPLES, records
@@ -88,7 +88,7 @@ _LINEAGE_SQL = """
 """
 
 
-@pytest.mark.parametrize("walked", ["python", "sql"])
+@pytest.mark.parametrize("walked", ["python", "python-written-often", "sql"])
 @pytest.mark.parametrize("sample", ["grpo_sync", "grpo_async", "grpo_restart", "grpo_buggy"])
 def test_spans_walked_a_few_at_a_time_have_the_lineage_of_one_walk_over_every_span(
     tmp_path, monkeypatch, sample, walked
@@ -96,9 +96,13 @@ def test_spans_walked_a_few_at_a_time_have_the_lineage_of_one_walk_over_every_sp
     """The walk in Python (`live_walk`, a refresh's spans and the pending spans below them) against the SQL walk of
     the store over every span: each file's records arrive two at a time, the files in turn, so parents arrive after
     their children and in other processes' files. With `sql`, every batch is left to the watcher's walk in SQL (as
-    a parent cycle would leave it), and its report is the store's too."""
+    a parent cycle would leave it), and its report is the store's too. With `written-often`, the rows walked are
+    written to the tables after a few (`live_writes`), so spans walked again leave the tables as often as the rows
+    waiting."""
     if walked == "sql":
         _decline_the_walk_in_python(monkeypatch)
+    if walked == "python-written-often":
+        monkeypatch.setattr(live_writes, "WRITE_ROWS", 7)
     written = {f.name: records(f) for f in sorted((SAMPLES / sample).iterdir()) if f.is_file()}
     folder = tmp_path / "run"
     folder.mkdir()
@@ -118,7 +122,14 @@ def test_spans_walked_a_few_at_a_time_have_the_lineage_of_one_walk_over_every_sp
                 with open(folder / name, "ab") as out:
                     out.write(b"".join(held[2 * k : 2 * k + 2]))
                 run.refresh()
-        watched = run.connection.execute(_LINEAGE_SQL.format(table=SPANS_TABLE)).fetchall()
+        every = run.live.every_span()  # the rows still waiting to be written are written first (`live_writes`)
+        watched = every.rows(_LINEAGE_SQL.format(table=every.lineage))
+        pending = every.rows(f"SELECT tkey, skey, top FROM {PENDING} ORDER BY ALL")
+        every.run(
+            f"CREATE TEMP TABLE every_node AS SELECT tkey, skey, pkey, true AS changed, start_ns FROM {every.lineage}"
+        )
+        with pending_tops(run.connection, "every_node") as tops:
+            waiting = every.rows(f"SELECT tkey, skey, top FROM {tops} WHERE top IS NOT NULL ORDER BY ALL")
         report = report_json(run.refresh().report)
     finally:
         run.close()
@@ -127,6 +138,7 @@ def test_spans_walked_a_few_at_a_time_have_the_lineage_of_one_walk_over_every_sp
         expected = spans.rows(_LINEAGE_SQL.format(table=spans.lineage))
     assert walked_few > 10
     assert watched == expected
+    assert pending == waiting  # the pending spans, each once: those whose chain of parents ends at one not read
     _assert_reported(report, folder)
 
 

@@ -38,6 +38,7 @@ from .live_walk import (
     nodes_of,
     walk,
 )
+from .live_writes import Unwritten
 from .nodes import NODE_COLUMNS_SQL
 from .ray_slices import merged_stretches
 from .schema import ACCOUNTING_SCHEMA, IS_JOB_SQL
@@ -76,6 +77,8 @@ class LiveSpans(SqlWalk):
         connection.execute(f"CREATE TABLE {PENDING} (tkey UBIGINT, skey UBIGINT, top UBIGINT, start_ns BIGINT)")
         self._schema = connection.sql(f"SELECT * FROM {SPANS_TABLE} LIMIT 0").to_arrow_table().schema
         self.summary = Summary(connection, SPANS_TABLE, self._schema)
+        self.summary.before_every_span = self.written
+        self.unwritten = Unwritten(connection, SPANS_TABLE, PENDING)
         self.hot = HotSpans(self._schema)
         # How many pending spans wait for each parent not read, by (tkey, parent id): kept as PENDING changes (and
         # read again after every walk in SQL), so a refresh knows without a query whether a new span has any below
@@ -96,7 +99,12 @@ class LiveSpans(SqlWalk):
 
     def every_span(self) -> SpanSet:
         """The whole run with every span's own columns too: what a sweep over all of it reads (a check's)."""
+        self.written()
         return SpanSet(self.connection, SPANS_TABLE, SPANS_TABLE)
+
+    def written(self) -> None:
+        """Write the rows walked and not written yet (`live_writes`): before a query reads the tables."""
+        self.unwritten.write()
 
     def slice(self, stretches: list[tuple[int, int]], name: str) -> SpanSet:
         """The spans active in one of `stretches` (all that those frames' charges, kinds and GPU charges read:
@@ -111,6 +119,7 @@ class LiveSpans(SqlWalk):
             return _HeldSlice(self.connection, name, name, held=self.hot.slice(cover), live=self)
         if len(cover) > SLICE_STRETCHES:
             return self.every_span()
+        self.written()
         where = " OR ".join(f"(start_ns < {end} AND end_ns > {start})" for start, end in cover) or "false"
         self.connection.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT * FROM {SPANS_TABLE} WHERE {where}")
         return SpanSet(self.connection, name, name)
@@ -140,6 +149,7 @@ class LiveSpans(SqlWalk):
         arrived = arrived.select(columns) if arrived.num_rows else pa.Table.from_batches([], schema=_in_schema())
         arrived = arrived.append_column("source_process", arrived.column("process"))
         if dropped_files or self._renames_needed(arrived):
+            self.written()
             return self._rebuild(arrived, dropped_files)
         # A span read again has its first reading's start: only the spans starting since the earliest arrival are
         # looked at for it, and the table's time order lets the scan skip the older row groups.
@@ -158,6 +168,9 @@ class LiveSpans(SqlWalk):
             ).to_arrow_table()
         finally:
             self.connection.unregister("live_arrived")
+        if self.unwritten.keys:  # read again, and still waiting to be written: not new either
+            waiting = self.unwritten.keys
+            fresh_rows = fresh_rows.filter(pa.array([key not in waiting for key in keys_of(fresh_rows)], pa.bool_()))
         fresh = fresh_rows.num_rows
         if not fresh:
             return Touched()
@@ -165,11 +178,13 @@ class LiveSpans(SqlWalk):
             keys = list(zip(fresh_rows.column("tkey").to_pylist(), fresh_rows.column("skey").to_pylist(), strict=True))
             below = sum(self._tops.get(key, 0) for key in keys)
             if below > max(REBUILD_SHARE * self.count, REBUILD_LEAST):
+                self.written()
                 return self._rebuild(arrived, [])
             try:
                 return self._walk_few(fresh_rows, keys, below)
             except Unwalked:
                 pass  # a cycle or an id held twice: the walk in SQL, below
+        self.written()
         self.connection.register("live_fresh_rows", fresh_rows)
         try:
             self.connection.execute(f"CREATE OR REPLACE TEMP TABLE {FRESH} AS SELECT * FROM live_fresh_rows")
@@ -190,7 +205,6 @@ class LiveSpans(SqlWalk):
         """The walk in Python (`live_walk.walk`) over the new spans `fresh_rows` (`keys`, their ids) and the `below`
         pending spans that wait for one of them; their rows written, what changed returned. Raises Unwalked (before
         anything is written) for the walk in SQL to take them."""
-        c = self.connection
         waiting = [key for key in keys if self._tops.get(key)]
         changed = self._waiting_rows(waiting) if below else None
         parts = [fresh_rows.select(list(WALK_COLUMNS))]
@@ -203,15 +217,10 @@ class LiveSpans(SqlWalk):
         rows = lineage_rows(fresh_rows, changed, found, self._schema)
         if changed is not None:
             self._delete_rows(changed)
-        c.register("live_new_rows", rows.sort_by("start_ns"))
-        try:
-            c.execute(f"INSERT INTO {SPANS_TABLE} SELECT * FROM live_new_rows")  # time order: see _rebuild
-        finally:
-            c.unregister("live_new_rows")
         for key in waiting:  # every span that waited for these was walked again
             self._tops.pop(key, None)
             self._waiting.pop(key, None)
-        self._pend_found(rows, found)
+        self.unwritten.add(rows, self._pend_found(rows, found))  # written some refreshes later (`live_writes`)
         self.hot.add(rows, [] if changed is None else keys_of(changed))
         self.summary.add_rows(rows.slice(0, len(keys)).append_column("live_is_job", fresh_rows.column("live_is_job")))
         self.count += len(keys)
@@ -234,6 +243,7 @@ class LiveSpans(SqlWalk):
                     rows = rows.filter(pa.array(keep))
                 if rows.num_rows == len(wanted):
                     return rows
+        self.written()
         c = self.connection
         tops = pa.table({"tkey": pa.array([t for t, _ in waiting], pa.uint64()),
                          "top": pa.array([s for _, s in waiting], pa.uint64())})  # fmt: skip
@@ -255,23 +265,32 @@ class LiveSpans(SqlWalk):
             c.unregister("live_waiting")
 
     def _delete_rows(self, changed: pa.Table) -> None:
-        """Delete the rows of `changed` (spans walked again) from the spans and the pending spans."""
-        c = self.connection
+        """Delete the rows of `changed` (spans walked again) from the spans and the pending spans: those waiting to
+        be written from there, the others from the tables."""
+        spans, pending = self.unwritten.drop(keys_of(changed))
         earliest = int(pc.min(changed.column("start_ns")).as_py())
-        c.register("live_deleted", changed.select(["tkey", "skey"]))
-        try:
-            for table in (SPANS_TABLE, PENDING):
+        c = self.connection
+        for table, keys in ((SPANS_TABLE, spans), (PENDING, pending)):
+            if not keys:
+                continue
+            c.register("live_deleted", pa.table({"tkey": pa.array([t for t, _ in keys], pa.uint64()),
+                                                 "skey": pa.array([s for _, s in keys], pa.uint64())}))  # fmt: skip
+            try:
                 c.execute(
                     f"DELETE FROM {table} t USING live_deleted x "
                     f"WHERE t.start_ns >= {earliest} AND t.tkey = x.tkey AND t.skey = x.skey"
                 )
-        finally:
-            c.unregister("live_deleted")
+            finally:
+                c.unregister("live_deleted")
 
     def _look_up(self, keys: set[Key]) -> dict[Key, Node]:
         """The loaded spans among `keys`: the newest from `hot`, the others looked up by id (the index on skey)."""
         found = nodes_of(self.hot.rows_with(keys), keys)
         rest = keys - found.keys()
+        waiting = self.unwritten.rows_with(rest, list(WALK_COLUMNS)) if rest else None
+        if waiting is not None:
+            found |= nodes_of(waiting, rest)
+            rest = keys - found.keys()
         if rest:
             ids = ", ".join(str(skey) for skey in sorted({skey for _, skey in rest}))
             table = self.connection.sql(
@@ -280,8 +299,9 @@ class LiveSpans(SqlWalk):
             found |= nodes_of(table, rest)
         return found
 
-    def _pend_found(self, rows: pa.Table, found: dict[Key, Lineage]) -> None:
-        """Add to PENDING (and `_tops`) the walked spans whose chain of loaded parents ends at a parent not read."""
+    def _pend_found(self, rows: pa.Table, found: dict[Key, Lineage]) -> pa.Table | None:
+        """The rows of PENDING of the walked spans whose chain of loaded parents ends at a parent not read (counted
+        in `_tops` here); None when there are none."""
         keys = list(zip(rows.column("tkey").to_pylist(), rows.column("skey").to_pylist(), strict=True))
         starts = rows.column("start_ns").to_pylist()
         pending: list[tuple[Key, int, int]] = []
@@ -290,7 +310,7 @@ class LiveSpans(SqlWalk):
             if top is not None:
                 pending.append((key, top, start))
         if not pending:
-            return
+            return None
         for (tkey, skey), top, start in pending:
             count = self._tops.get((tkey, top), 0)
             self._tops[(tkey, top)] = count + 1
@@ -300,15 +320,10 @@ class LiveSpans(SqlWalk):
                     listed.append((tkey, skey, start))
                 else:
                     del self._waiting[(tkey, top)]
-        table = pa.table({"tkey": pa.array([k[0] for k, _, _ in pending], pa.uint64()),
+        return pa.table({"tkey": pa.array([k[0] for k, _, _ in pending], pa.uint64()),
                           "skey": pa.array([k[1] for k, _, _ in pending], pa.uint64()),
                           "top": pa.array([t for _, t, _ in pending], pa.uint64()),
                           "start_ns": pa.array([s for _, _, s in pending], pa.int64())})  # fmt: skip
-        self.connection.register("live_new_pending", table)
-        try:
-            self.connection.execute(f"INSERT INTO {PENDING} SELECT * FROM live_new_pending")
-        finally:
-            self.connection.unregister("live_new_pending")
 
     def _renames_needed(self, arrived: pa.Table) -> bool:
         """Record the arrivals' processes; True when a name already read is now shared by a second host:pid (the

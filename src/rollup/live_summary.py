@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from array import array
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -57,6 +58,8 @@ class Summary:
         self.own_answers: dict[tuple[str, str, str], Any] = {}  # `_SummarySpans`: emptied when a folded row is new
         self.steps_version = 0  # counts the times the step spans changed
         self._registered = False  # the folded part as it stands is what SUMMARY reads
+        # What is to be done before a query reads every span (`LiveSpans.written`: the rows waiting are written).
+        self.before_every_span: Callable[[], None] | None = None
         # Each (attempt, iteration)'s span-seconds by bucket (BUCKETS order): `attribution.window_span_ns`'s sums,
         # kept up to date as spans arrive and are walked again; and the windows' columns of them, kept.
         self.span_seconds = Journal()
@@ -237,8 +240,12 @@ class _SummarySpans(SpanSet):
         return None
 
     def _ready(self, sql: str) -> None:
-        if self.summary is not None and re.search(rf"\b{re.escape(self.own)}\b", sql):
+        if self.summary is None:
+            return
+        if re.search(rf"\b{re.escape(self.own)}\b", sql):
             self.summary.registered()
+        if self.summary.before_every_span is not None and re.search(rf"\b{re.escape(self.lineage)}\b", sql):
+            self.summary.before_every_span()
 
     def rows(self, sql: str, params: Params = None) -> list[tuple[Any, ...]]:
         kept = self._kept(sql)
