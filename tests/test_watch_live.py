@@ -87,6 +87,32 @@ def test_a_run_written_a_record_at_a_time_reads_as_the_report_of_the_files_at_ev
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("sample", ["grpo_sync", "grpo_restart"])
+def test_late_batches_of_the_processes_holding_gpus_charge_their_windows_gpus_again(tmp_path, sample):
+    """The driver's records first (every window there), then the GPU workers' records but their last few, then
+    each worker's last records a file at a time: the windows those land in were charged, and kept; each late batch
+    makes their wall clock and GPU charges the report's again (`live_kept`: what new spans landed in is asked
+    again)."""
+    written = {f.name: records(f) for f in sorted((SAMPLES / sample).iterdir()) if f.is_file()}
+    folder = tmp_path / "run"
+    folder.mkdir()
+    late = {name: held[-3:] for name, held in written.items() if "driver" not in name}
+    for name, held in written.items():
+        (folder / name).write_bytes(b"".join(held[:-3] if name in late else held))
+    run = LiveRun([folder])
+    try:
+        first = assert_same_report(run, folder)
+        assert first["gpus"] and first["iterations"]
+        for name, held in late.items():
+            with open(folder / name, "ab") as out:
+                out.write(b"".join(held))
+            got = assert_same_report(run, folder)
+        assert got["gpus"] != first["gpus"]
+    finally:
+        run.close()
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("sample", ["grpo_restart"])  # two attempts; about ten parts
 def test_a_run_already_written_is_read_a_part_at_a_time_into_the_report_of_the_files(tmp_path, sample):
     """A watcher started on a finished run, each refresh taking in at most a few records (`Tailer.poll_bytes`):

@@ -215,7 +215,7 @@ def _first_difference(got: dict, expected: dict) -> str:
 
 
 def test_the_kinds_kept_as_batches_land_are_the_kinds_of_every_span(tmp_path):
-    """`_KeptSweeps.landed` adds a landing name's hash to each kind it lands in: after a first read and a dozen
+    """`KeptSweeps.landed` adds a landing name's hash to each kind it lands in: after a first read and a dozen
     late batches, every window's kind is the one `windows.window_kinds` gives over every span."""
     from rollup.windows import window_kinds
 
@@ -223,7 +223,9 @@ def test_the_kinds_kept_as_batches_land_are_the_kinds_of_every_span(tmp_path):
         if number == 11:  # the last, while the watcher is open
             starts = [row["start_ns"] for row in report["iterations"]]
             ends = [row["end_ns"] for row in report["iterations"]]
-            kept = [run.answers.by_key[("kind", None, None, s, e)][0] for s, e in zip(starts, ends, strict=True)]
+            held = run.sweeps.kinds  # the kinds the report's outliers were grouped by, by stretch
+            assert (list(held.starts), list(held.ends)) == (starts, ends)
+            kept = list(held.columns[0])
             expected = list(window_kinds(run.live.every_span(), starts, ends))
     assert len(set(expected)) > 2
     assert kept == expected

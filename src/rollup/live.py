@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from .connection import ENV_MEMORY_LIMIT, ONE_THREAD_SPANS, SpillDirectory, connect, memory_limit_bytes, out_of_memory
-from .live_kept import Answers, KeptRunner, KeptSweeps, charged
+from .live_kept import KeptRunner, KeptSweeps, charged
 from .live_spans import LiveSpans
 from .read.tail import Tailer
 from .recent import Recent
@@ -80,7 +80,6 @@ class LiveRun:
         self.connection.execute("SET threads = 1")  # until the run outgrows ONE_THREAD_SPANS (`store`)
         self._one_thread = True
         self.live = LiveSpans(self.connection)
-        self.answers = Answers()
         self.runner = KeptRunner(self)
         self.sweeps = KeptSweeps(self)
 
@@ -103,7 +102,7 @@ class LiveRun:
             notes.extend(batch.notes)
             if batch.spans.num_rows or batch.reset:
                 touched = self.live.add(batch.spans, batch.reset)
-                self.answers.forget(touched)
+                self.runner.forget(touched)
                 self.sweeps.landed(touched)
                 if self._one_thread and self.live.count > ONE_THREAD_SPANS:
                     self.connection.execute("RESET threads")

@@ -1,64 +1,25 @@
-"""What a question of the watcher's report answered last time, kept as columns and patched where it changed
+"""What a question of the watcher's report answered last time, a row per frame, kept and patched where it changed
 (`goodput watch`).
 
 A refresh asks the report's questions again (each window's charge, each stretch outside the windows, each window's
-kind and span-seconds) over frames that are mostly last time's: the windows of the run so far, and a few new ones at
-the end. A `Journal` holds the answers by key and notes which keys changed (new spans landed in their frames) since
-each reader last read them; a `Held` keeps one question's keys and answer columns, and asked again takes the frames
-that begin as last time's as they were but for the keys the journal names, so a refresh looks at what changed, not
-at every window: a long run holds tens of thousands, and a loop over them in Python costs milliseconds each time.
+kind, GPU charge and span-seconds) over frames that are mostly last time's: the windows of the run so far, and a few
+new ones at the end. A `Held` keeps one question's frames and its answers by position, as columns of 64-bit integers
+(and a list where an answer is not integers). New spans make the answers of the frames they land in stale
+(`forget`); asked again, the frames that begin as last time's keep their answers but the stale ones, and the
+caller works out the rest (`plan`, then `fill`). Nothing is kept per frame but its row: a long run holds tens of
+thousands of frames, for days.
 """
 
 from __future__ import annotations
 
-import operator
+import bisect
 from array import array
-from collections.abc import Callable, Iterable, Sequence
-from itertools import compress
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-Key = tuple[Any, ...]
-_REQUIRED = object()
+from .arrays import int64_array, int64_column, rising
 
-
-class Journal:
-    """Answers by key (`by_key`), and for each reader (`reader()`) the keys changed or dropped since it last read
-    them. `generation` counts the times every answer was dropped at once (`cleared`): a reader then reads all anew."""
-
-    def __init__(self) -> None:
-        self.by_key: dict[Key, Any] = {}
-        self.generation = 0
-        self._readers: list[set[Key]] = []
-
-    def __getitem__(self, key: Key) -> Any:
-        return self.by_key[key]
-
-    def __setitem__(self, key: Key, value: Any) -> None:
-        self.by_key[key] = value
-
-    def reader(self) -> set[Key]:
-        """A set the journal fills with the keys that change from now on; the reader empties it as it reads."""
-        changed: set[Key] = set()
-        self._readers.append(changed)
-        return changed
-
-    def changed(self, keys: Iterable[Key]) -> None:
-        """Note that the answers of `keys` changed (or were dropped)."""
-        keys = list(keys)
-        if keys:
-            for changed in self._readers:
-                changed.update(keys)
-
-    def cleared(self) -> None:
-        """Drop every answer."""
-        self.by_key.clear()
-        self.generation += 1
-        for changed in self._readers:
-            changed.clear()
-
-    def missing(self, keys: Sequence[Key]) -> list[int]:
-        """The positions of the keys without an answer, looked up in C (`map`, `compress`)."""
-        return list(compress(range(len(keys)), map(operator.not_, map(self.by_key.__contains__, keys))))
+_NOTHING = object()
 
 
 def common_prefix(old: Sequence[array], new: Sequence[array]) -> int:
@@ -84,78 +45,89 @@ def common_prefix(old: Sequence[array], new: Sequence[array]) -> int:
 
 
 class Held:
-    """One question's keys and answers as columns of 64-bit integers (`width` of them), from the last time it was
-    asked, over `journal`'s answers. Each asking is two steps: `plan` takes the frames asked about and says which
-    keys need an answer worked out; once the journal has them, `patched` gives the columns."""
+    """One question's answers, a row per frame: `width` columns of 64-bit integers, and with `values` a list of
+    whatever else an answer is. Asking is two steps: `plan` takes the frames asked about and gives the positions
+    whose answer is to be worked out; `fill` takes those answers and gives the columns."""
 
-    def __init__(self, journal: Journal, width: int) -> None:
-        self.journal = journal
-        self._changed = journal.reader()
-        self._frames: tuple[array, ...] = ()
-        self._context: object = None
-        self._generation = -1
-        self.keys: list[Key] = []
+    def __init__(self, width: int, *, values: bool = False) -> None:
         self.columns = [array("q") for _ in range(width)]
-        self._at: dict[Key, int] = {}  # each key's position (while keys are unique: `_unique`)
-        self._unique = True
-        self._same = 0  # rows alike last time's in the current asking
-        self._stale: list[int] = []  # of those, the ones whose answer changed
+        self.values: list[Any] | None = [] if values else None
+        self._frames: tuple[array, ...] = ()
+        self._context: object = _NOTHING
+        self.starts, self.ends = array("q"), array("q")  # each frame's stretch
+        self._reach = array("q")  # the latest end up to each frame, when the starts never fall (else empty)
+        self._stale: set[int] = set()
+        self._same = 0  # the rows of this asking alike last time's
+        self._positions: list[int] = []  # the rows this asking works out
 
-    def plan(self, frames: Sequence[array], context: object, make_keys: Callable[[int], list[Key]]) -> list[Key]:
-        """Take this asking's frames: columns of 64-bit integers (alike rows make alike keys, given alike
-        `context`, whatever else the keys hold). The keys are last time's for the rows the frames begin with as
-        last time's did, `make_keys(start)` (the keys of the rows from `start` on) for the rest. Returns the keys
-        whose answer the journal lacks, for the caller to work out before `patched`."""
-        journal = self.journal
-        same = 0
-        if context == self._context and self._generation == journal.generation:
-            same = common_prefix(self._frames, frames)
-        at = self._at
-        if same == 0:
-            at.clear()
-            self._unique = True
-        else:
-            for key in self.keys[same:]:
-                at.pop(key, None)
-        keys = self.keys[:same] + make_keys(same)
-        for position in range(same, len(keys)):
-            key = keys[position]
-            if key in at:
-                self._unique = False
-            at[key] = position
-        changed = self._changed
-        if not changed or not same:
-            stale: list[int] = []
-        elif self._unique:
-            stale = sorted({p for p in map(at.get, changed) if p is not None and p < same})
-        else:  # a key held twice: each of its rows
-            stale = [p for p in range(same) if keys[p] in changed]
-        changed.clear()
-        self._frames = tuple(column[:] for column in frames)
-        self._context, self._generation, self.keys, self._same, self._stale = (
-            context, journal.generation, keys, same, stale
-        )  # fmt: skip
-        by_key = journal.by_key
-        wanted = [keys[p] for p in stale if keys[p] not in by_key]
-        wanted.extend(keys[same + i] for i in journal.missing(keys[same:]))
-        return wanted
+    def __len__(self) -> int:
+        return len(self.starts)
 
-    def patched(self, row: Callable[[Any], Sequence[int]], default: Any = _REQUIRED) -> list[array]:
-        """The columns of the keys `plan` took, `row(answer)` of each key's answer (`default` where the journal
-        has none, when given): last time's rows where the frames began alike, but for those whose answer
-        changed. New arrays each time: the caller may hold the last ones."""
-        by_key = self.journal.by_key
-        answer: Callable[[Key], Any] = (
-            by_key.__getitem__ if default is _REQUIRED else lambda key: by_key.get(key, default)
-        )  # fmt: skip
-        same, keys = self._same, self.keys
-        columns = [column[:same] for column in self.columns]
-        rows = [row(answer(key)) for key in keys[same:]]
+    def forget(self, stretches: Sequence[tuple[int, int]]) -> None:
+        """Make stale the answers of the frames that one of `stretches` (merged: sorted, apart) shares an instant
+        with, ends included (new bucketed spans there: `live_sql.Touched`)."""
+        for start, end in stretches:
+            self._stale.update(p for p in self._candidates(start, end) if self.ends[p] >= start)
+
+    def forget_all(self) -> None:
+        """Make every answer stale (every span was walked again)."""
+        self._context = _NOTHING
+
+    def overlapping(self, start: int, end: int) -> list[int]:
+        """The frames that `[start, end)` overlaps for some time."""
+        return [p for p in self._candidates(start, end) if self.ends[p] > start and self.starts[p] < end]
+
+    def _candidates(self, start: int, end: int) -> range | list[int]:
+        """Positions among which are all the frames meeting `[start, end]`: by halves when the starts never fall."""
+        if self._reach or not self.starts:
+            return range(bisect.bisect_left(self._reach, start), bisect.bisect_right(self.starts, end))
+        return [p for p in range(len(self.starts)) if self.starts[p] <= end]
+
+    def plan(
+        self, frames: Sequence[array], context: object, starts: array, ends: array, stale: Iterable[int] = ()
+    ) -> list[int]:
+        """Take this asking's frames: columns of 64-bit integers, alike rows being alike frames given alike
+        `context` (whatever else tells them apart), and each frame's stretch. Returns the positions whose answer is
+        to be worked out: of the rows the frames begin with as last time's, those made stale since (or named in
+        `stale`); all the rest."""
+        same = common_prefix(self._frames, frames) if context == self._context else 0
+        self._stale.update(stale)
+        positions = sorted(p for p in self._stale if p < same)
+        positions.extend(range(same, len(starts)))
+        self._frames, self._context = tuple(column[:] for column in frames), context
+        self.starts, self.ends = starts[:], ends[:]
+        self._reach = _reach(self.starts, self.ends)
+        self._stale.clear()
+        self._same, self._positions = same, positions
+        return positions
+
+    def fill(self, rows: Sequence[Sequence[int]], values: Sequence[Any] = ()) -> list[array]:
+        """The columns of this asking: last time's rows where the frames began alike, and the answers `rows` (and
+        `values`) worked out for the positions `plan` gave, in that order. New arrays each time: the caller may hold
+        the last ones."""
+        same, positions, count = self._same, self._positions, len(self.starts)
+        blank = array("q", bytes(8 * (count - same)))
+        columns = [column[:same] + blank for column in self.columns]
         for j, column in enumerate(columns):
-            column.extend(values[j] for values in rows)
-        for position in self._stale:
-            values = row(answer(keys[position]))
-            for j, column in enumerate(columns):
-                column[position] = values[j]
+            for position, row in zip(positions, rows, strict=True):
+                column[position] = row[j]
+        if self.values is not None:
+            held = self.values[:same] + [None] * (count - same)
+            for position, value in zip(positions, values, strict=True):
+                held[position] = value
+            self.values = held
         self.columns = columns
         return columns
+
+
+def _reach(starts: array, ends: array) -> array:
+    """The running maximum of `ends` (the latest end of each frame and those before it), when `starts` never fall:
+    the frames meeting a stretch then lie between two halvings. Empty otherwise."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if len(starts) < 2:
+        return ends[:]
+    if not rising(starts, strictly=False):
+        return array("q")
+    return int64_column(pa.table({"reach": pc.cumulative_max(int64_array(ends))}), "reach")

@@ -1,18 +1,21 @@
 """What a watcher keeps of one refresh's report for the next (`goodput watch`): each frame's answer, and the runner and
 sweeps (`runners.Runner`, `runners.Sweeps`) that `report.build_report` is given, which ask only about the frames
 without one, of a slice of the spans (`live.LiveRun.sliced`).
+
+What a frame is charged, its kind and its GPUs' charge depend on the bucketed spans active in it alone: each is kept
+by position (`live_held.Held`) until new bucketed spans land in the frame (`forget`); a kind is kept with its set of
+names and takes a landing name's hash in place (`KeptSweeps.landed`).
 """
 
 from __future__ import annotations
 
-import bisect
 from array import array
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .attribution import Charge, ChargeColumns, FrameCharges, charge_stretches
 from .gpu_charge import GpuCharges, GpuFigures, charge_gpus
-from .live_held import Held, Journal, Key
+from .live_held import Held
 from .ranges import CheckPart, ReportPart
 from .ray_slices import merged_stretches
 from .rows import IterationRows
@@ -43,58 +46,22 @@ if TYPE_CHECKING:
 class LiveRun(Protocol):
     """What the runner and the sweeps read of the watcher they serve (`live.LiveRun`)."""
 
-    answers: Answers
     live: LiveSpans
     connection: duckdb.DuckDBPyConnection
 
     def sliced(self, stretches: list[tuple[int, int]]) -> AbstractContextManager[SpanSet]: ...
 
 
-class Answers(Journal):
-    """Each frame's answers (its charge, its kind, its GPU charge), by the frame's key (kind, attempt, iteration,
-    start, end, ...), dropped when new bucketed spans overlap the frame (`forget`): what a frame is charged, its kind
-    and its GPUs' charge depend on the bucketed spans active in it alone. Indexed by the frame's end (in bins of
-    BIN_NS), so forgetting looks only at the frames ending after the earliest stretch touched: the newest, mostly.
-    A key dropped, or a kind changed in place (`KeptSweeps.landed`), is noted for the readers (`live_held.Held`)."""
-
-    BIN_NS = 1 << 34  # about 17 s
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._by_bin: dict[int, set[Key]] = {}
-
-    def __setitem__(self, key: Key, value: Any) -> None:
-        if key not in self.by_key:
-            self._by_bin.setdefault(key[4] // self.BIN_NS, set()).add(key)
-        self.by_key[key] = value
-
-    def forget(self, touched: Touched) -> None:
-        """Drop the answers of every frame `touched` overlaps; all of them after a rebuild."""
-        if touched.everything:
-            self.cleared()
-            self._by_bin.clear()
-            return
-        if not touched.stretches:
-            return
+def forget(touched: Touched, held: Sequence[Held]) -> None:
+    """Make stale the answers `touched` changes: of the frames a new bucketed span landed in; all of them when every
+    span was walked again."""
+    if touched.everything:
+        for one in held:
+            one.forget_all()
+    elif touched.stretches:
         stretches = merged_stretches(touched.stretches)
-        starts = [start for start, _ in stretches]
-        first_bin = stretches[0][0] // self.BIN_NS
-        dropped = []
-        for number in [n for n in self._by_bin if n >= first_bin]:
-            held = self._by_bin[number]
-            for key in list(held):
-                start, end = key[3], key[4]
-                at = bisect.bisect_right(starts, end) - 1  # the last touched stretch starting by the frame's end
-                if at >= 0 and stretches[at][1] >= start and key[0] != "kind":  # kinds: `KeptSweeps.landed`
-                    del self.by_key[key]
-                    held.discard(key)
-                    dropped.append(key)
-        self.changed(dropped)
-
-    def kinds_ending_after(self, time_ns: int) -> list[Key]:
-        """The keys of the kinds held of stretches that may end after `time_ns` (by their bins)."""
-        first = time_ns // self.BIN_NS
-        return [key for number, held in self._by_bin.items() if number >= first for key in held if key[0] == "kind"]
+        for one in held:
+            one.forget(stretches)
 
 
 def charged(spans: SpanSet, stretches: Sequence[tuple[int, int]], precedence: Sequence[str]) -> FrameCharges:
@@ -102,14 +69,6 @@ def charged(spans: SpanSet, stretches: Sequence[tuple[int, int]], precedence: Se
     refreshes), in SQL otherwise (a first refresh, a rebuild)."""
     few = charge_few(spans, stretches, precedence)
     return charge_stretches(spans, stretches, precedence) if few is None else few
-
-
-def _same(answer: Any) -> Any:
-    return answer
-
-
-def _kind_row(answer: tuple[int, frozenset[str]]) -> tuple[int]:
-    return (answer[0],)
 
 
 def _int64s(values: Sequence[int]) -> array:
@@ -133,34 +92,35 @@ class KeptRunner:
     def __init__(self, run: LiveRun) -> None:
         self.run = run
         width = 2 + len(BUCKETS)
-        self._windows, self._lost, self._outside = (Held(run.answers, width) for _ in range(3))
+        self._windows, self._lost, self._outside = Held(width), Held(width), Held(width)
+
+    def forget(self, touched: Touched) -> None:
+        forget(touched, (self._windows, self._lost, self._outside))
 
     def report_parts(
         self, spans: SpanSet, frames: ReportFrames, precedence: Sequence[str], by: str | None
     ) -> list[ReportPart]:
         order = tuple(precedence)
-        answers = self.run.answers
         windows, lost, outside = frames.windows, frames.lost, frames.outside
-        wanted = [
-            *_plan_windows(self._windows, "window", windows, order),
-            *_plan_windows(self._lost, "lost", lost, order),
-            *self._outside.plan(
-                (outside.starts, outside.ends),
-                order,
-                lambda start: [("outside", None, None, s, e, order)
-                               for s, e in zip(outside.starts[start:], outside.ends[start:], strict=True)],
-            ),
-        ]  # fmt: skip
-        if wanted:
-            stretches = [(key[3], key[4]) for key in wanted]
+        asked = [
+            (self._windows, _plan_windows(self._windows, windows, order)),
+            (self._lost, _plan_windows(self._lost, lost, order)),
+            (self._outside, self._outside.plan((outside.starts, outside.ends), order, outside.starts, outside.ends)),
+        ]
+        stretches = [(held.starts[p], held.ends[p]) for held, positions in asked for p in positions]
+        charges = None
+        if stretches:
             with self.run.sliced(stretches) as sliced:
                 charges = charged(sliced, stretches, precedence)
-            for at, key in enumerate(wanted):
-                answers[key] = _charge_row(charges[at])
-        walls, *by_bucket = self._windows.patched(_same)
+        filled, at = [], 0
+        for held, positions in asked:
+            assert charges is not None or not positions
+            filled.append(held.fill([_charge_row(charges[at + i]) for i in range(len(positions))] if charges else []))
+            at += len(positions)
+        (walls, *by_bucket), lost_held, outside_held = filled
         columns = ChargeColumns(walls, dict(zip(BUCKETS, by_bucket[: len(BUCKETS)], strict=True)), by_bucket[-1])
         rows = IterationRows.of_windows(windows, columns, self.run.live.summary.span_ns_of(windows))
-        lost_total, outside_total = _summed(self._lost.patched(_same)), _summed(self._outside.patched(_same))
+        lost_total, outside_total = _summed(lost_held), _summed(outside_held)
         return [ReportPart(array("q", range(len(windows))), rows, rows.total(), lost_total, outside_total)]
 
     def check_parts(self, spans: SpanSet, windows: Windows, expect: Sequence[str]) -> list[CheckPart]:
@@ -169,26 +129,15 @@ class KeptRunner:
         return LocalRunner().check_parts(self.run.live.every_span(), windows, expect)
 
 
-def _plan_windows(held: Held, kind: str, windows: Windows, order: tuple[str, ...]) -> list[Key]:
-    """`held.plan` of the frames of `windows` (their keys: `_window_keys`)."""
+def _plan_windows(held: Held, windows: Windows, order: tuple[str, ...]) -> list[int]:
+    """`held.plan` of `windows`: a window is its iteration, its stretch and its attempt."""
     stretches = windows.stretches
     return held.plan(
         (windows.iterations, stretches.starts, stretches.ends, windows.attempts),
         (tuple(windows.run_ids), order),
-        lambda start: _window_keys(kind, windows[start:], order),
+        stretches.starts,
+        stretches.ends,
     )
-
-
-def _window_keys(kind: str, windows: Windows, order: tuple[str, ...]) -> list[Key]:
-    """The answers' keys of `windows`, read off their columns (no Window made)."""
-    run_ids = windows.run_ids
-    stretches = windows.stretches
-    return [
-        (kind, run_ids[attempt], iteration, start, end, order)
-        for attempt, iteration, start, end in zip(
-            windows.attempts, windows.iterations, stretches.starts, stretches.ends, strict=True
-        )
-    ]
 
 
 class KeptSweeps:
@@ -197,8 +146,11 @@ class KeptSweeps:
     def __init__(self, run: LiveRun) -> None:
         self.run = run
         self._sorted: tuple[tuple[Any, ...], SortedWindows] | None = None  # the windows, and what they were of
-        self._kinds = Held(run.answers, 1)
+        self.kinds = Held(1, values=True)  # each stretch's kind, and its names
+        self._names: dict[frozenset[str], frozenset[str]] = {}  # each set of names once
         self._hash_of: dict[str, int] = {}  # a name's part of a kind (KIND_SQL), by name
+        self._gpus = Held(0, values=True)  # each window's GPU charge
+        self._attempts: dict[str, int] = {}  # a number for each attempt, as GPU charges' frames hold them
 
     def frames(self, spans: SpanSet, iterations: tuple[int, int] | None) -> ReportFrames:
         """`windows.report_frames` of the watcher's spans: the attempts from the summary (`Summary.attempts`); the
@@ -217,43 +169,43 @@ class KeptSweeps:
         return frames_of(attempts, windows, iterations)
 
     def window_kinds(self, spans: SpanSet, starts: Sequence[int], ends: Sequence[int]) -> array:
-        answers = self.run.answers
         starts, ends = _int64s(starts), _int64s(ends)
-        wanted = self._kinds.plan(
-            (starts, ends),
-            None,
-            lambda first: [("kind", None, None, s, e) for s, e in zip(starts[first:], ends[first:], strict=True)],
-        )
-        if wanted:
-            asked = [(key[3], key[4]) for key in wanted]
-            with self.run.sliced(asked) as sliced:
-                kinds, names = kinds_with_names(
-                    sliced, array("q", (s for s, _ in asked)), array("q", (e for _, e in asked))
-                )
-            for key, kind, named in zip(wanted, kinds, names, strict=True):
-                answers[key] = (kind, named)
-        return self._kinds.patched(_kind_row)[0]
+        asked = self.kinds.plan((starts, ends), None, starts, ends)
+        kinds: Sequence[int] = ()
+        names: list[frozenset[str]] = []
+        if asked:
+            stretches = [(starts[p], ends[p]) for p in asked]
+            with self.run.sliced(stretches) as sliced:
+                kinds, found = kinds_with_names(sliced, array("q", (starts[p] for p in asked)),
+                                                array("q", (ends[p] for p in asked)))  # fmt: skip
+            names = [self._names.setdefault(named, named) for named in found]
+        return self.kinds.fill([(kind,) for kind in kinds], names)[0]
 
     def landed(self, touched: Touched) -> None:
-        """Each kind held, as the new spans named in `touched` make it: a name new to a stretch it lands in adds its
-        hash (KIND_SQL is an xor over the set), asked of DuckDB once a name. Kept, not asked again of a slice: a
+        """What the new spans of `touched` change: the GPU charges of the windows a bucketed one landed in are asked
+        again (`forget`); each kind held takes the names landing in its stretch: a name new to it adds its hash
+        (KIND_SQL is an xor over the set), asked of DuckDB once a name. Kept, not asked again of a slice: a
         refresh's batch lands in dozens of windows, and their names are mostly those they had."""
-        if touched.everything or not touched.named:
+        forget(touched, (self._gpus,))
+        if touched.everything:
+            self.kinds.forget_all()
             return
-        landed = sorted(touched.named)
-        starts = [start for start, _, _ in landed]
-        answers = self.run.answers
-        for key in answers.kinds_ending_after(starts[0]):
-            low, high = key[3], key[4]
-            names = {name for start, end, name in landed[: bisect.bisect_left(starts, high)] if end > low}
-            kind, held = answers.by_key[key]
-            new = names - held
+        held = self.kinds
+        landing: dict[int, set[str]] = {}
+        for start, end, name in touched.named:
+            for position in held.overlapping(start, end):
+                landing.setdefault(position, set()).add(name)
+        assert held.values is not None
+        for position, names in landing.items():
+            new = names - held.values[position]
             if new:
                 self._hashes(new)
+                kind = held.columns[0][position]
                 for name in new:
                     kind ^= self._hash_of[name]
-                answers.by_key[key] = (kind, held | new)
-                answers.changed([key])
+                held.columns[0][position] = kind
+                named = held.values[position] | new
+                held.values[position] = self._names.setdefault(named, named)
 
     def _hashes(self, names: set[str]) -> None:
         """Learn the hash (KIND_SQL's part) of each of `names` not known yet."""
@@ -279,24 +231,22 @@ class KeptSweeps:
         attempts: Sequence[str],
         precedence: Sequence[str],
     ) -> GpuCharges:
-        answers = self.run.answers
-        held = repr((model.classes, model.pools, sorted(model.placed.items()), tuple(precedence)))
-        keys = [
-            ("gpu", attempt, None, start, end, held) for (start, end), attempt in zip(stretches, attempts, strict=True)
-        ]
-        missing = answers.missing(keys)
+        starts, ends = array("q", (s for s, _ in stretches)), array("q", (e for _, e in stretches))
+        numbers = array("q", (self._attempts.setdefault(a, len(self._attempts)) for a in attempts))
+        context = repr((model.classes, model.pools, sorted(model.placed.items()), tuple(precedence)))
+        asked = self._gpus.plan((starts, ends, numbers), context, starts, ends)
+        by_window: Sequence[dict[str, GpuFigures]] = ()
         scale = None
-        if missing:
-            asked = [stretches[i] for i in missing]
-            with self.run.sliced(list(asked)) as sliced:
-                charges = charge_gpus(sliced, model, asked, [attempts[i] for i in missing], precedence)
-            scale = charges.scale
-            for at, i in enumerate(missing):
-                answers[keys[i]] = charges.by_window[at]
+        if asked:
+            wanted = [stretches[p] for p in asked]
+            with self.run.sliced(wanted) as sliced:
+                charges = charge_gpus(sliced, model, wanted, [attempts[p] for p in asked], precedence)
+            by_window, scale = charges.by_window, charges.scale
         if scale is None:
             scale = charge_gpus(spans, model, [], [], precedence).scale
-        by_window: list[dict[str, GpuFigures]] = [answers[key] for key in keys]
-        return GpuCharges(by_window, scale)
+        self._gpus.fill([() for _ in by_window], by_window)
+        assert self._gpus.values is not None
+        return GpuCharges(list(self._gpus.values), scale)
 
     def charge_stretches(
         self, spans: SpanSet, stretches: Sequence[tuple[int, int]], precedence: Sequence[str]

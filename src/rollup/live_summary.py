@@ -11,6 +11,7 @@ again are not summarized again. Beside them, each (attempt, iteration)'s span-se
 
 from __future__ import annotations
 
+import bisect
 import re
 from array import array
 from collections.abc import Callable
@@ -20,10 +21,11 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .arrays import rising
 from .attempts import ATTEMPT_SQL, Attempt
 from .attribution import SPAN_SECONDS_SPANS
 from .lineage import LINEAGE_COLUMNS
-from .live_held import Held, Journal
+from .live_held import Held
 from .nodes import NODE_TABLE_COLUMNS
 from .schema import BUCKETS, IS_JOB_SQL
 from .spanset import Params, SpanSet
@@ -62,8 +64,10 @@ class Summary:
         self.before_every_span: Callable[[], None] | None = None
         # Each (attempt, iteration)'s span-seconds by bucket (BUCKETS order): `attribution.window_span_ns`'s sums,
         # kept up to date as spans arrive and are walked again; and the windows' columns of them, kept.
-        self.span_seconds = Journal()
-        self._span_columns = Held(self.span_seconds, len(BUCKETS))
+        self.span_seconds: dict[tuple[str, int], tuple[int, ...]] = {}
+        self._span_changed: set[tuple[str, int]] = set()  # since the windows' columns were last asked for
+        self._span_count = 0  # the times every sum was counted again
+        self._span_columns = Held(len(BUCKETS))
         self.registered()
         connection.execute(f"CREATE VIEW {SUMMARY} AS SELECT * FROM {_SUMMARY_FOLDED}")
 
@@ -165,16 +169,24 @@ class Summary:
             self._registered = True
 
     def span_ns_of(self, windows: Windows) -> list[array]:
-        """Each window's span-seconds (`attribution.window_span_ns`), from the sums kept: a column per bucket, patched
-        where the sums changed (`live_held`)."""
-        run_ids = windows.run_ids
-        self._span_columns.plan(
-            (windows.attempts, windows.iterations),
-            tuple(run_ids),
-            lambda start: [(run_ids[a], i) for a, i in zip(windows.attempts[start:], windows.iterations[start:],
-                                                           strict=True)],
-        )  # fmt: skip
-        return self._span_columns.patched(_same, (0,) * len(BUCKETS))
+        """Each window's span-seconds (`attribution.window_span_ns`), from the sums kept: a column per bucket, kept
+        from one asking to the next but where the sums changed (`live_held`)."""
+        run_ids, attempts, iterations = windows.run_ids, windows.attempts, windows.iterations
+        changed, self._span_changed = self._span_changed, set()
+        if rising(iterations):  # a row per iteration, in order (the report's rows): each changed sum's row by halves
+            stale = []
+            for attempt, iteration in changed:
+                at = bisect.bisect_left(iterations, iteration)
+                if at < len(iterations) and iterations[at] == iteration and run_ids[attempts[at]] == attempt:
+                    stale.append(at)
+        else:
+            stale = list(range(len(iterations)))
+        stretches = windows.stretches
+        asked = self._span_columns.plan(
+            (attempts, iterations), (tuple(run_ids), self._span_count), stretches.starts, stretches.ends, stale
+        )
+        held, none = self.span_seconds, (0,) * len(BUCKETS)
+        return self._span_columns.fill([held.get((run_ids[attempts[p]], iterations[p]), none) for p in asked])
 
     def add_span_seconds(self, rows: pa.Table, sign: int) -> None:
         """Add to `span_seconds` (or, `sign` -1, take from it) what the spans of `rows` count."""
@@ -188,20 +200,19 @@ class Summary:
             "ns": pc.subtract(counted.column("end_ns"), counted.column("start_ns")),
         })  # fmt: skip
         summed = keyed.group_by(["attempt", "iteration", "bucket"]).aggregate([("ns", "sum")])
-        held, none = self.span_seconds.by_key, (0,) * len(BUCKETS)
-        changed = []
+        held, none = self.span_seconds, (0,) * len(BUCKETS)
         for attempt, iteration, bucket, ns in zip(*(summed.column(n).to_pylist() for n in summed.column_names),
                                                   strict=True):  # fmt: skip
             values = list(held.get((attempt, iteration), none))
             values[BUCKETS.index(bucket)] += sign * ns
             held[(attempt, iteration)] = tuple(values)
-            changed.append((attempt, iteration))
-        self.span_seconds.changed(changed)
+            self._span_changed.add((attempt, iteration))
 
     def count_span_seconds(self, table: str) -> None:
         """`span_seconds` read again from every span of `table` (after a walk in SQL)."""
-        self.span_seconds.cleared()
-        held, none = self.span_seconds.by_key, (0,) * len(BUCKETS)
+        self.span_seconds, self._span_changed = {}, set()
+        self._span_count += 1
+        held, none = self.span_seconds, (0,) * len(BUCKETS)
         for attempt, iteration, bucket, ns in self.connection.execute(
             f"SELECT {ATTEMPT_SQL}, eff_iteration, bucket, sum(end_ns - start_ns)::BIGINT FROM {table} "
             f"WHERE {SPAN_SECONDS_SPANS} GROUP BY ALL"
@@ -209,10 +220,6 @@ class Summary:
             values = list(held.get((attempt, iteration), none))
             values[BUCKETS.index(bucket)] = int(ns)
             held[(attempt, iteration)] = tuple(values)
-
-
-def _same(answer: tuple[int, ...]) -> tuple[int, ...]:
-    return answer
 
 
 @dataclass(frozen=True)

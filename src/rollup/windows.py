@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, overload
 
-from .arrays import int64_column
+from .arrays import int64_column, rising
 from .attempts import ATTEMPT_SQL, Attempt, find_attempts
 from .derived import kept_columns, stretches_key
 from .errors import GoodputError
@@ -232,7 +232,7 @@ def latest_windows(windows: Windows) -> tuple[Windows, Windows]:
     """(rows, superseded) of `windows` in attempt order: per iteration the latest attempt's window, sorted by
     iteration, and every earlier one, in the order given."""
     numbers = windows.iterations
-    if _rising(numbers):  # one attempt's, mostly
+    if rising(numbers):  # one attempt's, mostly
         return windows[:], windows[:0]
     latest: dict[int, int] = {}  # iteration -> position: a later attempt's window replaces an earlier one's
     for position, iteration in enumerate(windows.iterations):
@@ -265,7 +265,7 @@ def outside_stretches(extent: tuple[int, int] | None, windows: Windows) -> Stret
         return outside
     cursor, run_end = extent
     starts, ends = windows.stretches.starts, windows.stretches.ends
-    if not _rising(starts, strictly=False):  # one attempt's are in order, mostly
+    if not rising(starts, strictly=False):  # one attempt's are in order, mostly
         order = sorted(range(len(windows)), key=starts.__getitem__)
         starts, ends = array("q", (starts[i] for i in order)), array("q", (ends[i] for i in order))
     reach = pc.cumulative_max(pa.concat_arrays([pa.array([cursor], pa.int64()), int64_array(ends)]))
@@ -277,19 +277,6 @@ def outside_stretches(extent: tuple[int, int] | None, windows: Windows) -> Stret
         outside.starts.append(last)
         outside.ends.append(run_end)
     return outside
-
-
-def _rising(values: array, *, strictly: bool = True) -> bool:
-    """Whether `values` rise (or, not `strictly`, never fall) from each to the next: compared on Arrow columns."""
-    if len(values) < 2:
-        return True
-    import pyarrow.compute as pc
-
-    from .arrays import int64_array
-
-    column = int64_array(values)
-    rises = (pc.greater if strictly else pc.greater_equal)(column.slice(1), column.slice(0, len(values) - 1))
-    return bool(pc.all(rises).as_py())
 
 
 def outside_attempts(attempts: Sequence[Attempt], by_attempt: dict[str, Windows]) -> Stretches:
