@@ -127,7 +127,7 @@ def _tree_pids(root: int) -> list[int]:
     return pids
 
 
-def _high_water_bytes(pid: int) -> int:
+def high_water_bytes(pid: int) -> int:
     """A process's own peak resident set size since its exec (`VmHWM`), 0 once it is gone."""
     return _proc_kilobytes(f"/proc/{pid}/status", "VmHWM:")
 
@@ -163,7 +163,7 @@ def run_process(argv: list[str], env: dict[str, str] | None = None, timeout_s: f
             while not done.wait(SAMPLE_INTERVAL_S):
                 pids = _tree_pids(process.pid)
                 tree_peak[0] = max(tree_peak[0], sum(_pss_bytes(pid) for pid in pids))
-                largest[0] = max([largest[0], *(_high_water_bytes(pid) for pid in pids)])
+                largest[0] = max([largest[0], *(high_water_bytes(pid) for pid in pids)])
 
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
