@@ -21,13 +21,14 @@ from hypothesis import strategies as st
 from conftest import PROPERTY_TESTS, invoke
 from rollup.checks import CheckOptions, check_findings
 from rollup.errors import GoodputError
+from rollup.frames import report_frames
 from rollup.intervals import Stretches
 from rollup.json_report import report_json
 from rollup.on_ray import ENV_RANGE_WINDOWS, RayRunner, plan_ranges, run_ranges
 from rollup.ray_slices import Dataset, RangeWork, load_slice, report_task, task_spill
 from rollup.report import ReportOptions, build_report
 from rollup.store import open_store
-from rollup.windows import Windows, report_frames
+from rollup.windows import Windows
 from tracebuild import S, ns, step, write_trace
 
 NO_STRETCHES = Stretches(array("q"), array("q"))

@@ -35,9 +35,10 @@ from .critical_paths import (
 )
 from .derived import kept_columns, stretches_key
 from .errors import GoodputError
+from .frames import report_frames
 from .intervals import clip_to_stretches, in_time_batches
 from .memory import sweep_batch_spans
-from .windows import missing_in, report_frames, stretches_of
+from .windows import missing_in, stretches_of
 
 if TYPE_CHECKING:
     from .spanset import SpanSet, SpanSource

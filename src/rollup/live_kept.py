@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .attribution import Charge, ChargeColumns, FrameCharges, charge_stretches
+from .frames import ReportFrames, SortedWindows, frames_of
 from .gpu_charge import GpuCharges, GpuFigures, charge_gpus
 from .live_held import Held
 from .ranges import CheckPart, ReportPart
@@ -22,15 +23,7 @@ from .rows import IterationRows
 from .runners import LocalRunner
 from .schema import BUCKETS
 from .sweep_few import charge_few
-from .windows import (
-    ReportFrames,
-    SortedWindows,
-    Windows,
-    attempt_windows,
-    frames_of,
-    kinds_with_names,
-    step_windows,
-)
+from .windows import Windows, attempt_windows, kinds_with_names, step_windows
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
@@ -153,7 +146,7 @@ class KeptSweeps:
         self._attempts: dict[str, int] = {}  # a number for each attempt, as GPU charges' frames hold them
 
     def frames(self, spans: SpanSet, iterations: tuple[int, int] | None) -> ReportFrames:
-        """`windows.report_frames` of the watcher's spans: the attempts from the summary (`Summary.attempts`); the
+        """`frames.report_frames` of the watcher's spans: the attempts from the summary (`Summary.attempts`); the
         windows sorted out kept while the attempts are the same and no step span arrived, when every attempt's are
         its step spans' (`windows.step_windows`)."""
         summary = self.run.live.summary

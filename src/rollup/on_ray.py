@@ -36,10 +36,11 @@ from .schema import sql_text
 
 if TYPE_CHECKING:
     from .critical import CriticalPart
+    from .frames import ReportFrames
     from .read.chunks import ChunkResult
     from .read.workers import ConvertJob
     from .spanset import SpanSet
-    from .windows import ReportFrames, Windows
+    from .windows import Windows
 
 # Windows per range; unset, the windows are shared out as RANGES_PER_CPU ranges per CPU of the cluster.
 ENV_RANGE_WINDOWS = "GOODPUT_RAY_RANGE_WINDOWS"

@@ -20,7 +20,8 @@ from .rows import Figures, seconds, share
 from .spanset import SpanSet
 
 if TYPE_CHECKING:
-    from .windows import ReportFrames, Windows
+    from .frames import ReportFrames
+    from .windows import Windows
 
 _UNITS_NS = {"s": 10**9, "m": 60 * 10**9, "h": 3600 * 10**9, "d": 86_400 * 10**9}
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhd])")

@@ -1,7 +1,7 @@
 """The per-iteration goodput report of SPEC sections 4 and 7: wall-clock view, span-seconds view, total, outside,
 and over the job's attempts the rework, the downtime and the job's own goodput.
 
-One orchestration, whoever computes it: `build_report` finds the report's frames (`windows.report_frames`), hands
+One orchestration, whoever computes it: `build_report` finds the report's frames (`frames.report_frames`), hands
 them to a runner (`runners`: in this process, or as Ray tasks) and merges the parts it gets back (`ranges`).
 Returns plain dataclasses; `json_report.report_json` gives the exact JSON object of SPEC section 6 (and 7's keys).
 """

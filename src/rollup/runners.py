@@ -14,18 +14,20 @@ from typing import TYPE_CHECKING, Protocol
 
 from .attribution import charge_stretches
 from .critical import CriticalPart, critical_part
+from .frames import report_frames
 from .gpu_charge import charge_gpus
 from .ranges import CheckPart, ReportPart, account_frames, check_frames
-from .windows import report_frames, window_kinds
+from .windows import window_kinds
 
 if TYPE_CHECKING:
     from array import array
 
     from .attribution import FrameCharges
+    from .frames import ReportFrames
     from .gpu_charge import GpuCharges
     from .gpus import GpuModel
     from .spanset import SpanSet
-    from .windows import ReportFrames, Windows
+    from .windows import Windows
 
 
 class Runner(Protocol):
@@ -39,7 +41,7 @@ class Runner(Protocol):
 
 
 class Sweeps(Protocol):
-    """What a report asks of its spans beside its parts: its frames (`windows.report_frames`), the windows' kinds
+    """What a report asks of its spans beside its parts: its frames (`frames.report_frames`), the windows' kinds
     (outliers), the GPU charge, and stretches charged whole (`--last`'s `recent`). One stretch's answer depends only
     on the spans active in it, so a watcher (`live`) keeps each stretch's answer and asks only about the stretches
     new spans touched; and it keeps the windows until a step span arrives."""

@@ -1,22 +1,22 @@
-"""Iteration windows, and the stretches of the run that no window covers.
+"""Iteration windows: each attempt's, which are the report's rows and which are superseded.
 
 Windows are found per attempt (`attempts`). In an attempt, window N is the step span carrying its own
 `rl.iteration = N` (the envelope when there are several); an attempt with no such step span gets, for each N, the
 envelope of its spans whose effective iteration is N. When several attempts have a window for N, the latest one's
-is the report's row and the earlier ones are superseded. Outside is each attempt's extent minus its windows:
-start-up, gaps between steps, shutdown. And what else was happening in step N: every span active during its window,
-whatever its own iteration (`listing`).
+is the report's row and the earlier ones are superseded (the stretches no window covers are the report's frames
+too: `frames`). And what else was happening in step N: every span active during its window, whatever its own
+iteration (`listing`).
 """
 
 from __future__ import annotations
 
 from array import array
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, overload
 
 from .arrays import int64_column, rising
-from .attempts import ATTEMPT_SQL, Attempt, find_attempts
+from .attempts import ATTEMPT_SQL, find_attempts
 from .derived import kept_columns, stretches_key
 from .errors import GoodputError
 from .intervals import Stretches
@@ -251,46 +251,6 @@ def iteration_windows(spans: SpanSet) -> Windows:
     return rows
 
 
-def outside_stretches(extent: tuple[int, int] | None, windows: Windows) -> Stretches:
-    """The parts of `extent` covered by no window, sorted and disjoint: with the windows in start order, the
-    reach before each window is the latest end so far (a running maximum, on Arrow columns), and a window starting
-    past it leaves a gap (cut at the extent's end); the last reach short of the extent's end leaves the tail."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    from .arrays import int64_array, int64_column
-
-    outside = Stretches(array("q"), array("q"))
-    if extent is None:
-        return outside
-    cursor, run_end = extent
-    starts, ends = windows.stretches.starts, windows.stretches.ends
-    if not rising(starts, strictly=False):  # one attempt's are in order, mostly
-        order = sorted(range(len(windows)), key=starts.__getitem__)
-        starts, ends = array("q", (starts[i] for i in order)), array("q", (ends[i] for i in order))
-    reach = pc.cumulative_max(pa.concat_arrays([pa.array([cursor], pa.int64()), int64_array(ends)]))
-    before, last = reach.slice(0, len(starts)), reach[len(starts)].as_py()
-    cut = pc.min_element_wise(int64_array(starts), pa.scalar(run_end, pa.int64()))
-    gaps = pa.table({"start": before, "end": cut}).filter(pc.greater(cut, before))
-    outside = Stretches(int64_column(gaps, "start"), int64_column(gaps, "end"))
-    if last < run_end:
-        outside.starts.append(last)
-        outside.ends.append(run_end)
-    return outside
-
-
-def outside_attempts(attempts: Sequence[Attempt], by_attempt: dict[str, Windows]) -> Stretches:
-    """Each attempt's stretches outside its windows (`outside_stretches`; `by_attempt`: the windows by run id),
-    attempt after attempt."""
-    none = Windows(array("q"), Stretches(array("q"), array("q")), array("q"), ())
-    outside = Stretches(array("q"), array("q"))
-    for attempt in attempts:
-        found = outside_stretches(attempt.extent, by_attempt.get(attempt.run_id, none))
-        outside.starts.extend(found.starts)
-        outside.ends.extend(found.ends)
-    return outside
-
-
 def window_of(spans: SpanSet, iteration: int) -> Window:
     """The window of `iteration`; GoodputError naming the iterations these traces hold when it is not one."""
     windows = iteration_windows(spans)
@@ -344,71 +304,3 @@ def select_windows(windows: Windows, iterations: tuple[int, int] | None) -> Wind
         return windows
     low, high = iterations
     return windows.take(i for i, iteration in enumerate(windows.iterations) if low <= iteration <= high)
-
-
-@dataclass(frozen=True)
-class ReportFrames:
-    """What a report charges: its rows' windows (the latest attempt's, in the iterations selected), the superseded
-    windows among those iterations (rework) and the stretches outside every window; and the attempts, with their
-    windows' iterations filled in (`with_windows`); and the iterations of every latest window, selected or not
-    (`held`)."""
-
-    windows: Windows
-    lost: Windows
-    outside: Stretches
-    attempts: list[Attempt]
-    held: array
-
-
-def report_frames(spans: SpanSet, iterations: tuple[int, int] | None) -> ReportFrames:
-    """The frames of the report over `spans`: the windows of the iterations in the inclusive range `iterations`
-    (all when None), superseded ones included; outside and the attempts stay the whole run's. Every attempt's
-    windows are only held while they are sorted out here."""
-    attempts = find_attempts(spans)
-    return frames_of(attempts, SortedWindows.of(attempt_windows(spans, [a.run_id for a in attempts])), iterations)
-
-
-@dataclass(frozen=True)
-class SortedWindows:
-    """Every attempt's windows sorted out (`latest_windows`): the rows' (`latest`), the superseded ones, and each
-    attempt's, by run id."""
-
-    latest: Windows
-    superseded: Windows
-    by_attempt: dict[str, Windows]
-
-    @classmethod
-    def of(cls, every: Windows) -> SortedWindows:
-        latest, superseded = latest_windows(every)
-        return cls(latest, superseded, every.by_attempt())
-
-
-def frames_of(attempts: list[Attempt], windows: SortedWindows, iterations: tuple[int, int] | None) -> ReportFrames:
-    """The report's frames (`report_frames`) of the `attempts` and their `windows`."""
-    return ReportFrames(
-        select_windows(windows.latest, iterations),
-        select_windows(windows.superseded, iterations),
-        outside_attempts(attempts, windows.by_attempt),
-        with_windows(attempts, windows.by_attempt, windows.superseded),
-        windows.latest.iterations,
-    )
-
-
-def with_windows(attempts: list[Attempt], by_attempt: dict[str, Windows], superseded: Windows) -> list[Attempt]:
-    """The attempts with their first and last iteration and their superseded iterations filled in."""
-    lost: dict[str, list[int]] = {}
-    for window in superseded:
-        lost.setdefault(window.run_id, []).append(window.iteration)
-    out = []
-    for attempt in attempts:
-        held = by_attempt.get(attempt.run_id)
-        numbers = held.iterations if held is not None else array("q")
-        out.append(
-            replace(
-                attempt,
-                first_iteration=min(numbers, default=None),
-                last_iteration=max(numbers, default=None),
-                superseded=tuple(sorted(lost.get(attempt.run_id, []))),
-            )
-        )
-    return out
