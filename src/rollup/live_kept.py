@@ -13,6 +13,7 @@ from array import array
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .arrays import column_sum
 from .attribution import Charge, ChargeColumns, FrameCharges, charge_stretches
 from .frames import ReportFrames, SortedWindows, frames_of
 from .gpu_charge import GpuCharges, GpuFigures, charge_gpus
@@ -74,7 +75,7 @@ def _charge_row(charge: Charge) -> tuple[int, ...]:
 
 
 def _summed(columns: list[array]) -> Charge:
-    wall, *by_bucket, unaccounted = (sum(column) for column in columns)
+    wall, *by_bucket, unaccounted = (column_sum(column) for column in columns)
     return Charge(wall, dict(zip(BUCKETS, by_bucket, strict=True)), unaccounted)
 
 
@@ -101,20 +102,20 @@ class KeptRunner:
             (self._outside, self._outside.plan((outside.starts, outside.ends), order, outside.starts, outside.ends)),
         ]
         stretches = [(held.starts[p], held.ends[p]) for held, positions in asked for p in positions]
-        charges = None
+        rows: list[tuple[int, ...]] = []
         if stretches:
             with self.run.sliced(stretches) as sliced:
                 charges = charged(sliced, stretches, precedence)
+            rows = [_charge_row(charges[i]) for i in range(len(stretches))]
         filled, at = [], 0
         for held, positions in asked:
-            assert charges is not None or not positions
-            filled.append(held.fill([_charge_row(charges[at + i]) for i in range(len(positions))] if charges else []))
+            filled.append(held.fill(rows[at : at + len(positions)]))
             at += len(positions)
         (walls, *by_bucket), lost_held, outside_held = filled
         columns = ChargeColumns(walls, dict(zip(BUCKETS, by_bucket[: len(BUCKETS)], strict=True)), by_bucket[-1])
-        rows = IterationRows.of_windows(windows, columns, self.run.live.summary.span_ns_of(windows))
+        made = IterationRows.of_windows(windows, columns, self.run.live.summary.span_ns_of(windows))
         lost_total, outside_total = _summed(lost_held), _summed(outside_held)
-        return [ReportPart(array("q", range(len(windows))), rows, rows.total(), lost_total, outside_total)]
+        return [ReportPart(array("q", range(len(windows))), made, made.total(), lost_total, outside_total)]
 
     def check_parts(self, spans: SpanSet, windows: Windows, expect: Sequence[str]) -> list[CheckPart]:
         """A check over the watcher's spans: every span and window asked again, of every span's own columns (`spans`

@@ -184,7 +184,11 @@ class IterationRows(Sequence[IterationRow]):
         if any(len(column) != len(windows) for column in rows._columns):
             raise ValueError("a column's length differs from the windows'")
         label_of = [rows._label(run_id) for run_id in windows.run_ids]
-        rows._run_ids = array("q", (label_of[attempt] for attempt in windows.attempts))
+        attempts = windows.attempts
+        if attempts and attempts.count(attempts[0]) == len(attempts):  # one attempt's, mostly: no loop over the rows
+            rows._run_ids = array("q", [label_of[attempts[0]]]) * len(attempts)
+        else:
+            rows._run_ids = array("q", (label_of[attempt] for attempt in attempts))
         rows._processes = array("q", [_NO_LABEL]) * len(windows)
         return rows
 
@@ -348,8 +352,10 @@ class IterationRows(Sequence[IterationRow]):
         c = self._columns
         every = len(indices) == len(self)
 
+        from .arrays import column_sum  # pyarrow, imported when a report is summed
+
         def total(column: array) -> int:
-            return sum(column) if every else sum(column[i] for i in indices)
+            return column_sum(column) if every else sum(column[i] for i in indices)
 
         return Figures(
             total(c[3]),
