@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .live_hot import HotSpans
-from .live_sql import CHANGED, EVERYTHING_SPANS, FRESH, PENDING, SPANS_TABLE, SqlWalk, Touched
+from .live_sql import CHANGED, EVERYTHING_SPANS, FRESH, LISTED, PENDING, SPANS_TABLE, SqlWalk, Touched
 from .live_summary import Summary
 from .live_walk import (
     WALK_COLUMNS,
@@ -51,8 +51,6 @@ if TYPE_CHECKING:
 # Of the spans already read, more than this share (and this many) below the new ones: walk every span again (once,
 # at a run's end, when the job span arrives over everything).
 REBUILD_SHARE, REBUILD_LEAST = 0.2, 100_000
-# The most pending spans whose keys are listed by the parent they wait for (`LiveSpans._waiting`).
-LISTED = 4_096
 # The most stretches a slice is cut from; beyond, the questions read every span (a first refresh, a rebuild).
 SLICE_STRETCHES = 16
 

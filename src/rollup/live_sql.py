@@ -38,6 +38,8 @@ CHANGED = "live_changed"
 _FOUND = "live_found"
 
 
+# The most pending spans whose keys are listed by the parent they wait for (`LiveSpans._waiting`).
+LISTED = 4_096
 # A batch of more new spans than this (a run already written, read a part at a time) touches everything: listing
 # what each of its spans touched would cost more than asking every frame again, and hold the list in memory.
 EVERYTHING_SPANS = 20_000
@@ -81,14 +83,29 @@ class SqlWalk:
         return [(name, str(kind)) for name, kind, *_ in described] + [(name, "VARCHAR") for name in SOURCE_COLUMNS]
 
     def _count_tops(self) -> None:
-        """`_tops` read again from PENDING: how many pending spans wait for each parent (after a walk in SQL)."""
-        self._waiting = {}
+        """`_tops` read again from PENDING: how many pending spans wait for each parent (after a walk in SQL); and
+        `_waiting`, the spans waiting for each parent few do (at most LISTED): when it arrives, the spans walked
+        again are then taken from the newest spans held, not looked for among every pending span."""
         self._tops = {
             (int(tkey), int(top)): int(count)
             for tkey, top, count in self.connection.execute(
                 f"SELECT tkey, top, count(*) FROM {PENDING} GROUP BY ALL"
             ).fetchall()
         }
+        self._waiting = {}
+        few = [key for key, count in self._tops.items() if count <= LISTED]
+        if not few:
+            return
+        tops = pa.table({"tkey": pa.array([t for t, _ in few], pa.uint64()),
+                         "top": pa.array([s for _, s in few], pa.uint64())})  # fmt: skip
+        self.connection.register("live_few_tops", tops)
+        try:
+            for tkey, top, skey, start in self.connection.execute(
+                f"SELECT tkey, top, skey, start_ns FROM {PENDING} SEMI JOIN live_few_tops USING (tkey, top)"
+            ).fetchall():
+                self._waiting.setdefault((int(tkey), int(top)), []).append((int(tkey), int(skey), int(start)))
+        finally:
+            self.connection.unregister("live_few_tops")
 
     def _renamed(self) -> str:
         """The arrivals' columns, a process shown alike another named with its `[host:pid]` (as `store` does)."""

@@ -254,31 +254,27 @@ class _SummarySpans(SpanSet):
         if self.summary.before_every_span is not None and re.search(rf"\b{re.escape(self.lineage)}\b", sql):
             self.summary.before_every_span()
 
-    def rows(self, sql: str, params: Params = None) -> list[tuple[Any, ...]]:
+    def _asked(self, how: str, sql: str, params: Params, ask: Callable[[], Any]) -> Any:
+        """`ask()`'s answer to `sql`, or the one kept (`_kept`)."""
         kept = self._kept(sql)
-        key = ("rows", sql, repr(params))
-        if kept is None or key not in kept:
-            self._ready(sql)
-            found = super().rows(sql, params)
-            if kept is None:
-                return found
+        key = (how, sql, repr(params))
+        if kept is not None and key in kept:
+            return kept[key]
+        self._ready(sql)
+        found = ask()
+        if kept is not None:
             kept[key] = found
-        return list(kept[key])
+        return found
+
+    def rows(self, sql: str, params: Params = None) -> list[tuple[Any, ...]]:
+        return list(self._asked("rows", sql, params, lambda: SpanSet.rows(self, sql, params)))
 
     def run(self, sql: str, params: Params = None) -> None:
         self._ready(sql)
         super().run(sql, params)
 
     def arrow(self, sql: str, params: Params = None) -> pa.Table:
-        kept = self._kept(sql)
-        key = ("arrow", sql, repr(params))
-        if kept is None or key not in kept:
-            self._ready(sql)
-            found = super().arrow(sql, params)
-            if kept is None:
-                return found
-            kept[key] = found
-        table: pa.Table = kept[key]
+        table: pa.Table = self._asked("arrow", sql, params, lambda: SpanSet.arrow(self, sql, params))
         return table
 
     def batches(self, sql: str, params: Params = None, *, rows: int) -> pa.RecordBatchReader:

@@ -325,9 +325,9 @@ class IterationRows(Sequence[IterationRow]):
         """Each process's rows, by position (in order), the processes in the order they first appear; one process's
         (not by process: every row's) without a loop over the rows."""
         labels = self._processes
-        if labels and labels.count(labels[0]) == len(labels):
+        if labels and _alike(labels):
             first = labels[0]
-            return {None if first == _NO_LABEL else self._labels[first]: array("q", range(len(labels)))}
+            return {None if first == _NO_LABEL else self._labels[first]: _positions(len(labels))}
         by_label: dict[int, array] = {}
         for index, label in enumerate(labels):
             by_label.setdefault(label, array("q")).append(index)
@@ -366,3 +366,26 @@ class IterationRows(Sequence[IterationRow]):
 
     def __reduce__(self) -> tuple[Any, ...]:  # pickled as its rows (a Ray task's part of a report)
         return (IterationRows, (list(self),))
+
+
+def _alike(column: array) -> bool:
+    """Whether every value of a non-empty column is its first, compared on Arrow's kernels past a few."""
+    if len(column) < 64:
+        return column.count(column[0]) == len(column)
+    import pyarrow.compute as pc
+
+    from .arrays import int64_array
+
+    least, most = pc.min_max(int64_array(column)).values()
+    return bool(least.as_py() == most.as_py())
+
+
+_RANGE = array("q")  # 0, 1, 2, ...: `_positions` hands out copies of its start
+
+
+def _positions(count: int) -> array:
+    """array("q", range(count)), copied from one held (made once a length, not an int at a time)."""
+    global _RANGE
+    if len(_RANGE) < count:
+        _RANGE = array("q", range(max(count, 2 * len(_RANGE))))
+    return _RANGE[:count]
