@@ -141,7 +141,8 @@ def main() -> None:
 
     median = statistics.median(costs)
     print(f"refresh after an append of {options.batch} spans: median {median * 1000:.0f} ms CPU "
-          f"(min {min(costs) * 1000:.0f}, max {max(costs) * 1000:.0f}) over {len(costs)}")  # fmt: skip
+          f"(mean {statistics.mean(costs) * 1000:.0f}, min {min(costs) * 1000:.0f}, max {max(costs) * 1000:.0f}) "
+          f"over {len(costs)}")  # fmt: skip
     print(f"baseline, one cached `goodput report` of the same file: {report_cpu:.2f} CPU s (best of {options.repeats})")
     print(f"ratio: {median / report_cpu:.3f}x (bar {BAR}x) -> {'ok' if median <= BAR * report_cpu else 'OVER'}")
     print(f"the watcher's report after the last append is report's JSON: {'yes' if same else 'NO'}")

@@ -8,7 +8,8 @@ the walk runs over them, the pending spans below them, and the ancestors above t
 replace the old ones: in Python for a refresh's few hundred (`live_walk`), in SQL for a large batch (`live_sql`).
 A summary stands in for the whole run where a question reads only the spans' own columns in aggregate (the
 attempts, the windows, what the processes hold), so no question scans every span (`live_summary`); the newest
-spans are held in memory for the slices a refresh asks of (`live_hot`).
+spans are held in memory for the slices a refresh asks of (`live_hot`), and the rows walked wait there to be
+written to the tables a batch at a time (`live_writes`).
 
 What cannot be kept up incrementally is done again from every span (`live_sql`): a file that was replaced or shrank
 (its spans are dropped), two processes that start to look alike (SPEC section 1 names them apart), a burst of
@@ -201,8 +202,8 @@ class LiveSpans(SqlWalk):
 
     def _walk_few(self, fresh_rows: pa.Table, keys: list[Key], below: int) -> Touched:
         """The walk in Python (`live_walk.walk`) over the new spans `fresh_rows` (`keys`, their ids) and the `below`
-        pending spans that wait for one of them; their rows written, what changed returned. Raises Unwalked (before
-        anything is written) for the walk in SQL to take them."""
+        pending spans that wait for one of them; their rows kept (written a batch at a time: `live_writes`), what
+        changed returned. Raises Unwalked (before any row changes) for the walk in SQL to take them."""
         waiting = [key for key in keys if self._tops.get(key)]
         changed = self._waiting_rows(waiting) if below else None
         parts = [fresh_rows.select(list(WALK_COLUMNS))]
