@@ -2,14 +2,15 @@
 re-charges only the frames those spans touched.
 
 The report is built as `report` builds it (`report.build_report`), on the watcher's spans (`live_spans.LiveSpans`)
-and with a runner and sweeps of its own that keep every frame's answer (a window's charge, a superseded window's or
-an outside stretch's charge, a window's kind, its GPU charge): one stretch's answer depends only on the bucketed
-spans active in it, so after a refresh only the frames a new bucketed span landed in are asked again, of a slice of
-the newest spans (`live_hot`); a kind is kept with its set of names and takes a landing name's hash in place. A
-window's span-seconds are sums the watcher keeps per iteration. What is asked of the run as a whole (attempts,
-windows, holdings, the step rules) reads the summary: every span folded to a few rows, the step spans apart, whose
-questions are answered once until a step span arrives. So a refresh costs what the new spans touched, the newest
-windows mostly, plus the rolling stretches of `recent`, plus what `build_report` does over every window's row.
+and with a runner and sweeps of its own that keep every frame's answer by position (a window's charge, a superseded
+window's or an outside stretch's charge, a window's kind, its GPU charge: `live_kept`, `live_held`): one stretch's
+answer depends only on the bucketed spans active in it, so after a refresh only the frames a new bucketed span
+landed in, and the new ones, are asked again, of a slice of the newest spans (`live_hot`); a kind is kept with its
+set of names and takes a landing name's hash in place. A window's span-seconds are sums the watcher keeps per
+iteration. What is asked of the run as a whole (attempts, windows, holdings, the step rules) reads the summary:
+every span folded to a few rows, the step spans apart; the windows are found again only when a step span arrives.
+So a refresh costs what the new spans touched, the newest windows mostly, plus the rolling stretches of `recent`,
+plus a few passes in C over every window's row (copies, sums, medians).
 """
 
 from __future__ import annotations
