@@ -88,8 +88,15 @@ _LINEAGE_SQL = """
 """
 
 
-@pytest.mark.parametrize("walked", ["python", "python-written-often", "sql"])
-@pytest.mark.parametrize("sample", ["grpo_sync", "grpo_async", "grpo_restart", "grpo_buggy"])
+@pytest.mark.parametrize(
+    ("sample", "walked"),
+    [
+        (sample, walked)
+        for sample in ("grpo_sync", "grpo_async", "grpo_restart", "grpo_buggy")
+        for walked in ("python", "sql")
+    ]
+    + [("grpo_restart", "python-written-often"), ("grpo_buggy", "python-written-often")],  # two attempts; nested spans
+)
 def test_spans_walked_a_few_at_a_time_have_the_lineage_of_one_walk_over_every_span(
     tmp_path, monkeypatch, sample, walked
 ):
