@@ -112,6 +112,40 @@ def test_late_batches_of_the_processes_holding_gpus_charge_their_windows_gpus_ag
         run.close()
 
 
+def test_an_attempts_extent_is_its_job_spans_when_it_has_one_as_report_says(tmp_path):
+    """The watcher reads the attempts off its summary (`Summary.attempts`): an attempt with a job span spans the job
+    span (a worker's span before it or after it is outside every attempt's extent); one without spans all its
+    spans. Two attempts, the first with a job span and spans outside it, written in two refreshes."""
+    from tracebuild import S, ns, run_resource, step, write_trace
+
+    first = [
+        S("job", "rl.grpo.job", 1, 9, group="job"),
+        step("s1", 1, 1, 4, parent="job"),
+        S("g1", "rl.grpo.generation", 1, 3, parent="s1", bucket="productive", group="generation"),
+        step("s2", 2, 4, 8, parent="job"),
+        S("early", "rl.grpo.logprob", 0.2, 0.5, bucket="overhead", group="logprob", process="worker"),
+        S("late", "rl.grpo.logprob", 9.5, 10, bucket="overhead", group="logprob", process="worker"),
+    ]
+    second = [
+        step("t3", 3, 12, 15, trace="t2"),
+        S("g3", "rl.grpo.generation", 12, 14, parent="t3", bucket="productive", group="generation", trace="t2"),
+    ]
+    folder = tmp_path / "run"
+    resources = {"driver": run_resource("driver", "a"), "worker": run_resource("worker", "a")}
+    write_trace(folder / "a.otlp", first, resources=resources)
+    run = LiveRun([folder])
+    try:
+        got = assert_same_report(run, folder)
+        assert [(a["start_ns"], a["end_ns"]) for a in got["attempts"]] == [(ns(1), ns(9))]
+        write_trace(folder / "b.otlp", second, resources={"driver": run_resource("driver-b", "b")})
+        got = assert_same_report(run, folder)
+        assert [(a["run_id"], a["start_ns"], a["end_ns"]) for a in got["attempts"]] == [
+            ("a", ns(1), ns(9)), ("b", ns(12), ns(15))
+        ]  # fmt: skip
+    finally:
+        run.close()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("sample", ["grpo_restart"])  # two attempts; about ten parts
 def test_a_run_already_written_is_read_a_part_at_a_time_into_the_report_of_the_files(tmp_path, sample):

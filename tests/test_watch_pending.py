@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from conftest import json_report
 from rollup import live_spans, live_writes
+from rollup.attempts import find_attempts
 from rollup.json_report import report_json
 from rollup.lineage import MAX_DEPTH
 from rollup.live import LiveRun
@@ -129,6 +130,7 @@ def test_spans_walked_a_few_at_a_time_have_the_lineage_of_one_walk_over_every_sp
                 with open(folder / name, "ab") as out:
                     out.write(b"".join(held[2 * k : 2 * k + 2]))
                 run.refresh()
+        assert run.live.summary.attempts() == find_attempts(run.live.spans())  # read in Python, and in SQL
         every = run.live.every_span()  # the rows still waiting to be written are written first (`live_writes`)
         watched = every.rows(_LINEAGE_SQL.format(table=every.lineage))
         pending = every.rows(f"SELECT tkey, skey, top FROM {PENDING} ORDER BY ALL")

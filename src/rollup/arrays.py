@@ -47,3 +47,22 @@ def column_sum(column: array) -> int:
     import pyarrow.compute as pc
 
     return int(pc.sum(int64_array(column)).as_py())
+
+
+def alike(column: array) -> bool:
+    """Whether every value of a non-empty column is its first (one attempt's windows, one process's rows): compared
+    on Arrow's kernels past a few values."""
+    if len(column) < 64:
+        return column.count(column[0]) == len(column)
+    least, most = least_and_most(column)
+    return least == most
+
+
+def least_and_most(column: array) -> tuple[int | None, int | None]:
+    """A column's least and greatest values (None, None when empty): by Arrow's kernels past a few values."""
+    if len(column) < 64:
+        return min(column, default=None), max(column, default=None)
+    import pyarrow.compute as pc
+
+    least, most = pc.min_max(int64_array(column)).values()
+    return least.as_py(), most.as_py()

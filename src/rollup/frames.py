@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from .arrays import rising
+from .arrays import least_and_most, rising
 from .attempts import Attempt, find_attempts
 from .intervals import Stretches
 from .windows import Windows, attempt_windows, latest_windows, select_windows
@@ -75,12 +75,12 @@ def with_windows(attempts: list[Attempt], by_attempt: dict[str, Windows], supers
     out = []
     for attempt in attempts:
         held = by_attempt.get(attempt.run_id)
-        numbers = held.iterations if held is not None else array("q")
+        first, last = least_and_most(held.iterations if held is not None else array("q"))
         out.append(
             replace(
                 attempt,
-                first_iteration=min(numbers, default=None),
-                last_iteration=max(numbers, default=None),
+                first_iteration=first,
+                last_iteration=last,
                 superseded=tuple(sorted(lost.get(attempt.run_id, []))),
             )
         )

@@ -55,7 +55,7 @@ class Held:
         self._frames: tuple[array, ...] = ()
         self._context: object = _NOTHING
         self.starts, self.ends = array("q"), array("q")  # each frame's stretch
-        self._reach = array("q")  # the latest end up to each frame, when the starts never fall (else empty)
+        self._reach: array | None = None  # the latest end up to each frame, when the starts never fall (else empty)
         self._stale: set[int] = set()
         self._same = 0  # the rows of this asking alike last time's
         self._positions: list[int] = []  # the rows this asking works out
@@ -79,6 +79,8 @@ class Held:
 
     def _candidates(self, start: int, end: int) -> range | list[int]:
         """Positions among which are all the frames meeting `[start, end]`: by halves when the starts never fall."""
+        if self._reach is None:  # worked out when first needed: some questions are never asked to forget
+            self._reach = _reach(self.starts, self.ends)
         if self._reach or not self.starts:
             return range(bisect.bisect_left(self._reach, start), bisect.bisect_right(self.starts, end))
         return [p for p in range(len(self.starts)) if self.starts[p] <= end]
@@ -96,7 +98,7 @@ class Held:
         positions.extend(range(same, len(starts)))
         self._frames, self._context = tuple(column[:] for column in frames), context
         self.starts, self.ends = starts[:], ends[:]
-        self._reach = _reach(self.starts, self.ends)
+        self._reach = None
         self._stale.clear()
         self._same, self._positions = same, positions
         return positions

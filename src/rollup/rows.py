@@ -184,8 +184,10 @@ class IterationRows(Sequence[IterationRow]):
         if any(len(column) != len(windows) for column in rows._columns):
             raise ValueError("a column's length differs from the windows'")
         label_of = [rows._label(run_id) for run_id in windows.run_ids]
+        from .arrays import alike  # pyarrow: a report is being made
+
         attempts = windows.attempts
-        if attempts and attempts.count(attempts[0]) == len(attempts):  # one attempt's, mostly: no loop over the rows
+        if attempts and alike(attempts):  # one attempt's, mostly: no loop over the rows
             rows._run_ids = array("q", [label_of[attempts[0]]]) * len(attempts)
         else:
             rows._run_ids = array("q", (label_of[attempt] for attempt in attempts))
@@ -324,8 +326,10 @@ class IterationRows(Sequence[IterationRow]):
     def positions_by_process(self) -> dict[str | None, array]:
         """Each process's rows, by position (in order), the processes in the order they first appear; one process's
         (not by process: every row's) without a loop over the rows."""
+        from .arrays import alike  # pyarrow: a report is being made
+
         labels = self._processes
-        if labels and _alike(labels):
+        if labels and alike(labels):
             first = labels[0]
             return {None if first == _NO_LABEL else self._labels[first]: _positions(len(labels))}
         by_label: dict[int, array] = {}
@@ -366,18 +370,6 @@ class IterationRows(Sequence[IterationRow]):
 
     def __reduce__(self) -> tuple[Any, ...]:  # pickled as its rows (a Ray task's part of a report)
         return (IterationRows, (list(self),))
-
-
-def _alike(column: array) -> bool:
-    """Whether every value of a non-empty column is its first, compared on Arrow's kernels past a few."""
-    if len(column) < 64:
-        return column.count(column[0]) == len(column)
-    import pyarrow.compute as pc
-
-    from .arrays import int64_array
-
-    least, most = pc.min_max(int64_array(column)).values()
-    return bool(least.as_py() == most.as_py())
 
 
 _RANGE = array("q")  # 0, 1, 2, ...: `_positions` hands out copies of its start

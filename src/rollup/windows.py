@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, overload
 
-from .arrays import int64_column, rising
+from .arrays import alike, int64_column, rising
 from .attempts import ATTEMPT_SQL, find_attempts
 from .derived import kept_columns, stretches_key
 from .errors import GoodputError
@@ -81,7 +81,7 @@ class Windows(Sequence[Window]):
 
     def by_attempt(self) -> dict[str, Windows]:
         """The windows of each attempt that has any, by run id, in the order held."""
-        if self.attempts and len(set(self.attempts)) == 1:  # one attempt, the usual run: no loop over the windows
+        if self.attempts and alike(self.attempts):  # one attempt, the usual run: no loop over the windows
             return {self.run_ids[self.attempts[0]]: self[:]}
         positions: dict[int, list[int]] = {}
         for position, attempt in enumerate(self.attempts):
