@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .arrays import FALSE
+
 if TYPE_CHECKING:
     import duckdb
 
@@ -23,6 +25,9 @@ if TYPE_CHECKING:
 # is asked again when it lands). More rows than HOT_ROWS (a job writing many spans a second) hold less time.
 HOT_NS = 2 * 3600 * 10**9
 HOT_ROWS = 100_000
+# The most parts (a refresh's rows each) held before they are copied into one: a slice filters every column of every
+# part, a few microseconds each (a dozen columns of 64 parts was 3 ms a slice of a few hundred rows).
+COMBINED_CHUNKS = 8
 
 
 class HotSpans:
@@ -54,7 +59,7 @@ class HotSpans:
                 keep = [True] * held.num_rows
                 for i in drop:
                     keep[i] = False
-                held = held.filter(pa.array(keep))
+                held = held.filter(pa.array(keep, pa.bool_()))
         if rows.num_rows:
             newest = pc.max(rows.column("end_ns")).as_py()
             self.newest_ns = newest if self.newest_ns is None else max(self.newest_ns, newest)
@@ -75,7 +80,7 @@ class HotSpans:
             start = ends[cut[-1].as_py()].as_py() + 1
             held = held.filter(pc.greater_equal(ends, _ns(start)))
             self.start_ns = start
-        if held.column(0).num_chunks > 64:
+        if held.column(0).num_chunks > COMBINED_CHUNKS:
             held = held.combine_chunks()
         return held
 
@@ -98,7 +103,7 @@ class HotSpans:
         mask = masks[0]
         for more in masks[1:]:
             mask = pc.or_(mask, more)
-        return rows.filter(pc.fill_null(mask, pa.scalar(False)))
+        return rows.filter(pc.fill_null(mask, FALSE))
 
 
 def _ns(value: int) -> pa.Scalar:

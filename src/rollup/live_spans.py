@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .arrays import FALSE
 from .live_hot import HotSpans
 from .live_sql import CHANGED, EVERYTHING_SPANS, FRESH, LISTED, PENDING, SPANS_TABLE, SqlWalk, Touched
 from .live_summary import Summary
@@ -239,7 +240,7 @@ class LiveSpans(SqlWalk):
                 rows = self.hot.rows_with(wanted)
                 if rows.num_rows > len(wanted):  # an id also held in another trace: keep the ones asked for
                     keep = [key in wanted for key in keys_of(rows)]
-                    rows = rows.filter(pa.array(keep))
+                    rows = rows.filter(pa.array(keep, pa.bool_()))
                 if rows.num_rows == len(wanted):
                     return rows
         self.written()
@@ -365,7 +366,7 @@ class _HeldSlice(SpanSet):
 
 def _touched_by(new: pa.Table) -> Touched:
     """What the new spans `new` (their rows) touch: the stretches of the bucketed ones, and the named ones."""
-    bucketed = new.filter(pc.fill_null(new.column("bucketed"), pa.scalar(False)))
+    bucketed = new.filter(pc.fill_null(new.column("bucketed"), FALSE))
     stretches = list(zip(bucketed.column("start_ns").to_pylist(), bucketed.column("end_ns").to_pylist(), strict=True))
     named = new.filter(
         pc.and_(pc.is_valid(new.column("bucket")), pc.greater(new.column("end_ns"), new.column("start_ns")))

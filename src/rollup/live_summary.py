@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .arrays import rising
+from .arrays import FALSE, rising
 from .attempts import ATTEMPT_SQL, Attempt
 from .attribution import SPAN_SECONDS_SPANS
 from .lineage import LINEAGE_COLUMNS
@@ -108,7 +108,7 @@ class Summary:
 
     def add_rows(self, rows: pa.Table) -> None:
         """`add_table` of new spans held as Arrow (`live_is_job` among their columns): folded here, no query."""
-        self._add_steps(rows.filter(pc.fill_null(rows.column("is_step"), pa.scalar(False))))
+        self._add_steps(rows.filter(pc.fill_null(rows.column("is_step"), FALSE)))
         self._merge_folded(rows.select([*ROW_COLUMNS, "live_is_job"]))
 
     def add_table(self, table: str) -> None:
@@ -190,7 +190,7 @@ class Summary:
 
     def add_span_seconds(self, rows: pa.Table, sign: int) -> None:
         """Add to `span_seconds` (or, `sign` -1, take from it) what the spans of `rows` count."""
-        counted = rows.filter(pc.and_(pc.fill_null(rows.column("bucketed"), pa.scalar(False)),
+        counted = rows.filter(pc.and_(pc.fill_null(rows.column("bucketed"), FALSE),
                                       pc.is_valid(rows.column("eff_iteration"))))  # fmt: skip
         if not counted.num_rows:
             return

@@ -72,7 +72,9 @@ def outliers_of_columns(columns: Mapping[str, Sequence[int]], count: int) -> dic
         if mad == 0:
             continue
         bar = pa.scalar(max(MAD_FACTOR * MAD_SCALE * mad, MIN_EXCESS_NS), pa.float64())
-        out = pc.if_else(pc.greater(pc.subtract(values, middle), bar), pa.scalar(1 << bit), pa.scalar(0))
+        out = pc.if_else(
+            pc.greater(pc.subtract(values, middle), bar), pa.scalar(1 << bit, pa.int64()), pa.scalar(0, pa.int64())
+        )
         flags = out if flags is None else pc.bit_wise_or(flags, out)
     if flags is None:
         return {}

@@ -31,13 +31,13 @@ def charge_few(spans: SpanSet, stretches: Sequence[tuple[int, int]], precedence:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from .arrays import int64_array, int64_column
+    from .arrays import FALSE, int64_array, int64_column
 
     if spans.held is not None:  # the spans are here: `swept_spans_sql` on Arrow columns
         rows = spans.held
-        swept = pc.and_(pc.fill_null(rows.column("bucketed"), pa.scalar(False)),
+        swept = pc.and_(pc.fill_null(rows.column("bucketed"), FALSE),
                         pc.greater(rows.column("end_ns"), rows.column("start_ns")))  # fmt: skip
-        found = rows.filter(pc.fill_null(swept, pa.scalar(False))).select(["start_ns", "end_ns", "bucket"])
+        found = rows.select(["start_ns", "end_ns", "bucket"]).filter(pc.fill_null(swept, FALSE))
     else:
         found = spans.arrow(f"SELECT start_ns, end_ns, bucket FROM ({swept_spans_sql(spans)}) LIMIT {FEW_SPANS + 1}")
     if found.num_rows > FEW_SPANS:

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..arrays import FALSE
 from ..schema import (
     ATTRIBUTE_MAP,
     GOODPUT_FLEET,
@@ -88,12 +89,12 @@ def first_invalid_span(batch: pa.RecordBatch, *, check_hex: bool = True) -> Inva
     found: InvalidSpan | None = None
     for name, length, expected in checks:
         column = batch.column(name)
-        ok = pc.equal(pc.binary_length(column), length)
+        ok = pc.equal(pc.binary_length(column), pa.scalar(length, pa.int32()))  # typed: see arrays.FALSE
         if check_hex:
             ok = pc.and_kleene(ok, pc.match_substring_regex(column, "^[0-9a-f]*$"))
         if name == "parent_span_id":
             ok = pc.or_kleene(ok, pc.is_null(column))
-        bad = pc.invert(ok.fill_null(False))
+        bad = pc.invert(ok.fill_null(FALSE))
         if pc.any(bad).as_py():
             row = pc.index(bad, True).as_py()
             if found is None or row < found.row:
@@ -105,7 +106,7 @@ def _small_int(values: Any) -> pa.Array:
     """An int8 column from OTLP enum numbers; a number outside int8 (an unknown future enum) becomes null."""
     wide = values if isinstance(values, pa.Array) else pa.array(values, pa.int64())
     wide = wide.cast(pa.int64())
-    fits = pc.and_(pc.greater_equal(wide, -128), pc.less_equal(wide, 127))
+    fits = pc.and_(pc.greater_equal(wide, pa.scalar(-128, pa.int64())), pc.less_equal(wide, pa.scalar(127, pa.int64())))
     return pc.if_else(fits, wide, pa.scalar(None, pa.int64())).cast(pa.int8())
 
 
