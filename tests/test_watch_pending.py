@@ -109,8 +109,9 @@ def test_spans_walked_a_few_at_a_time_have_the_lineage_of_one_walk_over_every_sp
     waiting."""
     if walked == "sql":
         _decline_the_walk_in_python(monkeypatch)
-    if walked == "python-written-often":
+    if walked == "python-written-often":  # every row written after a few refreshes: these samples last seconds
         monkeypatch.setattr(live_writes, "WRITE_ROWS", 7)
+        monkeypatch.setattr(live_writes, "WAITING_ROWS", 20)
     written = {f.name: records(f) for f in sorted((SAMPLES / sample).iterdir()) if f.is_file()}
     folder = tmp_path / "run"
     folder.mkdir()
@@ -131,14 +132,7 @@ def test_spans_walked_a_few_at_a_time_have_the_lineage_of_one_walk_over_every_sp
                     out.write(b"".join(held[2 * k : 2 * k + 2]))
                 run.refresh()
         assert run.live.summary.attempts() == find_attempts(run.live.spans())  # read in Python, and in SQL
-        every = run.live.every_span()  # the rows still waiting to be written are written first (`live_writes`)
-        watched = every.rows(_LINEAGE_SQL.format(table=every.lineage))
-        pending = every.rows(f"SELECT tkey, skey, top FROM {PENDING} ORDER BY ALL")
-        every.run(
-            f"CREATE TEMP TABLE every_node AS SELECT tkey, skey, pkey, true AS changed, start_ns FROM {every.lineage}"
-        )
-        with pending_tops(run.connection, "every_node") as tops:
-            waiting = every.rows(f"SELECT tkey, skey, top FROM {tops} WHERE top IS NOT NULL ORDER BY ALL")
+        watched, pending, waiting = _rows_and_pending(run)
         report = report_json(run.refresh().report)
     finally:
         run.close()
@@ -149,6 +143,20 @@ def test_spans_walked_a_few_at_a_time_have_the_lineage_of_one_walk_over_every_sp
     assert watched == expected
     assert pending == waiting  # the pending spans, each once: those whose chain of parents ends at one not read
     _assert_reported(report, folder)
+
+
+def _rows_and_pending(run: LiveRun) -> tuple[list, list, list]:
+    """The watcher's rows (`_LINEAGE_SQL`), its pending spans, and the spans that ought to be pending: those whose
+    chain of parents ends at a parent not read (`pending_tops` over every span). The rows still waiting to be written
+    are written first (`live_writes`)."""
+    every = run.live.every_span()
+    watched = every.rows(_LINEAGE_SQL.format(table=every.lineage))
+    pending = every.rows(f"SELECT tkey, skey, top FROM {PENDING} ORDER BY ALL")
+    nodes = f"SELECT tkey, skey, pkey, true AS changed, start_ns FROM {every.lineage}"
+    every.run(f"CREATE OR REPLACE TEMP TABLE every_node AS {nodes}")
+    with pending_tops(run.connection, "every_node") as tops:
+        waiting = every.rows(f"SELECT tkey, skey, top FROM {tops} WHERE top IS NOT NULL ORDER BY ALL")
+    return watched, pending, waiting
 
 
 def _decline_the_walk_in_python(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -199,14 +207,49 @@ def _assert_reported(report: dict, path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_a_generated_job_appended_a_batch_at_a_time_reads_as_its_report(tmp_path):
+def test_a_generated_job_appended_a_batch_at_a_time_reads_as_its_report(tmp_path, monkeypatch):
     """Hundreds of windows, so the kinds and the outliers count (`report.mark_outliers`), and batches that land
-    late over many of them: the watcher's report after a first read of most of the job and after each of the
-    appends that follow (its walk in Python, its newest spans held, its sums of span-seconds) is `report`'s."""
-    for number, (_, path, report) in enumerate(_appended(tmp_path, _generated_batches(60_000, 500), 12)):
+    late over many of them, the job span last: the watcher's report after a first read of most of the job and
+    after each of the appends that follow (its walk in Python, its newest spans held, its sums of span-seconds) is
+    `report`'s. The rows walked wait in memory, and here every 1,500 those older than the newest spans held are
+    written (`live_writes`), the newer left waiting; spans walked again whose rows were written are deleted from the
+    tables. At the end the watcher's rows are the lineage of one walk over every span, and its pending spans those
+    whose chain of parents ends at one not read."""
+    monkeypatch.setattr(live_writes, "WRITE_ROWS", 1_500)
+    batches = _generated_batches(60_000, 500)
+    job = max(i for i, batch in enumerate(batches) if b"rl.grpo.job" in batch)
+    batches.append(batches.pop(job))  # the job span last: every span waits for it, and is walked again then
+    seen = {"written in part": 0, "deleted from the tables": 0}
+    for number, (run, path, report) in enumerate(_appended(tmp_path, batches, 12)):
+        if number == 0:
+            _count_writes(run.live.unwritten, seen)
         if number % 4 == 3:
             _assert_reported(report, path)
+        if number == 11:
+            watched, pending, waiting = _rows_and_pending(run)
     assert any(row["outliers"] for row in report["iterations"])
+    assert all(seen.values()), seen
+    with open_store([path], use_cache=False) as store:
+        spans = store.spans()
+        assert watched == spans.rows(_LINEAGE_SQL.format(table=spans.lineage))
+    assert pending == waiting
+
+
+def _count_writes(unwritten: live_writes.Unwritten, seen: dict[str, int]) -> None:
+    """Count in `seen` the writes that left newer rows waiting, and the rows walked again deleted from the tables."""
+    write, drop = unwritten.write, unwritten.drop
+
+    def counted_write(older_than_ns: int | None = None) -> None:
+        before = unwritten.rows
+        write(older_than_ns)
+        seen["written in part"] += older_than_ns is not None and 0 < unwritten.rows < before
+
+    def counted_drop(keys: list) -> tuple[list, list]:
+        spans, pending = drop(keys)
+        seen["deleted from the tables"] += len(spans)
+        return spans, pending
+
+    unwritten.write, unwritten.drop = counted_write, counted_drop  # type: ignore[method-assign]
 
 
 def _first_difference(got: dict, expected: dict) -> str:

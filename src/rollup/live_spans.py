@@ -220,8 +220,8 @@ class LiveSpans(SqlWalk):
         for key in waiting:  # every span that waited for these was walked again
             self._tops.pop(key, None)
             self._waiting.pop(key, None)
-        self.unwritten.add(rows, self._pend_found(rows, found))  # written some refreshes later (`live_writes`)
         self.hot.add(rows, [] if changed is None else keys_of(changed))
+        self.unwritten.add(rows, self._pend_found(rows, found), self.hot.start_ns)  # written later: `live_writes`
         self.summary.add_rows(rows.slice(0, len(keys)).append_column("live_is_job", fresh_rows.column("live_is_job")))
         self.count += len(keys)
         if changed is not None:
