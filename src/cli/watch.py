@@ -60,31 +60,52 @@ def watch(
     options = shell.checked(lambda: ReportOptions(precedence=precedence))
     server = _server(serve) if serve is not None else None
     run = LiveRun(paths, options)
-    notes: list[str] = []
     # Ctrl-C asks the loop to stop after the refresh under way: raised as KeyboardInterrupt, it would interrupt a
     # DuckDB query halfway (DuckDB says so as an error of its own), so it only sets `stop`. A second Ctrl-C (a first
-    # read of a long run takes a while) interrupts the refresh itself; whatever that raises ends the watch, exit 0.
+    # read of a long run takes a while) interrupts the refresh itself; whatever that raises, wherever it lands (the
+    # clean-up too), ends the watch with exit 0, and any Ctrl-C after it has nothing left to stop.
     stop = threading.Event()
 
     def interrupted(signum: int, frame: object) -> None:
-        if stop.is_set():
-            raise KeyboardInterrupt
-        stop.set()
+        if not stop.is_set():
+            stop.set()
+            return
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGINT, interrupted)
+    try:
+        _watch(run, fmt, interval, once, server, stop, previous)
+    except (KeyboardInterrupt, Exception):
+        if not stop.is_set():
+            raise
+
+
+def _watch(
+    run: Any,
+    fmt: WatchFormat,
+    interval: float,
+    once: bool,
+    server: MetricsServer | None,
+    stop: threading.Event,
+    previous: Any,
+) -> None:
+    """The refreshes until `stop` (or one, `once`), then the watcher's files closed and Ctrl-C given back: to
+    `previous` when the watch ended by itself, ignored when a Ctrl-C ended it (a second one, sent as the first ends
+    it, would otherwise end the process as interrupted, exit 130)."""
+    notes: list[str] = []
     try:
         if fmt is WatchFormat.jsonl or once:
             _print_refreshes(run, fmt, interval, once, server, notes, stop)
         else:
             _live_screen(run, interval, server, notes, stop)
-    except (KeyboardInterrupt, Exception):
-        if not stop.is_set():
-            raise
     finally:
-        signal.signal(signal.SIGINT, previous)
-        run.close()
-        if server is not None:
-            server.close()
+        try:
+            run.close()
+            if server is not None:
+                server.close()
+        finally:
+            signal.signal(signal.SIGINT, signal.SIG_IGN if stop.is_set() else previous)
 
 
 def _server(serve: str) -> MetricsServer:
