@@ -197,8 +197,10 @@ def test_a_file_replaced_under_the_watcher_is_read_again_from_its_start(tmp_path
 
 
 def test_the_json_of_a_refresh_is_the_reports_rows_and_total(tmp_path):
+    handler = signal.getsignal(signal.SIGINT)
     result = invoke(["watch", str(SAMPLES / "grpo_sync"), "--once", "--format", "jsonl"])
     assert result.exit_code == 0, result.output
+    assert signal.getsignal(signal.SIGINT) is handler  # a watch that ended by itself gives Ctrl-C back
     (line,) = result.stdout.splitlines()
     payload = json.loads(line)
     report = json_report(SAMPLES / "grpo_sync")
