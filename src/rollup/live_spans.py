@@ -35,6 +35,7 @@ from .live_walk import (
     Node,
     Unwalked,
     keys_of,
+    keys_table,
     lineage_rows,
     nodes,
     nodes_of,
@@ -245,9 +246,7 @@ class LiveSpans(SqlWalk):
                     return rows
         self.written()
         c = self.connection
-        tops = pa.table({"tkey": pa.array([t for t, _ in waiting], pa.uint64()),
-                         "top": pa.array([s for _, s in waiting], pa.uint64())})  # fmt: skip
-        c.register("live_waited", tops)
+        c.register("live_waited", keys_table(waiting, "top"))
         try:
             keys = c.sql(
                 f"SELECT p.tkey, p.skey, p.start_ns FROM {PENDING} p SEMI JOIN live_waited w USING (tkey, top)"
@@ -273,8 +272,7 @@ class LiveSpans(SqlWalk):
         for table, keys in ((SPANS_TABLE, spans), (PENDING, pending)):
             if not keys:
                 continue
-            c.register("live_deleted", pa.table({"tkey": pa.array([t for t, _ in keys], pa.uint64()),
-                                                 "skey": pa.array([s for _, s in keys], pa.uint64())}))  # fmt: skip
+            c.register("live_deleted", keys_table(keys))
             try:
                 c.execute(
                     f"DELETE FROM {table} t USING live_deleted x "

@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from .lineage import build_lineage
 from .live_summary import ROW_COLUMNS, SOURCE_COLUMNS
-from .live_walk import pending_tops
+from .live_walk import keys_table, pending_tops
 from .nodes import NODE_COLUMNS_SQL, NODE_TABLE_COLUMNS
 from .schema import ACCOUNTING_SCHEMA
 from .tables import LINEAGE, LINEAGE_HANDED, OWN_SPANS
@@ -96,9 +96,7 @@ class SqlWalk:
         few = [key for key, count in self._tops.items() if count <= LISTED]
         if not few:
             return
-        tops = pa.table({"tkey": pa.array([t for t, _ in few], pa.uint64()),
-                         "top": pa.array([s for _, s in few], pa.uint64())})  # fmt: skip
-        self.connection.register("live_few_tops", tops)
+        self.connection.register("live_few_tops", keys_table(few, "top"))
         try:
             for tkey, top, skey, start in self.connection.execute(
                 f"SELECT tkey, top, skey, start_ns FROM {PENDING} SEMI JOIN live_few_tops USING (tkey, top)"

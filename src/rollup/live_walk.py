@@ -158,6 +158,12 @@ def keys_of(table: pa.Table) -> list[Key]:
     return list(zip(table.column("tkey").to_pylist(), table.column("skey").to_pylist(), strict=True))
 
 
+def keys_table(keys: list[Key], second: str = "skey") -> pa.Table:
+    """`keys` as a table of `tkey` and `second` (`skey`, or `top`: the parent waited for), to join by in SQL."""
+    return pa.table({"tkey": pa.array([t for t, _ in keys], pa.uint64()),
+                     second: pa.array([s for _, s in keys], pa.uint64())})  # fmt: skip
+
+
 def lineage_rows(fresh: pa.Table, changed: pa.Table | None, found: dict[Key, Lineage], schema: pa.Schema) -> pa.Table:
     """The watcher's rows (`schema`, the spans table's) of the new spans `fresh` (their node columns) and of the
     spans walked again `changed` (their rows as they were), with the lineage `found`: as `build_lineage` makes them,
