@@ -128,10 +128,10 @@ def main() -> int:
     phases = [p for p in args.phases.split(",") if p]
 
     from rollup import ReportOptions, build_report, build_timeline, check_findings, open_store, spans_in_window
-    from rollup.lineage import build_lineage
-    from rollup.spanset import SpanSet
-    from rollup.tables import LINEAGE, OWN_SPANS
-    from rollup.windows import iteration_windows
+    from rollup.accounting.windows import iteration_windows
+    from rollup.base.tables import LINEAGE, OWN_SPANS
+    from rollup.store.lineage import build_lineage
+    from rollup.store.spanset import SpanSet
 
     started = time.perf_counter()
     if args.no_cache:

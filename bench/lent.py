@@ -35,7 +35,7 @@ def main() -> None:
     from typer.testing import CliRunner
 
     from cli import app
-    from rollup.connection import connect, release, spill_directory
+    from rollup.base.connection import connect, release, spill_directory
 
     spill = spill_directory(folder / "spill")
     runner = CliRunner()

@@ -157,7 +157,7 @@ def print_bound(largest: int, results: dict[str, Run], base: dict[str, Run], lim
     """Per figure, the largest size's peak as the command's fixed margin (its peak on BASE_SPANS spans) plus the
     rest, and whether the rest stays within the memory limit."""
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
-    from rollup.connection import parse_memory_limit
+    from rollup.base.connection import parse_memory_limit
 
     limit_bytes = parse_memory_limit(limit)
     print()

@@ -2,11 +2,11 @@
 with one DuckDB thread (what goodput does for such a load) against the same run with DuckDB's default (a thread per
 core), on the shipped async sample and on bench/tracegen's synthetic job.
 
-The command runs `--repeats` times in one process (the CLI imported once, as `watch`'s refreshes and the test suite
-run it), after one run that fills the cache; the median of its wall and CPU seconds (`time.process_time`, every
-thread of the process) is kept. The baseline is the same command with goodput's threshold set to 0 in that process
-(`rollup.store.ONE_THREAD_SPANS`), so every load goes to DuckDB's own choice, in the same bench run; the JSON of
-both must be the same. Importing Python and the CLI (about a second here) is left out of both.
+The command runs `--repeats` times in one process (the CLI imported once, as `watch`'s refreshes and the test suite run
+it), after one run that fills the cache; the median of its wall and CPU seconds (`time.process_time`, every thread of
+the process) is kept. The baseline is the same command with goodput's threshold set to 0 in that process
+(`rollup.store.span_store.ONE_THREAD_SPANS`), so every load goes to DuckDB's own choice, in the same bench run; the JSON
+of both must be the same. Importing Python and the CLI (about a second here) is left out of both.
 
 Usage: python bench/threads.py [--spans 150000] [--repeats 20]
 """
@@ -28,12 +28,12 @@ REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "sample_traces" / "grpo_async"
 RUN = """
 import hashlib, json, statistics, sys, time
-import rollup.store
+import rollup.store.span_store
 from typer.testing import CliRunner
 from cli import app
 threads, repeats, *command = sys.argv[1:]
 if threads == "default":
-    rollup.store.ONE_THREAD_SPANS = 0
+    rollup.store.span_store.ONE_THREAD_SPANS = 0
 runner = CliRunner()
 assert runner.invoke(app, command).exit_code == 0  # fills the cache
 walls, cpus, outputs = [], [], set()

@@ -74,7 +74,8 @@ def _watch(run_path: Path, appends: Path, out_path: Path) -> None:
     """The watcher's side, in a process of its own: read the run, then append each record (a file of folder
     `appends`, in name order) to it and refresh; write the figures and the final report's JSON to `out_path`."""
     sys.path.remove(str(Path(__file__).resolve().parent))  # bench/rollup.py is not the package
-    from rollup import LiveRun, report_json
+    from rollup import report_json
+    from rollup.watch import LiveRun
 
     appended = [record.read_bytes() for record in sorted(appends.iterdir())]
     run = LiveRun([run_path])

@@ -15,12 +15,12 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from conftest import PROPERTY_TESTS, run_json
-from rollup.lineage import build_lineage
-from rollup.nodes import NODE_COLUMNS_SQL, NODE_TABLE_COLUMNS
-from rollup.schema import ACCOUNTING_SCHEMA
-from rollup.spanset import SpanSet
-from rollup.store import open_store
-from rollup.tables import OWN_SPANS
+from rollup.base.nodes import NODE_COLUMNS_SQL, NODE_TABLE_COLUMNS
+from rollup.base.schema import ACCOUNTING_SCHEMA
+from rollup.base.tables import OWN_SPANS
+from rollup.store.lineage import build_lineage
+from rollup.store.span_store import open_store
+from rollup.store.spanset import SpanSet
 from tracebuild import S, run_resource, span_id_of, step, write_trace
 
 
@@ -171,7 +171,7 @@ def test_spans_cut_to_stretches_by_bins_are_the_pairs_of_the_range_join(stretche
     the stretch; by bins, and by the range join when no bins will do."""
     import duckdb
 
-    from rollup import intervals as overlaps
+    from rollup.accounting import intervals as overlaps
 
     bounds = [(start, start + length) for start, length in stretches]
     if crowded:  # many stretches in a moment of a long run: no width keeps the bins sparse
@@ -229,11 +229,11 @@ def test_stretches_charged_in_batches_are_charged_as_in_one_sweep(stretches, spa
     """However few spans a sweep may take, the batches hold every stretch once, in time order, and charge each
     stretch exactly as one sweep over every span does; so do the per-process charge (`--by process`), the
     breakdown by name and the span groups present in each window."""
-    from rollup import attribution, breakdown
-    from rollup import intervals as overlaps
-    from rollup import window_rules as coverage
-    from rollup.schema import BUCKETS
-    from rollup.windows import Window
+    from rollup.accounting import attribution, breakdown
+    from rollup.accounting import intervals as overlaps
+    from rollup.accounting.windows import Window
+    from rollup.base.schema import BUCKETS
+    from rollup.checks import window_rules as coverage
 
     buckets = [data.draw(st.sampled_from([None, *BUCKETS])) for _ in spans]
     bounds = [(start, start + length) for start, length in stretches]
@@ -299,8 +299,8 @@ def test_a_few_spans_charged_in_python_are_charged_as_the_sql_sweep_charges_them
     """`charge_few` (a watcher's slices of the newest frames) against `charge_stretches`, in every precedence:
     the same charge of every stretch, overlapping stretches and spans that only touch a stretch included; and past
     FEW_SPANS it declines."""
-    from rollup import attribution, sweep_few
-    from rollup.schema import BUCKETS
+    from rollup.accounting import attribution, sweep_few
+    from rollup.base.schema import BUCKETS
 
     buckets = [data.draw(st.sampled_from([None, *BUCKETS])) for _ in spans]
     order = data.draw(st.permutations(BUCKETS))
@@ -312,7 +312,7 @@ def test_a_few_spans_charged_in_python_are_charged_as_the_sql_sweep_charges_them
 
 
 def test_more_spans_than_a_few_are_left_to_the_sql_sweep(monkeypatch):
-    from rollup import attribution, sweep_few
+    from rollup.accounting import attribution, sweep_few
 
     charged_spans = _charge_spans([(i, 2) for i in range(6)], ["productive"] * 6)
     monkeypatch.setattr(sweep_few, "FEW_SPANS", 5)

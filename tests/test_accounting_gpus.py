@@ -23,10 +23,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import PROPERTY_TESTS, json_report
-from rollup import GoodputError, GpuOptions
-from rollup.json_report import report_json
-from rollup.report import ReportOptions, build_report
-from rollup.store import open_store
+from rollup import GoodputError
+from rollup.accounting import GpuOptions
+from rollup.report.as_json import report_json
+from rollup.report.build import ReportOptions, build_report
+from rollup.store.span_store import open_store
 from tracebuild import ORIGIN_NS, S, ns, step, write_trace
 
 BUCKETS = ("productive", "overhead", "idle", "wasted")

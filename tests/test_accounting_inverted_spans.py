@@ -86,7 +86,7 @@ def test_the_spans_listing_shows_an_inverted_span_with_no_duration(tmp_path):
 
 
 def test_inverted_span_is_a_warning_rule_after_iteration_mismatch():
-    from rollup.findings import RULES
+    from rollup.checks.findings import RULES
 
     rules = list(RULES)
     assert RULES["inverted-span"] == "warning"

@@ -19,9 +19,9 @@ from typer.testing import CliRunner
 
 from cli import app
 from conftest import PROPERTY_TESTS, json_report
-from rollup.json_report import report_json
-from rollup.report import ReportOptions, build_report
-from rollup.store import open_store
+from rollup.report.as_json import report_json
+from rollup.report.build import ReportOptions, build_report
+from rollup.store.span_store import open_store
 from tracebuild import ORIGIN_NS, S, step, write_trace
 
 pytestmark = [pytest.mark.slow]

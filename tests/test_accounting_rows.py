@@ -1,5 +1,5 @@
-"""The report's rows held as columns (`rollup.rows.IterationRows`) and the JSON written a row at a time: what goes
-in comes out, row for row and byte for byte."""
+"""The report's rows held as columns (`rollup.accounting.rows.IterationRows`) and the JSON written a row at a time: what
+goes in comes out, row for row and byte for byte."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from cli.views.formats import json_chunks, json_text
 from conftest import PROPERTY_TESTS, invoke
 from rollup import ReportOptions, build_report, open_store, report_json
-from rollup.rows import Figures, IterationRow, IterationRows, NameShare
-from rollup.schema import BUCKETS
+from rollup.accounting.rows import Figures, IterationRow, IterationRows, NameShare
+from rollup.base.schema import BUCKETS
 
 nanoseconds = st.integers(0, 2**62)
 buckets = st.fixed_dictionaries({b: nanoseconds for b in BUCKETS})
@@ -91,7 +91,7 @@ def test_an_empty_selection_writes_an_empty_list():
 def test_frame_charges_read_as_the_list_of_charges_they_hold():
     from array import array
 
-    from rollup.attribution import Charge, FrameCharges
+    from rollup.accounting.attribution import Charge, FrameCharges
 
     precedence = ["idle", "productive", "overhead", "wasted"]
     walls = array("q", [10, 20, 30, 40])
@@ -119,9 +119,9 @@ def test_rows_built_column_by_column_are_the_rows_appended_one_by_one(rows, data
     (`IterationRows.of_windows`): the same rows as appending each window's row, every figure in its place."""
     from array import array
 
-    from rollup.attribution import Charge, FrameCharges
-    from rollup.intervals import Stretches
-    from rollup.windows import Windows
+    from rollup.accounting.attribution import Charge, FrameCharges
+    from rollup.accounting.intervals import Stretches
+    from rollup.accounting.windows import Windows
 
     def charged(figures: Figures) -> Figures:  # as a charge is: the buckets and unaccounted make up the wall clock
         bucket_ns = {b: ns % 2**59 for b, ns in figures.bucket_ns.items()}
@@ -157,7 +157,7 @@ def test_names_held_as_columns_are_the_names_set_row_by_row(rows):
     empty list, as when each row's list is set alone."""
     from array import array
 
-    from rollup.rows import NameColumns
+    from rollup.accounting.rows import NameColumns
 
     rows = [IterationRow(r.iteration, r.start_ns, r.end_ns, r.figures, r.process, r.run_id, r.names or [])
             for r in rows]  # fmt: skip

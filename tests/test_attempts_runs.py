@@ -20,10 +20,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import PROPERTY_TESTS, invoke
-from rollup.checks import CheckOptions, check_findings
-from rollup.json_report import report_json
-from rollup.report import ReportOptions, build_report
-from rollup.store import open_store
+from rollup.checks.check import CheckOptions, check_findings
+from rollup.report.as_json import report_json
+from rollup.report.build import ReportOptions, build_report
+from rollup.store.span_store import open_store
 from tracebuild import ORIGIN_NS, S, span_id_of, step, write_trace
 
 RUN_ID = "goodput.run.id"

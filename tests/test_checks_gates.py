@@ -51,7 +51,7 @@ def gen(label: str, start: float, end: float, parent: str, **kw) -> S:
 
 
 def test_the_window_rules_are_warnings_after_overlapping_attempts_in_spec_order():
-    from rollup.findings import RULES
+    from rollup.checks.findings import RULES
 
     rules = list(RULES)
     assert rules[rules.index("overlapping-attempts") + 1 :] == WINDOW_RULES

@@ -15,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import PROPERTY_TESTS, check, only_finding, run_json, span_rule_findings
-from rollup.span_rules import self_overlap_findings
-from rollup.store import open_store
+from rollup.checks.span_rules import self_overlap_findings
+from rollup.store.span_store import open_store
 from tracebuild import S, span_id_of, step, write_trace
 
 pytestmark = [pytest.mark.slow]

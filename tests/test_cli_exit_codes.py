@@ -16,7 +16,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-import rollup.read.otlp_proto
+import rollup.read.formats.otlp_proto
 from conftest import GOODPUT, WIDTHS, invoke, one_error_line, python_path, run_goodput
 from tracebuild import many_small_files, three_steps
 
@@ -27,7 +27,7 @@ def _plant_decoder_bug(monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("decoder bug planted by the test")
 
-    monkeypatch.setattr(rollup.read.otlp_proto, "decode_records", broken)
+    monkeypatch.setattr(rollup.read.formats.otlp_proto, "decode_records", broken)
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -111,7 +111,7 @@ def test_a_real_process_exits_3_and_shows_the_traceback_with_goodput_debug(tmp_p
     probe = tmp_path / "probe"
     probe.mkdir()
     (probe / "sitecustomize.py").write_text(
-        "import rollup.read.otlp_proto as m\n"
+        "import rollup.read.formats.otlp_proto as m\n"
         "def broken(*args, **kwargs):\n"
         "    raise RuntimeError('decoder bug planted by the test')\n"
         "m.decode_records = broken\n"

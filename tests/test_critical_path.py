@@ -28,9 +28,9 @@ from hypothesis import strategies as st
 
 import cli.shell
 from conftest import PROPERTY_TESTS, WIDTHS, invoke
-from rollup.critical import CriticalOptions, build_critical, walk_back
-from rollup.critical_paths import SEGMENT_SCHEMA, decoded_segments, encoded_segments
-from rollup.store import open_store
+from rollup.critical.build import CriticalOptions, build_critical, walk_back
+from rollup.critical.paths import SEGMENT_SCHEMA, decoded_segments, encoded_segments
+from rollup.store.span_store import open_store
 from tracebuild import ORIGIN_NS, S, ns, span_id_of, step, write_trace
 
 SAMPLES = sorted(p for p in (Path(__file__).parent.parent / "sample_traces").iterdir() if p.is_dir())
@@ -278,7 +278,7 @@ def test_the_store_walks_what_the_rule_walks(tmp_path_factory, pairs):
 
 
 def test_a_cached_re_run_reads_the_paths_back_and_a_damaged_file_is_walked_again(tmp_path):
-    """The segments are kept beside the set's lineage (`rollup.derived`, `critical-*.arrow`): the re-run's JSON is
+    """The segments are kept beside the set's lineage (`rollup.store.derived`, `critical-*.arrow`): the re-run's JSON is
     the first run's, and an attempt asked for keeps its own."""
     restart = next(s for s in SAMPLES if s.name == "grpo_restart")
     env = {"GOODPUT_CACHE_DIR": str(tmp_path / "cache")}

@@ -21,7 +21,8 @@ from instrument.wire import (
     STEP_SPAN_NAME,
     efficiency_span_name,
 )
-from rollup.read.json_shape import LEAN_RECORD, RECORD, duckdb_type
+from rollup.base.schema import IS_JOB_SQL, IS_STEP_SQL, IS_UMBRELLA_SQL
+from rollup.read.formats.json_shape import LEAN_RECORD, RECORD, duckdb_type
 from rollup.read.values import (
     PROCESS_KEYS,
     RENDER_SCALARS_SQL,
@@ -31,22 +32,44 @@ from rollup.read.values import (
     render_value,
     string_or_int_sql,
 )
-from rollup.schema import IS_JOB_SQL, IS_STEP_SQL, IS_UMBRELLA_SQL
 
 SRC = Path(rollup.__file__).resolve().parent.parent
 
-# What a library user calls (open a store; report, check, diff, timeline, spans, ingest; `SpanStore.sql` is query),
-# the results and options they give and take, the figures a view shows, the Ray runner, and the error family.
+# What a library user calls (open a store; report, check, critical, diff, timeline, spans, ingest; `SpanStore.sql` is
+# query), the options and results they take and give, the Ray runner, and the error family. Everything else is reached
+# through its room (`rollup.report.FIGURES`, `rollup.watch.LiveRun`, ...).
 FRONT_DOOR = {
-    "open_store", "SpanStore", "ingest", "build_report", "report_json", "check_findings", "measure", "compare",
-    "build_timeline", "spans_in_window",
-    "Report", "ReportOptions", "WholeRun", "Figures", "IterationRow", "NameShare", "Attempt", "Check", "CheckOptions",
-    "Finding", "Diff", "Timeline", "FIGURES", "Figure", "RayRunner", "attempt_label", "GpuOptions", "GpuReport",
-    "GpuFigures", "LiveRun", "LiveState", "watch_json", "Recent", "LastStretch", "parse_duration",
-    "build_critical", "CriticalOptions", "CriticalPaths", "PathShare", "WindowPath", "PhaseChange",
-    "lint_paths", "Lint", "LintFinding",
+    "open_store", "SpanStore", "ingest", "build_report", "Report", "ReportOptions", "report_json",
+    "check_findings", "Check", "CheckOptions", "Finding", "build_critical", "CriticalOptions",
+    "measure", "compare", "Diff", "build_timeline", "Timeline", "spans_in_window", "RayRunner",
     "GoodputError", "InputError", "TraceFormatError", "OptionError",
 }  # fmt: skip
+
+# The rooms of `rollup`, each a folder answering one question, and the rooms each may import (besides its own). The
+# order runs from the bottom up: reading a room needs only the rooms below it.
+MAY_IMPORT = {
+    "base": set(),  # the vocabulary: errors, the span row, table names, connections, 64-bit columns
+    "read": {"base"},  # trace files in, Arrow and Parquet out
+    "store": {"base", "read"},  # the spans kept, their lineage, the sets every question takes
+    "accounting": {"base", "read", "store"},  # windows, frames, charges, GPU-seconds, the rows
+    "checks": {"base", "store", "accounting"},  # the rules
+    "critical": {"base", "store", "accounting"},  # what each step waited on
+    "lint": {"base"},  # source, before the job runs
+    "report": {"base", "store", "accounting", "checks", "critical"},  # the report, its JSON and figures, diff
+    "timeline": {"base", "store", "accounting", "critical"},  # spans in a window, the Perfetto trace
+    "runners": {"base", "read", "store", "accounting", "checks", "critical"},  # parts computed as Ray tasks
+    "watch": {"base", "read", "store", "accounting", "checks", "report"},  # the live run
+}
+# A room holds about a dozen modules at most: a reader guesses the file from the question.
+ROOM_MODULES = 12
+
+
+def _rooms() -> dict[str, list[Path]]:
+    rooms: dict[str, list[Path]] = {}
+    for path in sorted((SRC / "rollup").iterdir()):
+        if path.is_dir() and (path / "__init__.py").exists():
+            rooms[path.name] = sorted(p for p in path.rglob("*.py") if p.name != "__init__.py")
+    return rooms
 
 
 def test_the_rollup_front_door_lists_what_the_cli_and_users_call_and_each_name_resolves():
@@ -57,10 +80,57 @@ def test_the_rollup_front_door_lists_what_the_cli_and_users_call_and_each_name_r
         rollup.no_such_name  # noqa: B018 - the attribute access is the test
 
 
-def test_the_cli_calls_the_library_through_the_front_door_only():
+def test_each_room_has_a_front_door_whose_names_resolve():
+    import importlib
+
+    for room in _rooms():
+        module = importlib.import_module(f"rollup.{room}")
+        assert module.__doc__, room
+        for name in getattr(module, "__all__", []):
+            assert getattr(module, name) is not None, (room, name)
+
+
+def test_rollup_is_folders_by_question_each_of_about_a_dozen_modules_and_no_module_beside_them():
+    rooms = _rooms()
+    assert set(rooms) == set(MAY_IMPORT)
+    assert [p.name for p in (SRC / "rollup").glob("*.py")] == ["__init__.py"]
+    for room, modules in rooms.items():
+        for folder in {p.parent for p in modules}:
+            assert len([p for p in modules if p.parent == folder]) <= ROOM_MODULES, (room, folder)
+
+
+@pytest.mark.slow
+def test_each_room_imports_only_the_rooms_below_it():
+    edges = _module_graph()
+
+    def room(module: str) -> str | None:
+        parts = module.split(".")
+        return parts[1] if parts[0] == "rollup" and len(parts) > 1 else None
+
+    crossings = {
+        (module, target)
+        for module, targets in edges.items()
+        for target in targets
+        if room(module) is not None
+        and room(target) not in (None, room(module))
+        and room(target) not in MAY_IMPORT[room(module)]
+    }
+    assert not crossings, sorted(crossings)
+    # The order is a layering: no two rooms may import each other, directly or through others.
+    for start in MAY_IMPORT:
+        seen, todo = set(), list(MAY_IMPORT[start])
+        while todo:
+            room_name = todo.pop()
+            assert room_name != start, f"rooms in a circle through {start}"
+            if room_name not in seen:
+                seen.add(room_name)
+                todo.extend(MAY_IMPORT[room_name])
+
+
+def test_the_cli_calls_the_library_through_the_front_door_or_a_rooms_front_door_only():
     source = "\n".join(path.read_text(encoding="utf-8") for path in sorted((SRC / "cli").rglob("*.py")))
     imported = set(re.findall(r"(?:from|import) rollup(\.[\w.]+)?", source))
-    assert imported <= {""}, imported
+    assert imported <= {""} | {f".{room}" for room in MAY_IMPORT}, imported
 
 
 def test_typer_and_rich_live_in_the_cli_alone():
@@ -131,7 +201,7 @@ def test_no_module_of_the_library_imports_the_cli():
 @pytest.mark.parametrize(
     ("statement", "absent"),
     [
-        ("import rollup, rollup.figures, rollup.errors", ("duckdb", "pyarrow", "opentelemetry.sdk")),
+        ("import rollup, rollup.report.figures, rollup.base.errors", ("duckdb", "pyarrow", "opentelemetry.sdk")),
         ("import cli", ("duckdb", "pyarrow", "opentelemetry.sdk", "plotly")),
         ("import instrument, instrument.groups, instrument.wire", ("opentelemetry.sdk", "ray")),
     ],

@@ -19,16 +19,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import PROPERTY_TESTS, invoke
-from rollup.checks import CheckOptions, check_findings
-from rollup.errors import GoodputError
-from rollup.frames import report_frames
-from rollup.intervals import Stretches
-from rollup.json_report import report_json
-from rollup.on_ray import ENV_RANGE_WINDOWS, RayRunner, plan_ranges, run_ranges
-from rollup.ray_slices import Dataset, RangeWork, load_slice, report_task, task_spill
-from rollup.report import ReportOptions, build_report
-from rollup.store import open_store
-from rollup.windows import Windows
+from rollup.accounting.frames import report_frames
+from rollup.accounting.intervals import Stretches
+from rollup.accounting.windows import Windows
+from rollup.base.errors import GoodputError
+from rollup.checks.check import CheckOptions, check_findings
+from rollup.report.as_json import report_json
+from rollup.report.build import ReportOptions, build_report
+from rollup.runners.on_ray import ENV_RANGE_WINDOWS, RayRunner, plan_ranges, run_ranges
+from rollup.runners.ray_slices import Dataset, RangeWork, load_slice, report_task, task_spill
+from rollup.store.span_store import open_store
 from tracebuild import S, ns, step, write_trace
 
 NO_STRETCHES = Stretches(array("q"), array("q"))

@@ -14,10 +14,10 @@ from typer.testing import CliRunner
 import cli
 import instrument
 from instrument import RLSpanGroup, iteration_scope, managed_span, umbrella_span
-from rollup.errors import GoodputError, TraceFormatError
-from rollup.on_ray import RayRunner
-from rollup.schema import SCHEMA_VERSION
-from rollup.store import ingest, open_store
+from rollup.base.errors import GoodputError, TraceFormatError
+from rollup.base.schema import SCHEMA_VERSION
+from rollup.runners.on_ray import RayRunner
+from rollup.store.span_store import ingest, open_store
 
 # Two files of each format, so one load is four Ray tasks (the store cuts nothing this small into several chunks).
 WRITERS = [("otlp-file", ".otlp"), ("json-file", ".jsonl"), ("otlp-file", ".otlp"), ("json-file", ".jsonl")]
@@ -211,7 +211,7 @@ def test_cli_ingest_with_ray_fills_the_cache_end_to_end(ray_cluster, traces, cac
 @pytest.mark.ray
 def test_parts_the_driver_cannot_see_name_the_shared_filesystem_assumption(ray_cluster, traces, cache_dir, monkeypatch):
     # What a cluster without a shared filesystem looks like from the driver: the workers' parts are not there.
-    monkeypatch.setattr("rollup.read.ray_tasks._part_visible", lambda out_path: False)
+    monkeypatch.setattr("rollup.runners.ray_ingest._part_visible", lambda out_path: False)
     with pytest.raises(GoodputError, match="must be on a filesystem every Ray node shares"):
         ingest(traces, runner=RayRunner(None), cache_dir=cache_dir)
     assert not list(cache_dir.glob(f"v{SCHEMA_VERSION}/*"))
@@ -240,5 +240,8 @@ def test_unreachable_cluster_is_an_error_naming_the_address(traces, cache_dir):
 
 @pytest.mark.slow
 def test_importing_the_rollup_does_not_import_ray():
-    code = "import sys, rollup.store, rollup.read.ray_tasks, cli; assert 'ray' not in sys.modules, 'ray imported'"
+    code = (
+        "import sys, rollup.store.span_store, rollup.runners.ray_ingest, cli; "
+        "assert 'ray' not in sys.modules, 'ray imported'"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

@@ -11,13 +11,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import rollup.cache as cache_module
-import rollup.lineage
+import rollup.read.cache as cache_module
 import rollup.read.workers
+import rollup.store.lineage
 from conftest import invoke
-from rollup.cache import MANIFEST, default_cache_dir
-from rollup.schema import SCHEMA_VERSION
-from rollup.store import open_store
+from rollup.base.schema import SCHEMA_VERSION
+from rollup.read.cache import MANIFEST, default_cache_dir
+from rollup.store.span_store import open_store
 from tracebuild import S, step, three_steps, write_trace
 
 ROWS = "SELECT trace_id, span_id, start_ns, end_ns, bucket, iteration FROM spans ORDER BY span_id"
@@ -142,7 +142,7 @@ def test_a_quote_in_the_cache_folder_is_written_and_reused(tmp_path, monkeypatch
         raise AssertionError("the cache was not reused")
 
     monkeypatch.setattr(rollup.read.workers, "convert_chunk", must_not_run)
-    monkeypatch.setattr(rollup.lineage, "build_lineage", must_not_run)
+    monkeypatch.setattr(rollup.store.lineage, "build_lineage", must_not_run)
     again = invoke(["report", path, "-f", "json"], width=80)
     assert again.exit_code == 0, again.output
     assert again.stdout == first.stdout
@@ -155,8 +155,9 @@ def derived_files(cache: Path) -> list[Path]:
 
 
 def test_a_cached_re_run_reads_the_charges_and_kinds_it_worked_out_and_a_damaged_one_is_worked_out_again(tmp_path):
-    """The charge's sweep and the windows' kinds are kept beside the set's lineage (`rollup.derived`): the re-run's
-    JSON is the first run's, whichever of them it reads back; a question asked differently keeps its own answer."""
+    """The charge's sweep and the windows' kinds are kept beside the set's lineage (`rollup.store.derived`): the
+    re-run's JSON is the first run's, whichever of them it reads back; a question asked differently keeps its own
+    answer."""
     path = write_trace(tmp_path / "run.otlp", steps(20))
     cache = tmp_path / "cache"
     env = {"GOODPUT_CACHE_DIR": str(cache)}

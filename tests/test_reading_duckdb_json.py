@@ -15,11 +15,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import PROPERTY_TESTS, invoke
-from rollup.read import duckdb_json
+from rollup.base.schema import ACCOUNTING_SCHEMA, SPAN_SCHEMA
 from rollup.read.chunks import convert_chunk, plan_chunks
+from rollup.read.formats import duckdb_json
 from rollup.read.sniff import compression_of
-from rollup.schema import ACCOUNTING_SCHEMA, SPAN_SCHEMA
-from rollup.store import open_store
+from rollup.store.span_store import open_store
 from test_reading_formats import (
     COMPRESSIONS,
     compressed_copy,
@@ -437,9 +437,9 @@ def test_json_of_odd_types_is_read_as_the_careful_reader_reads_it_or_handed_over
 
 @pytest.mark.slow
 def test_several_files_share_one_table_that_the_lineage_walks_as_it_is(tmp_path):
-    from rollup.json_report import report_json
-    from rollup.nodes import NODE_TABLE_COLUMNS
-    from rollup.report import build_report
+    from rollup.base.nodes import NODE_TABLE_COLUMNS
+    from rollup.report.as_json import report_json
+    from rollup.report.build import build_report
 
     folder = REPO / "sample_traces" / "grpo_async"
     assert len(list(folder.glob("*.jsonl"))) > 1

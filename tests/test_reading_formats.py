@@ -29,11 +29,11 @@ from opentelemetry.trace import Link, SpanKind, StatusCode
 
 from conftest import invoke
 from instrument.exporters import FramedProtobufFileExporter, JsonLinesFileExporter
-from rollup.errors import GoodputError, InputError, TraceFormatError
+from rollup.base.errors import GoodputError, InputError, TraceFormatError
+from rollup.base.schema import SPAN_SCHEMA
 from rollup.read.chunks import Chunk, convert_chunk, plan_chunks
 from rollup.read.plan import MIN_CHUNK_BYTES, _chunk_target
 from rollup.read.sniff import sniff_format
-from rollup.schema import SPAN_SCHEMA
 from tracebuild import S, hex_id, write_trace
 
 # --- spans and writers ----------------------------------------------------------------------------------------------

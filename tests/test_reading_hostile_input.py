@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from opentelemetry.proto.common.v1 import common_pb2
 from opentelemetry.proto.trace.v1 import trace_pb2
 
-from rollup.errors import GoodputError
+from rollup.base.errors import GoodputError
 from rollup.read.chunks import convert_chunk, plan_chunks
 
 CORPUS = Path(__file__).parent / "corpus"

@@ -13,7 +13,7 @@ import pytest
 
 from conftest import invoke
 from rollup import open_store
-from rollup.connection import connect, release, spill_directory
+from rollup.base.connection import connect, release, spill_directory
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
 

@@ -14,9 +14,10 @@ import pytest
 
 from conftest import invoke
 from rollup import build_report, open_store, report_json
-from rollup.attribution import swept_spans_sql
-from rollup.cache import SPILL_DIR, SUMMARY_SUFFIX
-from rollup.connection import (
+from rollup.accounting.attribution import swept_spans_sql
+from rollup.accounting.intervals import time_batches
+from rollup.accounting.windows import iteration_windows
+from rollup.base.connection import (
     DEFAULT_SHARE,
     ENV_MEMORY_LIMIT,
     MIN_LIMIT_BYTES,
@@ -24,11 +25,10 @@ from rollup.connection import (
     parse_memory_limit,
     spill_directory,
 )
-from rollup.intervals import time_batches
-from rollup.memory import WORKER_BUDGET_BYTES, WORKER_LIMIT_BYTES, conversion_workers, sweep_batch_spans
-from rollup.read.otlp_json import _thread_connection
-from rollup.schema import SCHEMA_VERSION
-from rollup.windows import iteration_windows
+from rollup.base.memory import WORKER_BUDGET_BYTES, WORKER_LIMIT_BYTES, conversion_workers, sweep_batch_spans
+from rollup.base.schema import SCHEMA_VERSION
+from rollup.read.cache import SPILL_DIR, SUMMARY_SUFFIX
+from rollup.read.formats.otlp_json import _thread_connection
 from tracebuild import S, write_trace
 
 REPO = Path(__file__).resolve().parent.parent
@@ -248,7 +248,7 @@ def test_goodput_help_imports_nothing_heavy():
 
 
 def test_the_memory_setting_imports_nothing_heavy():
-    assert _modules_after("import rollup.memory", HEAVY) == []
+    assert _modules_after("import rollup.base.memory", HEAVY) == []
 
 
 @pytest.mark.slow

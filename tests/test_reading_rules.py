@@ -25,9 +25,9 @@ from opentelemetry.proto.trace.v1 import trace_pb2
 
 from conftest import invoke, json_report, run_json, span_rule_findings
 from rollup import ingest
-from rollup.errors import TraceFormatError
+from rollup.base.errors import TraceFormatError
 from rollup.read.chunks import convert_chunk, plan_chunks
-from rollup.store import open_store
+from rollup.store.span_store import open_store
 from test_reading_duckdb_json import careful_rows, fast_rows
 from test_reading_formats import make_sdk_spans, read_back, write_project_framed, write_project_json_lines
 from tracebuild import S, ns, step, to_json_record, to_request, write_trace

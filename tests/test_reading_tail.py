@@ -18,12 +18,12 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from instrument.exporters import FramedProtobufFileExporter, JsonLinesFileExporter
-from rollup.errors import TraceFormatError
+from rollup.base.errors import TraceFormatError
+from rollup.base.schema import SPAN_SCHEMA
 from rollup.read.chunks import Chunk, convert_chunk
 from rollup.read.signals import NotATrace, skip_notice
 from rollup.read.sniff import sniff_format
 from rollup.read.tail import TailBatch, Tailer
-from rollup.schema import SPAN_SCHEMA
 from tracebuild import S, step, to_json_record, to_request, write_trace
 
 SHAPES = ["framed", "jsonl"]

@@ -26,9 +26,9 @@ from cli.views.report import report_table
 from cli.views.tables import cell_text, rich_table_text, table_text
 from conftest import invoke
 from rollup import ReportOptions, build_report, open_store
-from rollup.report import Report
-from rollup.rows import Figures, IterationRows
-from rollup.rows import seconds as seconds_of
+from rollup.accounting.rows import Figures, IterationRows
+from rollup.accounting.rows import seconds as seconds_of
+from rollup.report.build import Report
 
 REPO = Path(__file__).resolve().parents[1]
 SYNC, ASYNC, BUGGY, RESTART = (

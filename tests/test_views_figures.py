@@ -13,9 +13,10 @@ from cli.views.diff import diff_text
 from cli.views.formats import OutputFormat
 from cli.views.html import BUCKET_COLOURS, report_html
 from cli.views.report import report_rows, report_table
-from rollup import FIGURES, build_report, compare, measure, open_store, report_json
-from rollup.report import mark_outliers
-from rollup.rows import Figures, IterationRows
+from rollup import build_report, compare, measure, open_store, report_json
+from rollup.accounting.rows import Figures, IterationRows
+from rollup.report import FIGURES
+from rollup.report.build import mark_outliers
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
 SYNC, ASYNC = str(SAMPLES / "grpo_sync"), str(SAMPLES / "grpo_async")

@@ -30,9 +30,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import PROPERTY_TESTS, invoke, run_json
-from rollup.lanes import assign_lanes
-from rollup.store import open_store
-from rollup.timeline import build_timeline, timeline_trace
+from rollup.store.span_store import open_store
+from rollup.timeline.build import build_timeline, timeline_trace
+from rollup.timeline.lanes import assign_lanes
 from tracebuild import ORIGIN_NS, S, ns, span_id_of, step, write_trace
 
 SPANS = [

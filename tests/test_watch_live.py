@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from conftest import GOODPUT, invoke, json_report
-from rollup.errors import GoodputError
-from rollup.json_report import report_json
-from rollup.live import LiveRun, watch_json
+from rollup.base.errors import GoodputError
+from rollup.report.as_json import report_json
+from rollup.watch.watcher import LiveRun, watch_json
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
 

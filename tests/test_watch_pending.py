@@ -1,4 +1,4 @@
-"""The watcher's pending spans (`live_walk.pending_tops`): where each span's chain of loaded parents ends, worked
+"""The watcher's pending spans (`walk.pending_tops`): where each span's chain of loaded parents ends, worked
 out on columns, against a literal walk up each chain."""
 
 from __future__ import annotations
@@ -13,14 +13,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import json_report
-from rollup import live_spans, live_writes
-from rollup.attempts import find_attempts
-from rollup.json_report import report_json
-from rollup.lineage import MAX_DEPTH
-from rollup.live import LiveRun
-from rollup.live_sql import PENDING
-from rollup.live_walk import Unwalked, pending_tops
-from rollup.store import open_store
+from rollup.report.as_json import report_json
+from rollup.store.attempts import find_attempts
+from rollup.store.lineage import MAX_DEPTH
+from rollup.store.span_store import open_store
+from rollup.watch import spans as watched_spans
+from rollup.watch import writes
+from rollup.watch.walk import Unwalked, pending_tops
+from rollup.watch.walk_sql import PENDING
+from rollup.watch.watcher import LiveRun
 from test_watch_live import SAMPLES, records
 
 
@@ -101,17 +102,17 @@ _LINEAGE_SQL = """
 def test_spans_walked_a_few_at_a_time_have_the_lineage_of_one_walk_over_every_span(
     tmp_path, monkeypatch, sample, walked
 ):
-    """The walk in Python (`live_walk`, a refresh's spans and the pending spans below them) against the SQL walk of
+    """The walk in Python (`watch.walk`, a refresh's spans and the pending spans below them) against the SQL walk of
     the store over every span: each file's records arrive two at a time, the files in turn, so parents arrive after
     their children and in other processes' files. With `sql`, every batch is left to the watcher's walk in SQL (as
     a parent cycle would leave it), and its report is the store's too. With `written-often`, the rows walked are
-    written to the tables after a few (`live_writes`), so spans walked again leave the tables as often as the rows
+    written to the tables after a few (`writes`), so spans walked again leave the tables as often as the rows
     waiting."""
     if walked == "sql":
         _decline_the_walk_in_python(monkeypatch)
     if walked == "python-written-often":  # every row written after a few refreshes: these samples last seconds
-        monkeypatch.setattr(live_writes, "WRITE_ROWS", 7)
-        monkeypatch.setattr(live_writes, "WAITING_ROWS", 20)
+        monkeypatch.setattr(writes, "WRITE_ROWS", 7)
+        monkeypatch.setattr(writes, "WAITING_ROWS", 20)
     written = {f.name: records(f) for f in sorted((SAMPLES / sample).iterdir()) if f.is_file()}
     folder = tmp_path / "run"
     folder.mkdir()
@@ -148,7 +149,7 @@ def test_spans_walked_a_few_at_a_time_have_the_lineage_of_one_walk_over_every_sp
 def _rows_and_pending(run: LiveRun) -> tuple[list, list, list]:
     """The watcher's rows (`_LINEAGE_SQL`), its pending spans, and the spans that ought to be pending: those whose
     chain of parents ends at a parent not read (`pending_tops` over every span). The rows still waiting to be written
-    are written first (`live_writes`)."""
+    are written first (`writes`)."""
     every = run.live.every_span()
     watched = every.rows(_LINEAGE_SQL.format(table=every.lineage))
     pending = every.rows(f"SELECT tkey, skey, top FROM {PENDING} ORDER BY ALL")
@@ -160,12 +161,12 @@ def _rows_and_pending(run: LiveRun) -> tuple[list, list, list]:
 
 
 def _decline_the_walk_in_python(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every batch left to the watcher's walk in SQL, as a parent cycle leaves it (`live_walk.Unwalked`)."""
+    """Every batch left to the watcher's walk in SQL, as a parent cycle leaves it (`walk.Unwalked`)."""
 
     def declined(*args: object) -> None:
         raise Unwalked("every batch to the walk in SQL")
 
-    monkeypatch.setattr(live_spans, "walk", declined)
+    monkeypatch.setattr(watched_spans, "walk", declined)
 
 
 def _generated_batches(spans: int, batch: int) -> list[bytes]:
@@ -212,10 +213,10 @@ def test_a_generated_job_appended_a_batch_at_a_time_reads_as_its_report(tmp_path
     late over many of them, the job span last: the watcher's report after a first read of most of the job and
     after each of the appends that follow (its walk in Python, its newest spans held, its sums of span-seconds) is
     `report`'s. The rows walked wait in memory, and here every 1,500 those older than the newest spans held are
-    written (`live_writes`), the newer left waiting; spans walked again whose rows were written are deleted from the
+    written (`writes`), the newer left waiting; spans walked again whose rows were written are deleted from the
     tables. At the end the watcher's rows are the lineage of one walk over every span, and its pending spans those
     whose chain of parents ends at one not read."""
-    monkeypatch.setattr(live_writes, "WRITE_ROWS", 1_500)
+    monkeypatch.setattr(writes, "WRITE_ROWS", 1_500)
     batches = _generated_batches(60_000, 500)
     job = max(i for i, batch in enumerate(batches) if b"rl.grpo.job" in batch)
     batches.append(batches.pop(job))  # the job span last: every span waits for it, and is walked again then
@@ -235,7 +236,7 @@ def test_a_generated_job_appended_a_batch_at_a_time_reads_as_its_report(tmp_path
     assert pending == waiting
 
 
-def _count_writes(unwritten: live_writes.Unwritten, seen: dict[str, int]) -> None:
+def _count_writes(unwritten: writes.Unwritten, seen: dict[str, int]) -> None:
     """Count in `seen` the writes that left newer rows waiting, and the rows walked again deleted from the tables."""
     write, drop = unwritten.write, unwritten.drop
 
@@ -269,7 +270,7 @@ def _first_difference(got: dict, expected: dict) -> str:
 def test_the_kinds_kept_as_batches_land_are_the_kinds_of_every_span(tmp_path):
     """`KeptSweeps.landed` adds a landing name's hash to each kind it lands in: after a first read and a dozen
     late batches, every window's kind is the one `windows.window_kinds` gives over every span."""
-    from rollup.windows import window_kinds
+    from rollup.accounting.windows import window_kinds
 
     for number, (run, _, report) in enumerate(_appended(tmp_path, _generated_batches(20_000, 500), 12)):
         if number == 11:  # the last, while the watcher is open
@@ -285,12 +286,12 @@ def test_the_kinds_kept_as_batches_land_are_the_kinds_of_every_span(tmp_path):
 
 @pytest.mark.parametrize("walked", ["python", "sql"])
 def test_a_watcher_holding_few_of_the_newest_spans_asks_the_database_for_the_rest(tmp_path, monkeypatch, walked):
-    """With room for a dozen rows (`live_hot.HOT_ROWS`), most slices are cut from the database's table, and the
+    """With room for a dozen rows (`newest.HOT_ROWS`), most slices are cut from the database's table, and the
     report after each late batch is still the report's; with `sql`, each batch walked in SQL, as a parent cycle
     would have it."""
-    from rollup import live_hot
+    from rollup.watch import newest
 
-    monkeypatch.setattr(live_hot, "HOT_ROWS", 12)
+    monkeypatch.setattr(newest, "HOT_ROWS", 12)
     if walked == "sql":
         _decline_the_walk_in_python(monkeypatch)
     for number, (run, path, report) in enumerate(_appended(tmp_path, _generated_batches(6_000, 200), 4)):

@@ -34,7 +34,7 @@ def lint(
     nemo_rl.telemetry.instrumentation; `# goodput: ignore[RULE]` at the end of a line silences that rule there.
     Exit 2 for a path that does not exist or a file that does not parse.
     """
-    from rollup import lint_paths
+    from rollup.lint import lint_paths
 
     found = lint_paths(paths)
     shell.emit(lint_text(found, fmt.value), output)

@@ -29,7 +29,8 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import CollectorRegistry
 
-from rollup import FIGURES, InputError, OptionError
+from rollup import InputError, OptionError
+from rollup.report import FIGURES
 
 LOOPBACK = "127.0.0.1"  # `--serve PORT` alone: the figures of a run stay on its machine unless an interface is named
 METRICS_PATH = "/metrics"

@@ -29,7 +29,8 @@ from .views.notes import internal_error_text, iteration_range, no_iterations_not
 from .views.progress import LoadProgress
 
 if TYPE_CHECKING:
-    from rollup import GpuOptions, RayRunner, SpanStore
+    from rollup import RayRunner, SpanStore
+    from rollup.accounting import GpuOptions
 
 _Made = TypeVar("_Made")
 
@@ -275,7 +276,7 @@ PlaceOption = typer.Option(
 
 def gpu_options(gpus: Sequence[str], place: Sequence[str]) -> GpuOptions:
     """`--gpus` and `--place` checked (exit 2 on a bad one) before a file is read."""
-    from rollup import GpuOptions
+    from rollup.accounting import GpuOptions
 
     return checked(lambda: GpuOptions(tuple(gpus), tuple(place)))
 
@@ -293,7 +294,7 @@ def through_last(store: Any, last_ns: int | None) -> Any:
     is without it."""
     if last_ns is None:
         return store
-    from rollup import LastStretch
+    from rollup.report import LastStretch
 
     return LastStretch(store, last_ns)
 
@@ -302,7 +303,7 @@ def last_duration(text: str | None) -> int | None:
     """`--last`'s value in nanoseconds (None without it); exit 2 on a bad one, before a file is read."""
     if text is None:
         return None
-    from rollup import parse_duration
+    from rollup.report import parse_duration
 
     return checked(lambda: parse_duration(text))
 

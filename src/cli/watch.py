@@ -1,10 +1,9 @@
 """`goodput watch`: a run still being written, redrawn as it grows (SPEC section 13).
 
-Each refresh reads what the files gained (`rollup.live.LiveRun`) and shows the report as it stands: a screen that
-fits the terminal, redrawn in place (rich's `Live` on the alternate screen, so the terminal never scrolls and is
-given back as it was on Ctrl-C), or one JSON object a line (`--format jsonl`), and with `--serve` the same figures
-at `/metrics` for Prometheus. `--once` shows one refresh and exits: for scripts and tests.
-"""
+Each refresh reads what the files gained (`rollup.watch.watcher.LiveRun`) and shows the report as it stands: a screen
+that fits the terminal, redrawn in place (rich's `Live` on the alternate screen, so the terminal never scrolls and is
+given back as it was on Ctrl-C), or one JSON object a line (`--format jsonl`), and with `--serve` the same figures at
+`/metrics` for Prometheus. `--once` shows one refresh and exits: for scripts and tests."""
 
 from __future__ import annotations
 
@@ -21,7 +20,7 @@ import typer
 from . import shell
 
 if TYPE_CHECKING:
-    from rollup import LiveState
+    from rollup.watch import LiveState
 
     from .serve import MetricsServer
 
@@ -55,7 +54,8 @@ def watch(
     """
     if not interval > 0:
         raise typer.BadParameter(f"expected seconds more than 0, got {interval}", param_hint="--interval")
-    from rollup import LiveRun, ReportOptions
+    from rollup import ReportOptions
+    from rollup.watch import LiveRun
 
     options = shell.checked(lambda: ReportOptions(precedence=precedence))
     server = _server(serve) if serve is not None else None
@@ -118,7 +118,7 @@ def _server(serve: str) -> MetricsServer:
 
 
 def _refresh(run: Any, server: MetricsServer | None, notes: list[str]) -> tuple[LiveState, dict[str, Any]]:
-    from rollup import watch_json
+    from rollup.watch import watch_json
 
     state = run.refresh()
     notes.extend(state.notes)

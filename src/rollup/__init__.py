@@ -17,29 +17,20 @@ from typing import TYPE_CHECKING
 
 from instrument._lazy import lazy_exports
 
-# Public name -> the module (under this package) that defines it.
+# Public name -> the module (under this package) that defines it. The rest of the library is reached through its
+# room (`rollup.report`, `rollup.watch`, ...: each room's own front door lists its public names).
 _HOMES: dict[str, str] = {
-    **dict.fromkeys(["GoodputError", "InputError", "TraceFormatError", "OptionError"], "errors"),
-    **dict.fromkeys(["SpanStore", "open_store", "ingest"], "store"),
-    **dict.fromkeys(["Report", "ReportOptions", "WholeRun", "build_report"], "report"),
-    "report_json": "json_report",
-    **dict.fromkeys(["Figures", "IterationRow", "NameShare"], "rows"),
-    **dict.fromkeys(["Attempt", "attempt_label"], "attempts"),
-    **dict.fromkeys(["Check", "CheckOptions", "check_findings"], "checks"),
-    "Finding": "findings",
-    **dict.fromkeys(["Diff", "PhaseChange", "measure", "compare"], "diff"),
-    **dict.fromkeys(["Timeline", "build_timeline"], "timeline"),
-    "spans_in_window": "listing",
-    **dict.fromkeys(["CriticalOptions", "build_critical"], "critical"),
-    **dict.fromkeys(["CriticalPaths", "PathShare", "WindowPath"], "critical_paths"),
-    **dict.fromkeys(["lint_paths", "Lint"], "lint"),
-    "LintFinding": "lint_rules",
-    "RayRunner": "on_ray",
-    **dict.fromkeys(["FIGURES", "Figure"], "figures"),
-    "GpuOptions": "gpus",
-    **dict.fromkeys(["GpuReport", "GpuFigures"], "gpu_charge"),
-    **dict.fromkeys(["LiveRun", "LiveState", "watch_json"], "live"),
-    **dict.fromkeys(["Recent", "LastStretch", "parse_duration"], "recent"),
+    **dict.fromkeys(["GoodputError", "InputError", "TraceFormatError", "OptionError"], "base.errors"),
+    **dict.fromkeys(["SpanStore", "open_store", "ingest"], "store.span_store"),
+    **dict.fromkeys(["Report", "ReportOptions", "build_report"], "report.build"),
+    "report_json": "report.as_json",
+    **dict.fromkeys(["Check", "CheckOptions", "check_findings"], "checks.check"),
+    "Finding": "checks.findings",
+    **dict.fromkeys(["Diff", "measure", "compare"], "report.diff"),
+    **dict.fromkeys(["Timeline", "build_timeline"], "timeline.build"),
+    "spans_in_window": "timeline.listing",
+    **dict.fromkeys(["CriticalOptions", "build_critical"], "critical.build"),
+    "RayRunner": "runners.on_ray",
 }
 
 __all__ = list(_HOMES)
@@ -48,24 +39,14 @@ __all__ = list(_HOMES)
 __getattr__, __dir__ = lazy_exports(__name__, _HOMES)
 
 if TYPE_CHECKING:
-    from .attempts import Attempt, attempt_label
-    from .checks import Check, CheckOptions, check_findings
-    from .critical import CriticalOptions, build_critical
-    from .critical_paths import CriticalPaths, PathShare, WindowPath
-    from .diff import Diff, PhaseChange, compare, measure
-    from .errors import GoodputError, InputError, OptionError, TraceFormatError
-    from .figures import FIGURES, Figure
-    from .findings import Finding
-    from .gpu_charge import GpuFigures, GpuReport
-    from .gpus import GpuOptions
-    from .json_report import report_json
-    from .lint import Lint, lint_paths
-    from .lint_rules import LintFinding
-    from .listing import spans_in_window
-    from .live import LiveRun, LiveState, watch_json
-    from .on_ray import RayRunner
-    from .recent import LastStretch, Recent, parse_duration
-    from .report import Report, ReportOptions, WholeRun, build_report
-    from .rows import Figures, IterationRow, NameShare
-    from .store import SpanStore, ingest, open_store
-    from .timeline import Timeline, build_timeline
+    from rollup.base.errors import GoodputError, InputError, OptionError, TraceFormatError
+    from rollup.checks.check import Check, CheckOptions, check_findings
+    from rollup.checks.findings import Finding
+    from rollup.critical.build import CriticalOptions, build_critical
+    from rollup.report.as_json import report_json
+    from rollup.report.build import Report, ReportOptions, build_report
+    from rollup.report.diff import Diff, compare, measure
+    from rollup.runners.on_ray import RayRunner
+    from rollup.store.span_store import SpanStore, ingest, open_store
+    from rollup.timeline.build import Timeline, build_timeline
+    from rollup.timeline.listing import spans_in_window

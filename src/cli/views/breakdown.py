@@ -16,7 +16,8 @@ from .notes import count
 from .tables import table_text
 
 if TYPE_CHECKING:
-    from rollup import Figures, NameShare, Report
+    from rollup import Report
+    from rollup.accounting import Figures, NameShare
 
 _FITS = [Fit("text"), Fit("elide"), Fit("figure"), Fit("figure", drop=1), Fit("figure")]
 _HEADERS = ["bucket", "{key}", "wall s", "span s", "share"]

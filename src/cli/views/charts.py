@@ -8,10 +8,14 @@ from html import escape
 from typing import TYPE_CHECKING, Any
 
 from instrument.groups import BUCKETS
-from rollup import FIGURES, GoodputError
+from rollup import GoodputError
+from rollup.report import FIGURES
 
 if TYPE_CHECKING:
-    from rollup import Figure, IterationRow, NameShare, PathShare, Report
+    from rollup import Report
+    from rollup.accounting import IterationRow, NameShare
+    from rollup.critical import PathShare
+    from rollup.report import Figure
 
 # One colour per bucket wherever it appears (the bars, the name breakdown, the tables' swatches), and one for the
 # wall clock no bucketed span covered: one for each stacked figure (`rollup.FIGURES`).

@@ -16,7 +16,7 @@ from .narrow import Fit, fold
 from .tables import table_text
 
 if TYPE_CHECKING:
-    from rollup import CriticalPaths, PathShare, WindowPath
+    from rollup.critical import CriticalPaths, PathShare, WindowPath
 
 # The phases and processes the table lists; JSON, CSV and Markdown list them all.
 TABLE_ROWS = 12

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from rollup import FIGURES
+from rollup.report import FIGURES
 
 from .formats import OutputFormat, json_text, render_rows
 from .narrow import Fit
@@ -20,9 +20,10 @@ from .tables import table_text
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from rollup import Diff, PhaseChange
+    from rollup import Diff
+    from rollup.report import PhaseChange
 
-# The figures compared, in the report's order (`rollup.diff` compares these).
+# The figures compared, in the report's order (`rollup.report.diff` compares these).
 _COMPARED = [figure for figure in FIGURES if figure.in_diff]
 
 # The phases listed in the table; JSON, CSV and Markdown list them all.

@@ -10,7 +10,8 @@ from .narrow import Fit, fold
 from .tables import table_text
 
 if TYPE_CHECKING:
-    from rollup import GpuFigures, GpuReport, Report
+    from rollup import Report
+    from rollup.accounting import GpuFigures, GpuReport
 
 POOL_TITLE = "GPU-seconds by iteration and pool (each GPU's instants charged once)"
 POOL_HEADERS = ["iter", "pool", "gpus", "gpu s", "prod s", "ovhd s", "idle s", "waste s", "unacct s", "goodput"]

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from html import escape
 from typing import TYPE_CHECKING, Any
 
-from rollup import FIGURES
+from rollup.report import FIGURES
 
 from .charts import (
     BUCKET_COLOURS,
@@ -37,7 +37,10 @@ from .gpus import gpu_line
 from .notes import number_ranges
 
 if TYPE_CHECKING:
-    from rollup import Attempt, CriticalPaths, Figures, NameShare, Report
+    from rollup import Report
+    from rollup.accounting import Figures, NameShare
+    from rollup.critical import CriticalPaths
+    from rollup.store import Attempt
 
 _STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 24px 32px; color: #222; }
@@ -56,7 +59,7 @@ def check_counts(findings: Iterable[Any]) -> dict[str, Any]:
     """The `check` summary the page shows: `{"errors": n, "warnings": n, "rules": {rule: {"severity", "count"}}}`,
     rules with errors first, then in the order the findings come (`check_findings` sorts them by rule).
 
-    `findings` are `rollup.checks.Finding`s (anything with `rule` and `severity`)."""
+    `findings` are `rollup.checks.check.Finding`s (anything with `rule` and `severity`)."""
     rules: dict[str, dict[str, Any]] = {}
     for finding in findings:
         entry = rules.setdefault(finding.rule, {"severity": finding.severity, "count": 0})

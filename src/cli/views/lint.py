@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from .formats import json_text
 
 if TYPE_CHECKING:
-    from rollup import Lint
+    from rollup.lint import Lint
 
 
 def _count(number: int, what: str) -> str:

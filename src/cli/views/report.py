@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from rollup import FIGURES
+from rollup.report import FIGURES
 
 from .breakdown import breakdown_text
 from .formats import OutputFormat, json_chunks, json_text, render_rows
@@ -19,7 +19,10 @@ from .notes import number_ranges
 from .tables import table_text
 
 if TYPE_CHECKING:
-    from rollup import CriticalPaths, Figure, Figures, Recent, Report, WholeRun
+    from rollup import Report
+    from rollup.accounting import Figures
+    from rollup.critical import CriticalPaths
+    from rollup.report import Figure, Recent, WholeRun
 
 REPORT_TITLE = "Wall clock by iteration (each instant charged once)"
 # The row keys head each part of a table split to fit; process names keep their tail.
@@ -196,7 +199,7 @@ def report_text(
 def report_notes(report: Report) -> list[str]:
     """The one-line notes said under a report (on stderr, so every format's output stays as it is): iterations
     whose step span was lost, and attempts that look like another job rather than a resumption."""
-    from rollup import attempt_label
+    from rollup.store import attempt_label
 
     notes = [f"note: {note}" for note in report.notes]
     if report.recent is not None:

@@ -21,7 +21,8 @@ from rich.console import Group, RenderableType
 from rich.text import Text
 
 from instrument.groups import BUCKETS
-from rollup import FIGURES, Figures
+from rollup.accounting import Figures
+from rollup.report import FIGURES
 
 from .narrow import fold
 from .notes import count

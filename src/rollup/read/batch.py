@@ -14,8 +14,8 @@ from typing import Any, NamedTuple
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..arrays import FALSE
-from ..schema import (
+from rollup.base.arrays import FALSE
+from rollup.base.schema import (
     ATTRIBUTE_MAP,
     GOODPUT_FLEET,
     NO_PARENT_ID,
@@ -25,6 +25,7 @@ from ..schema import (
     RL_SPAN_GROUP,
     SPAN_SCHEMA,
 )
+
 from .values import holding, host_pid, integral_value, process_key, run_id
 
 

@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from ..errors import GoodputError, InputError, TraceFormatError
-from ..schema import SPAN_SCHEMA
+from rollup.base.errors import GoodputError, InputError, TraceFormatError
+from rollup.base.schema import SPAN_SCHEMA
+
 from .signals import JSON_SIGNAL_KEYS, NotATrace, not_a_trace_error
 from .sniff import DECOMPRESSION_ERRORS, compression_of, open_plain, read_failure, sniff_format, torn_notice
 
@@ -265,8 +266,8 @@ def _batches(
         if start:
             stream.seek(start)
         if kind in ("framed-proto", "bare-proto"):
-            from .framing import framed_records, read_up_to
-            from .otlp_proto import decode_records
+            from .formats.framing import framed_records, read_up_to
+            from .formats.otlp_proto import decode_records
 
             def where(offset: int) -> str:
                 return f"byte {offset}" + (" of the decompressed content" if compressed else "")
@@ -293,8 +294,8 @@ def _json_batches(
     other_signals: dict[str, int],
     lines_before: int | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    from .json_lines import json_line_batches
-    from .otlp_json import JsonDecoder
+    from .formats.json_lines import json_line_batches
+    from .formats.otlp_json import JsonDecoder
 
     path = chunk.path
     known_lines: list[int | None] = [0 if chunk.start == 0 else lines_before]

@@ -15,7 +15,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..schema import EVENT, LINK
+from rollup.base.schema import EVENT, LINK
 
 EVENTS = pa.list_(EVENT)
 LINKS = pa.list_(LINK)

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from ..errors import InputError
+from rollup.base.errors import InputError
 
 _GLOB_CHARS = frozenset("*?[")
 

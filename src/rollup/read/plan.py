@@ -23,11 +23,12 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from ..cache import file_cache_key, publish_entry, read_manifest
-from ..errors import GoodputError, InputError, TraceFormatError
-from ..memory import nodes_as_parquet
-from ..schema import SPAN_SCHEMA
-from ..tables import DIRECT_SPANS
+from rollup.base.errors import GoodputError, InputError, TraceFormatError
+from rollup.base.memory import nodes_as_parquet
+from rollup.base.schema import SPAN_SCHEMA
+from rollup.base.tables import DIRECT_SPANS
+
+from .cache import file_cache_key, publish_entry, read_manifest
 from .chunks import Chunk, ChunkResult, parquet_problem, plan_chunks
 from .paths import expand_paths
 from .signals import NotATrace, not_a_trace_error, skip_notice, skipped_notice
@@ -244,7 +245,7 @@ def load_direct(
     (DIRECT_SPANS), in one query per kind of compression; a file it gives back becomes conversion jobs for the
     careful reader. For more spans than `limit_bytes` holds as a table (`memory.nodes_as_parquet`), DIRECT_SPANS is
     a view of Parquet files DuckDB writes into `work_dir` instead."""
-    from . import duckdb_json
+    from .formats import duckdb_json
 
     by_compression: dict[str | None, list[FileEntry]] = {}
     for entry in plan.direct:

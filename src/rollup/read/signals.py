@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..errors import TraceFormatError
+from rollup.base.errors import TraceFormatError
 
 # Top-level keys of the other signals' OTLP JSON records, in either naming proto3 JSON allows.
 JSON_SIGNAL_KEYS = {

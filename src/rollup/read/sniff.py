@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 import zstandard
 
-from ..errors import InputError, TraceFormatError
+from rollup.base.errors import InputError, TraceFormatError
+
 from .signals import NotATrace
 
 if TYPE_CHECKING:
@@ -267,8 +268,8 @@ def _proto_shape(stream: BinaryIO, head: bytes, path: str) -> str:
     """framed-proto when the first length header frames a message (of traces, or of another signal the decoder
     skips), bare-proto when the file starts like one. Text never does: a message's first bytes hold field tags
     such as 0x12, so a text file that starts with a blank line is not taken for one."""
-    from .framing import read_up_to
-    from .otlp_proto import LeanTracesData
+    from .formats.framing import read_up_to
+    from .formats.otlp_proto import LeanTracesData
     from .signals import proto_signal
 
     if len(head) >= 5:

@@ -22,8 +22,9 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from ..errors import GoodputError, InputError, TraceFormatError
-from ..schema import SPAN_SCHEMA
+from rollup.base.errors import GoodputError, InputError, TraceFormatError
+from rollup.base.schema import SPAN_SCHEMA
+
 from .chunks import decode_range, record_ends
 from .paths import expand_paths
 from .signals import NotATrace, not_a_trace_error, skip_notice, skipped_notice
@@ -374,7 +375,7 @@ def _lines_end(path: str, offset: int, size: int, at_end: bool = True) -> tuple[
 
 def _complete_json(path: str, text: bytes) -> bool:
     """Whether `text` is valid JSON to the parser the records go through, as the decoder asks of a last line."""
-    from .otlp_json import JsonDecoder
+    from .formats.otlp_json import JsonDecoder
 
     return JsonDecoder(path, lambda line, offset: "").is_valid_json(text)
 

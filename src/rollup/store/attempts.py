@@ -1,0 +1,99 @@
+"""Attempts (SPEC section 7): the runs of one job that a crash and restart, or a reused folder, put side by side.
+
+A span's attempt is its resource's `goodput.run.id`, else `nemo.run.id` (the `run_id` column); spans with neither
+form one unnamed attempt, `""`. Attempts are never merged: each has its own extent and its own windows, a later
+attempt's window supersedes an earlier one's for the same iteration, and the time between attempts is downtime.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from rollup.base.errors import GoodputError
+from rollup.base.schema import IS_JOB_SQL
+
+if TYPE_CHECKING:
+    from .spanset import SpanSet
+
+# A span's attempt in SQL over the lineage (`SpanSet.lineage`).
+ATTEMPT_SQL = "coalesce(run_id, '')"
+
+# What `--attempt latest` asks for: the attempt that started last.
+LATEST = "latest"
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One attempt: its run id (`""` when unnamed), its extent `[start_ns, end_ns]`, and what ran in it.
+
+    The extent is the envelope of the attempt's job spans, else of all its spans. `first_iteration` and
+    `last_iteration` are its lowest and highest iteration with a window (superseded ones included), None when it
+    has none; `superseded` the iterations whose window a later attempt's replaced.
+    """
+
+    run_id: str
+    start_ns: int
+    end_ns: int
+    first_span_ns: int  # its first span's start: attempts are ordered by it
+    processes: int  # distinct processes with spans in it
+    first_iteration: int | None = None
+    last_iteration: int | None = None
+    superseded: tuple[int, ...] = ()
+
+    @property
+    def extent(self) -> tuple[int, int]:
+        return self.start_ns, self.end_ns
+
+
+def attempt_label(run_id: str) -> str:
+    """A run id as messages show it: quoted, so the unnamed attempt reads as `"" (unnamed)`."""
+    return f'"{run_id}"' if run_id else '"" (unnamed)'
+
+
+def find_attempts(spans: SpanSet) -> list[Attempt]:
+    """Every attempt of `spans`, ordered by its first span's start (then run id), windows not yet known."""
+    rows = spans.rows(
+        f"""
+        SELECT {ATTEMPT_SQL} AS attempt,
+               coalesce(min(start_ns) FILTER (WHERE {IS_JOB_SQL}), min(start_ns)),
+               coalesce(max(end_ns) FILTER (WHERE {IS_JOB_SQL}), max(end_ns)),
+               min(start_ns) AS first_span_ns, count(DISTINCT process)
+        FROM {spans.own} GROUP BY ALL ORDER BY first_span_ns, attempt
+        """
+    )
+    return [Attempt(run_id, int(s), int(e), int(first), int(n)) for run_id, s, e, first, n in rows]
+
+
+def downtime_stretches(attempts: Sequence[Attempt]) -> list[tuple[int, int]]:
+    """The parts of `[first extent start, last extent end]` that no attempt's extent covers, sorted and disjoint."""
+    stretches = []
+    reach: int | None = None
+    for start, end in sorted(a.extent for a in attempts):
+        if reach is not None and start > reach:
+            stretches.append((reach, start))
+        reach = end if reach is None else max(reach, end)
+    return stretches
+
+
+def overlapping_attempts(attempts: Sequence[Attempt]) -> list[tuple[Attempt, Attempt, int]]:
+    """(later, earlier, overlap in ns) for every two attempts whose extents share time, in attempt order."""
+    pairs = []
+    for j, later in enumerate(attempts):
+        for earlier in attempts[:j]:
+            overlap = min(earlier.end_ns, later.end_ns) - max(earlier.start_ns, later.start_ns)
+            if overlap > 0:
+                pairs.append((later, earlier, overlap))
+    return pairs
+
+
+def choose_attempt(run_ids: Sequence[str], wanted: str) -> str:
+    """The run id `wanted` names among `run_ids` (the attempts in order): a run id (`""` for the unnamed attempt), or
+    `latest`, the attempt that started last. An id the files do not hold is a GoodputError naming the ones they do."""
+    if wanted == LATEST and run_ids:
+        return run_ids[-1]
+    if wanted in run_ids:
+        return wanted
+    held = ", ".join(attempt_label(n) for n in run_ids) or "none"
+    raise GoodputError(f"no attempt {attempt_label(wanted)} in these traces; attempts: {held}")
