@@ -38,7 +38,18 @@ from rollup.critical.build import window_segments
 from rollup.critical.paths import WindowPaths
 from rollup.store.attempts import find_attempts
 
-from .events import CRITICAL_PROCESS, ITERATIONS_PID, ITERATIONS_PROCESS, store_critical, write_events
+from .events import (
+    CRITICAL_PROCESS,
+    FLOWS,
+    ITERATIONS_PID,
+    ITERATIONS_PROCESS,
+    PROCESSES,
+    SELECTED,
+    SPANS_SHOWN,
+    WINDOWS_SHOWN,
+    store_critical,
+    write_events,
+)
 from .lanes import assign_lanes
 
 if TYPE_CHECKING:
@@ -58,7 +69,8 @@ class Lane:
 
 @dataclass
 class Timeline:
-    """A built timeline, its events waiting in the store's DuckDB (its own tables, `timeline_*`) until `write`.
+    """A built timeline, its events waiting in the store's DuckDB (its own tables, `events.SELECTED` and the rest)
+    until `write`.
 
     `processes` maps each process's name to its pid (the iterations process excluded); `windows` are the iteration
     windows shown, each with whether it was superseded and its tid. `missing`: why the iterations asked for hold
@@ -171,7 +183,7 @@ def build_timeline(
     if critical_pid is not None:
         lanes.append(Lane(critical_pid, next_tid + len(lanes), 1, CRITICAL_PROCESS))
     store_critical(spans, paths, critical_pid or 0, lanes[-1].tid if paths else 0)
-    ((count,),) = spans.rows("SELECT count(*) FROM timeline_spans")
+    ((count,),) = spans.rows(f"SELECT count(*) FROM {SPANS_SHOWN}")
     has_attributes = "attributes" in spans.arrow(f"SELECT * FROM {SPANS} LIMIT 0").column_names
     labels = gpu_labels(model) if model is not None else {}
     return Timeline(spans, origin_ns, processes, lanes, windows, int(count), flows, has_attributes, iterations, missing,
@@ -179,7 +191,7 @@ def build_timeline(
 
 
 def _select_spans(spans: SpanSet, windows: list[Window] | None) -> None:
-    """Table `timeline_selected`: the spans shown (all, or those overlapping one of `windows`), numbered `seq` in
+    """Table SELECTED: the spans shown (all, or those overlapping one of `windows`), numbered `seq` in
     the order they are laid out and written: by start, the longer first, then by ids.
 
     As `goodput spans` has it, a span is shown when it overlaps a window, or is zero-length inside one: some window
@@ -215,7 +227,7 @@ def _select_spans(spans: SpanSet, windows: list[Window] | None) -> None:
             where = f"w.reach_ns > s.start_ns AND s.start_ns < {last} AND s.end_ns >= {first}"
         spans.run(
             f"""
-            CREATE OR REPLACE TEMP TABLE timeline_selected AS
+            CREATE OR REPLACE TEMP TABLE {SELECTED} AS
             SELECT row_number() OVER (ORDER BY s.start_ns, s.end_ns DESC, s.tkey, s.skey) AS seq,
                    s.tkey, s.skey, s.pkey, s.trace_id, s.span_id, s.parent_span_id, s.name, s.start_ns, s.end_ns,
                    coalesce(s.process, '') AS process, s.bucket, s.span_group, s.eff_iteration
@@ -225,35 +237,35 @@ def _select_spans(spans: SpanSet, windows: list[Window] | None) -> None:
 
 
 def _find_flows(spans: SpanSet) -> int:
-    """Table `timeline_flows`: each shown span whose parent is shown in another process, numbered from 1."""
+    """Table FLOWS: each shown span whose parent is shown in another process, numbered from 1."""
     spans.run(
-        """
-        CREATE OR REPLACE TEMP TABLE timeline_flows AS
+        f"""
+        CREATE OR REPLACE TEMP TABLE {FLOWS} AS
         SELECT row_number() OVER (ORDER BY c.seq) AS flow_id, p.seq AS parent_seq, c.seq AS child_seq
-        FROM timeline_selected c JOIN timeline_selected p ON p.tkey = c.tkey AND p.skey = c.pkey
+        FROM {SELECTED} c JOIN {SELECTED} p ON p.tkey = c.tkey AND p.skey = c.pkey
         WHERE p.process <> c.process
         """
     )
-    ((flows,),) = spans.rows("SELECT count(*) FROM timeline_flows")
+    ((flows,),) = spans.rows(f"SELECT count(*) FROM {FLOWS}")
     return int(flows)
 
 
 def _number_processes(spans: SpanSet) -> dict[str, int]:
-    """Table `timeline_processes`: each process shown, its pid (from 2, in the order of its first span) and how many
+    """Table PROCESSES: each process shown, its pid (from 2, in the order of its first span) and how many
     spans it has; returned as name -> pid."""
     spans.run(
         f"""
-        CREATE OR REPLACE TEMP TABLE timeline_processes AS
+        CREATE OR REPLACE TEMP TABLE {PROCESSES} AS
         SELECT process, ({ITERATIONS_PID} + row_number() OVER (ORDER BY min(start_ns), process))::BIGINT AS pid,
                count(*) AS spans
-        FROM timeline_selected GROUP BY process
+        FROM {SELECTED} GROUP BY process
         """
     )
-    return dict(spans.rows("SELECT process, pid FROM timeline_processes ORDER BY pid"))
+    return dict(spans.rows(f"SELECT process, pid FROM {PROCESSES} ORDER BY pid"))
 
 
 def _store_windows(spans: SpanSet, windows: list[tuple[Window, bool, int]]) -> None:
-    """Table `timeline_windows`: the windows shown, with whether each was superseded and its tid."""
+    """Table WINDOWS_SHOWN: the windows shown, with whether each was superseded and its tid."""
     import pyarrow as pa
 
     table = pa.table(
@@ -272,19 +284,19 @@ def _store_windows(spans: SpanSet, windows: list[tuple[Window, bool, int]]) -> N
         ),
     )  # fmt: skip
     with spans.registered("timeline_windows_arrow", table) as arrow:
-        spans.run(f"CREATE OR REPLACE TEMP TABLE timeline_windows AS SELECT * FROM {arrow}")
+        spans.run(f"CREATE OR REPLACE TEMP TABLE {WINDOWS_SHOWN} AS SELECT * FROM {arrow}")
 
 
 def _lay_spans(spans: SpanSet, first_tid: int) -> list[Lane]:
     """Lay each process's spans on lanes (`lanes.assign_lanes`), tids counted from `first_tid` in pid order, and
-    create table `timeline_spans`: `timeline_selected` with each span's pid and tid."""
+    create table SPANS_SHOWN: SELECTED with each span's pid and tid."""
     import pyarrow as pa
 
     rows = spans.arrow(
-        """
+        f"""
         SELECT s.seq, s.start_ns, s.end_ns,
-               s.seq IN (SELECT parent_seq FROM timeline_flows UNION ALL SELECT child_seq FROM timeline_flows) AS anchor
-        FROM timeline_selected s JOIN timeline_processes p USING (process)
+               s.seq IN (SELECT parent_seq FROM {FLOWS} UNION ALL SELECT child_seq FROM {FLOWS}) AS anchor
+        FROM {SELECTED} s JOIN {PROCESSES} p USING (process)
         ORDER BY p.pid, s.seq
         """
     )
@@ -293,7 +305,7 @@ def _lay_spans(spans: SpanSet, first_tid: int) -> list[Lane]:
     tids: list[int] = []
     lanes: list[Lane] = []
     begin = 0
-    for pid, count in spans.rows("SELECT pid, spans FROM timeline_processes ORDER BY pid"):
+    for pid, count in spans.rows(f"SELECT pid, spans FROM {PROCESSES} ORDER BY pid"):
         end = begin + int(count)
         numbers = assign_lanes(starts[begin:end], ends[begin:end], anchors[begin:end])
         base = first_tid + len(lanes)
@@ -304,9 +316,9 @@ def _lay_spans(spans: SpanSet, first_tid: int) -> list[Lane]:
     with spans.registered("timeline_tids", placed) as tids_table:
         spans.run(
             f"""
-            CREATE OR REPLACE TEMP TABLE timeline_spans AS
-            SELECT s.*, p.pid, t.tid FROM timeline_selected s
-            JOIN timeline_processes p USING (process) JOIN {tids_table} t USING (seq)
+            CREATE OR REPLACE TEMP TABLE {SPANS_SHOWN} AS
+            SELECT s.*, p.pid, t.tid FROM {SELECTED} s
+            JOIN {PROCESSES} p USING (process) JOIN {tids_table} t USING (seq)
             """
         )
     return lanes

@@ -1,6 +1,6 @@
-"""The timeline's events as JSON text (`timeline.Timeline.write`): each written by DuckDB from the tables the build
-left (`timeline_windows`, `timeline_spans`, `timeline_flows`, `timeline_critical`), and the names and colours they
-carry. `ts` and `dur` are exact decimals of microseconds (`_MICROS_SQL`).
+"""The timeline's events as JSON text (`timeline.Timeline.write`): each written by DuckDB from the tables the build left
+(WINDOWS_SHOWN, SPANS_SHOWN, FLOWS, CRITICAL_SLICES), and the names and colours they carry. `ts` and `dur` are exact
+decimals of microseconds (`_MICROS_SQL`).
 
 The critical path (SPEC section 14) is a process of its own, `critical path`, one lane: per window shown (the
 report's rows, not the superseded ones) each segment of the path, named and coloured as its span, and each wait
@@ -33,11 +33,22 @@ ITERATIONS_PROCESS = "iterations"
 FLOW_CATEGORY = "flow"
 _BATCH_ROWS = 65_536
 
-_COLOUR_SQL = (
-    "CASE "
-    + " ".join(f"WHEN s.bucket = '{bucket}' THEN '{colour}'" for bucket, colour in BUCKET_COLOURS.items())
-    + f" WHEN s.bucket IS NULL THEN '{UMBRELLA_COLOUR}' ELSE '{INVALID_BUCKET_COLOUR}' END"
-)
+# The tables a timeline's build leaves on the store's connection (temporary, replaced by the next build) for its
+# events to be written from.
+SELECTED = "timeline_selected"  # the spans shown, numbered in start order
+PROCESSES = "timeline_processes"  # each shown process's pid
+FLOWS = "timeline_flows"  # each shown span whose parent is shown in another process
+WINDOWS_SHOWN = "timeline_windows"  # the windows shown, with their tid
+SPANS_SHOWN = "timeline_spans"  # SELECTED with each span's pid and tid
+CRITICAL_SLICES = "timeline_critical"  # the critical-path track's slices
+
+
+def _colour_sql(bucket: str) -> str:
+    """SQL: the colour of the bucket in column `bucket`."""
+    cases = " ".join(f"WHEN {bucket} = '{name}' THEN '{colour}'" for name, colour in BUCKET_COLOURS.items())
+    return f"CASE {cases} WHEN {bucket} IS NULL THEN '{UMBRELLA_COLOUR}' ELSE '{INVALID_BUCKET_COLOUR}' END"
+
+
 assert set(BUCKET_COLOURS) == set(BUCKETS), "every bucket has its colour"
 
 
@@ -69,24 +80,30 @@ SELECT ',' || chr(10) || to_json({{
     'args': {{'iteration': w.iteration, 'run_id': w.run_id, 'superseded': w.superseded,
               'start_ns': w.start_ns, 'end_ns': w.end_ns}}
 }}) AS line
-FROM timeline_windows w ORDER BY w.seq
+FROM {WINDOWS_SHOWN} w ORDER BY w.seq
 """
 
-_SPAN_EVENT_SQL = f"""
+
+def _span_events_sql(attributes: str, join: str = "") -> str:
+    """SQL: each shown span's event, in start order, its `args.attributes` the expression `attributes` (over the
+    span `s` and what `join` joins to it)."""
+    return f"""
 SELECT ',' || chr(10) || to_json({{
     'name': coalesce(s.name, ''), 'cat': coalesce(s.bucket, '{UMBRELLA}'), 'ph': 'X',
     'ts': {_MICROS_SQL.format(ns="s.start_ns - $origin")}, 'dur': {_MICROS_SQL.format(ns="s.end_ns - s.start_ns")},
-    'pid': s.pid, 'tid': s.tid, 'cname': {_COLOUR_SQL},
+    'pid': s.pid, 'tid': s.tid, 'cname': {_colour_sql("s.bucket")},
     'args': {{'span_id': s.span_id, 'parent_span_id': s.parent_span_id, 'trace_id': s.trace_id,
-              'iteration': s.eff_iteration, 'group': s.span_group, 'attributes': @ATTRIBUTES@}}
+              'iteration': s.eff_iteration, 'group': s.span_group, 'attributes': {attributes}}}
 }}) AS line
-FROM timeline_spans s @JOIN@
+FROM {SPANS_SHOWN} s {join}
 ORDER BY s.seq
 """
-_SPAN_EVENTS_SQL = _SPAN_EVENT_SQL.replace("@ATTRIBUTES@", "coalesce(a.attributes, MAP {})").replace(
-    "@JOIN@", f"LEFT JOIN {SPANS} a ON a.trace_id = s.trace_id AND a.span_id = s.span_id"
+
+
+_SPAN_EVENTS_SQL = _span_events_sql(
+    "coalesce(a.attributes, MAP {})", f"LEFT JOIN {SPANS} a ON a.trace_id = s.trace_id AND a.span_id = s.span_id"
 )
-_SPAN_EVENTS_BARE_SQL = _SPAN_EVENT_SQL.replace("@ATTRIBUTES@", "MAP {}::MAP(VARCHAR, VARCHAR)").replace("@JOIN@", "")
+_SPAN_EVENTS_BARE_SQL = _span_events_sql("MAP {}::MAP(VARCHAR, VARCHAR)")
 
 # The two halves of each flow: "s" at the parent's start on its lane, "f" (bound to the enclosing slice) at the
 # child's start on its lane; `name` is the child's, the same on both halves.
@@ -96,13 +113,13 @@ SELECT line FROM (
         'name': coalesce(c.name, ''), 'cat': '{FLOW_CATEGORY}', 'ph': 's', 'id': f.flow_id,
         'ts': {_MICROS_SQL.format(ns="p.start_ns - $origin")}, 'pid': p.pid, 'tid': p.tid
     }}) AS line
-    FROM timeline_flows f JOIN timeline_spans p ON p.seq = f.parent_seq JOIN timeline_spans c ON c.seq = f.child_seq
+    FROM {FLOWS} f JOIN {SPANS_SHOWN} p ON p.seq = f.parent_seq JOIN {SPANS_SHOWN} c ON c.seq = f.child_seq
     UNION ALL
     SELECT f.flow_id, 1, ',' || chr(10) || to_json({{
         'name': coalesce(c.name, ''), 'cat': '{FLOW_CATEGORY}', 'ph': 'f', 'bp': 'e', 'id': f.flow_id,
         'ts': {_MICROS_SQL.format(ns="c.start_ns - $origin")}, 'pid': c.pid, 'tid': c.tid
     }})
-    FROM timeline_flows f JOIN timeline_spans c ON c.seq = f.child_seq
+    FROM {FLOWS} f JOIN {SPANS_SHOWN} c ON c.seq = f.child_seq
 )
 ORDER BY flow_id, half
 """
@@ -118,15 +135,15 @@ SELECT ',' || chr(10) || to_json({{
     'name': c.name, 'cat': '{CRITICAL_CATEGORY}', 'ph': 'X',
     'ts': {_MICROS_SQL.format(ns="c.start_ns - $origin")}, 'dur': {_MICROS_SQL.format(ns="c.end_ns - c.start_ns")},
     'pid': c.pid, 'tid': c.tid,
-    'cname': CASE WHEN c.bucket IS NULL THEN '{WAITING_COLOUR}' ELSE {_COLOUR_SQL.replace("s.bucket", "c.bucket")} END,
+    'cname': CASE WHEN c.bucket IS NULL THEN '{WAITING_COLOUR}' ELSE {_colour_sql("c.bucket")} END,
     'args': {{'iteration': c.iteration, 'span_id': c.span_id, 'process': c.process, 'bucket': c.bucket}}
 }}) AS line
-FROM timeline_critical c ORDER BY c.seq
+FROM {CRITICAL_SLICES} c ORDER BY c.seq
 """
 
 
 def store_critical(spans: SpanSet, paths: Sequence[WindowPath], pid: int, tid: int) -> int:
-    """Table `timeline_critical`: the slices of the critical-path track (each path's segments, and `waiting`
+    """Table CRITICAL_SLICES: the slices of the critical-path track (each path's segments, and `waiting`
     between them), in time order; how many."""
     import pyarrow as pa
 
@@ -150,7 +167,7 @@ def store_critical(spans: SpanSet, paths: Sequence[WindowPath], pid: int, tid: i
     )
     with spans.registered("timeline_critical_arrow", table) as arrow:
         spans.run(
-            f"""CREATE OR REPLACE TEMP TABLE timeline_critical AS
+            f"""CREATE OR REPLACE TEMP TABLE {CRITICAL_SLICES} AS
                 SELECT row_number() OVER (ORDER BY start_ns, end_ns) AS seq, *, {pid}::BIGINT AS pid,
                        {tid}::BIGINT AS tid FROM {arrow}"""
         )
