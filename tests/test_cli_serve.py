@@ -1,5 +1,6 @@
 """`goodput watch --serve`'s Prometheus endpoint (SPEC section 13, "Metrics out"): the latest refresh's gauges at
-`/metrics`, scraped over real HTTP on the loopback interface and read back with prometheus_client's own parser."""
+`/metrics`, scraped over real HTTP on the loopback interface and read back with prometheus_client's own parser. Each
+refresh is a real watcher's of the sample run, some of its figures replaced by hand."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from cli.serve import MetricsServer, parse_serve_address
 from conftest import invoke
 from rollup import InputError, OptionError
+from rollup.accounting import Figures
+from rollup.report import Recent
+from rollup.watch import LiveRun, LiveState
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "sample_traces" / "grpo_sync"
@@ -35,28 +40,30 @@ def report() -> dict:
     return json.loads(result.stdout)
 
 
-def recent_stretch(end_ns: int, minutes: int, productive_s: float, overhead_s: float) -> dict:
-    """A `recent` entry of the last `minutes` of trace time: idle, wasted and unaccounted a fixed 3, 1.5 and 4.5 s."""
-    wall_s = minutes * 60.0
-    return {
-        "start_ns": end_ns - minutes * 60 * 10**9, "end_ns": end_ns, "wall_s": wall_s, "productive_s": productive_s,
-        "overhead_s": overhead_s, "idle_s": 3.0, "wasted_s": 1.5,
-        "unaccounted_s": wall_s - productive_s - overhead_s - 3.0 - 1.5, "goodput": productive_s / wall_s,
-    }  # fmt: skip
+def recent_stretch(end_ns: int, minutes: int, productive_s: int, overhead_s: int) -> Recent:
+    """A `recent` stretch of the last `minutes` of trace time: idle 3 s, wasted 1.5 s, the rest unaccounted."""
+    wall_ns, s = minutes * 60 * 10**9, 10**9
+    buckets = {"productive": productive_s * s, "overhead": overhead_s * s, "idle": 3 * s, "wasted": 3 * s // 2}
+    return Recent(end_ns - wall_ns, end_ns, Figures(wall_ns, buckets, wall_ns - sum(buckets.values())))
+
+
+@pytest.fixture(scope="module")
+def watched() -> LiveState:
+    """A watcher's refresh of the sample run."""
+    run = LiveRun([SAMPLE])
+    try:
+        return run.refresh()
+    finally:
+        run.close()
 
 
 @pytest.fixture
-def payload(report) -> dict:
-    """One refresh as `goodput watch --format jsonl` prints it: the last rows, the total, the 1- and 5-minute
-    stretches, and a 15-minute one with nothing read (null)."""
-    end_ns = report["iterations"][-1]["end_ns"]
-    return {
-        "kind": "watch", "spans": SPANS_READ, "files": 4, "iterations": report["iterations"][-3:],
-        "total": report["total"],
-        "recent": {"1m": recent_stretch(end_ns, 1, 42.0, 9.0), "5m": recent_stretch(end_ns, 5, 195.0, 60.0),
-                   "15m": None},
-        "gpus": report["gpus"],
-    }  # fmt: skip
+def state(watched) -> LiveState:
+    """One refresh: the last rows, the total, the 1- and 5-minute stretches, and a 15-minute one with nothing read
+    (None); no run id."""
+    end_ns = watched.rows[-1].row.end_ns
+    recent = {"1m": recent_stretch(end_ns, 1, 42, 9), "5m": recent_stretch(end_ns, 5, 195, 60), "15m": None}
+    return replace(watched, spans=SPANS_READ, files=4, rows=watched.rows[-3:], recent=recent, run_id=None)
 
 
 @pytest.fixture
@@ -116,9 +123,9 @@ def raw_exchange(server: MetricsServer, request: bytes) -> bytes:
     return answer
 
 
-def test_a_refresh_is_served_as_gauges_with_help_and_type(serve, payload, report):
+def test_a_refresh_is_served_as_gauges_with_help_and_type(serve, state, report):
     server = serve()
-    server.update(payload, None)
+    server.update(state)
     text = scrape(server)
     for name in FAMILIES:
         assert f"# TYPE {name} gauge\n" in text
@@ -142,25 +149,24 @@ def test_a_refresh_is_served_as_gauges_with_help_and_type(serve, payload, report
 
 
 @pytest.mark.parametrize("run_id", ["grpo-sync-7", None])
-def test_every_sample_carries_the_run_id_when_one_is_given(serve, payload, run_id):
+def test_every_sample_carries_the_run_id_when_one_is_given(serve, state, run_id):
     server = serve()
-    server.update(payload, run_id)
+    server.update(replace(state, run_id=run_id))
     samples = [sample for family in parsed(scrape(server)).values() for sample in family.samples]
     assert len(samples) == 5 + 3 + 1 + 1 + 1
     for sample in samples:
         assert sample.labels.get("run_id") == run_id
 
 
-def test_a_null_figure_has_no_sample_rather_than_a_zero(serve, payload):
-    seconds = ("wall_s", "productive_s", "overhead_s", "idle_s", "wasted_s", "unaccounted_s")
-    empty_minute = {**payload["recent"]["1m"], **dict.fromkeys(seconds, 0.0), "goodput": None}  # no wall to divide
-    total = {key: value for key, value in payload["total"].items() if key != "gpu"}  # no GPUs held
+def test_a_null_figure_has_no_sample_rather_than_a_zero(serve, state):
+    minute = state.recent["1m"]
+    assert minute is not None
+    empty_minute = replace(minute, figures=Figures())  # no wall clock to divide
+    recent = {"1m": empty_minute, "5m": None, "15m": None}  # the longer stretches: nothing read
+    # No complete iteration, no wall clock in the total, no GPUs held.
+    unknown = replace(state, rows=(), total=Figures(), gpus=None, recent=recent, run_id="grpo-sync-7")
     server = serve()
-    server.update(
-        {**payload, "iterations": [], "total": {**total, "goodput": None}, "gpus": None,
-         "recent": {"1m": empty_minute, "5m": None, "15m": None}},
-        "grpo-sync-7",
-    )  # fmt: skip
+    server.update(unknown)
     families = parsed(scrape(server))
     assert set(families) == FAMILIES  # each family is still described
     for name in ("goodput_ratio", "goodput_gpu_ratio", "goodput_iteration"):
@@ -169,28 +175,28 @@ def test_a_null_figure_has_no_sample_rather_than_a_zero(serve, payload):
     assert values(families["goodput_spans"]) == {None: SPANS_READ}
 
 
-def test_before_the_first_refresh_the_families_have_no_samples_and_an_update_replaces_the_last(serve, payload):
+def test_before_the_first_refresh_the_families_have_no_samples_and_an_update_replaces_the_last(serve, state):
     server = serve()
     families = parsed(scrape(server))
     assert set(families) == FAMILIES
     assert all(family.samples == [] for family in families.values())
-    server.update(payload, None)
-    server.update({**payload, "spans": SPANS_READ + 64}, None)
+    server.update(state)
+    server.update(replace(state, spans=SPANS_READ + 64))
     assert values(parsed(scrape(server))["goodput_spans"]) == {None: SPANS_READ + 64}
 
 
-def test_any_other_path_is_not_found(serve, payload):
+def test_any_other_path_is_not_found(serve, state):
     server = serve()  # one server for every path: closing one costs a tenth of a second
-    server.update(payload, None)
+    server.update(state)
     for path in ["/", "/metrics/x", "/metricsx", "/favicon.ico", "/metrics/"]:
         status, _, body = fetch(server, path)
         assert status == 404, path
         assert "goodput_spans" not in body, path
 
 
-def test_head_answers_as_get_does_without_the_body(serve, payload):
+def test_head_answers_as_get_does_without_the_body(serve, state):
     server = serve()
-    server.update(payload, None)
+    server.update(state)
     body = scrape(server)
     status, headers, head_body = fetch(server, method="HEAD")
     assert (status, head_body) == (200, "")
@@ -198,18 +204,18 @@ def test_head_answers_as_get_does_without_the_body(serve, payload):
     assert int(headers["Content-Length"]) == len(body.encode())
 
 
-def test_a_query_string_is_ignored(serve, payload):
+def test_a_query_string_is_ignored(serve, state):
     server = serve()
-    server.update(payload, "grpo-sync-7")
+    server.update(replace(state, run_id="grpo-sync-7"))
     whole = scrape(server)
     asked_for_one = scrape(server, "/metrics?name[]=goodput_spans")  # prometheus_client's own handler would obey
     assert asked_for_one == whole
     assert set(parsed(asked_for_one)) == FAMILIES
 
 
-def test_a_post_is_refused_without_reading_its_body(serve, payload):
+def test_a_post_is_refused_without_reading_its_body(serve, state):
     server = serve()
-    server.update(payload, None)
+    server.update(state)
     # A body announced and never sent: a server reading it would wait for it and answer nothing.
     answer = raw_exchange(server, b"POST /metrics HTTP/1.1\r\nHost: goodput\r\nContent-Length: 1000000\r\n\r\n")
     status_line, _, rest = answer.partition(b"\r\n")
@@ -225,9 +231,9 @@ def test_a_method_http_server_does_not_know_is_refused(serve):
     assert answer.split(b"\r\n", 1)[0].split()[1] == b"501", answer
 
 
-def test_no_request_is_logged(serve, payload, capfd):
+def test_no_request_is_logged(serve, state, capfd):
     server = serve()
-    server.update(payload, None)
+    server.update(state)
     fetch(server)
     fetch(server, "/")
     fetch(server, method="HEAD")
@@ -238,9 +244,9 @@ def test_no_request_is_logged(serve, payload, capfd):
     assert (out, err) == ("", "")
 
 
-def test_a_client_that_resets_its_connection_is_not_reported(serve, payload, capfd):
+def test_a_client_that_resets_its_connection_is_not_reported(serve, state, capfd):
     server = serve()
-    server.update(payload, None)
+    server.update(state)
     for _ in range(5):
         connection = socket.create_connection(server.address, timeout=60)
         connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close: a reset
@@ -269,14 +275,14 @@ def test_a_port_alone_serves_on_the_loopback_address_only(serve):
     assert fetch(server)[0] == 200
 
 
-def test_an_ipv6_address_in_brackets_is_served(serve, payload):
+def test_an_ipv6_address_in_brackets_is_served(serve, state):
     try:
         with socket.socket(socket.AF_INET6) as probe:
             probe.bind(("::1", 0))
     except OSError:
         pytest.skip("this machine's loopback has no IPv6")
     server = serve(*parse_serve_address("[::1]:0"))
-    server.update(payload, None)
+    server.update(state)
     assert server.address[0] == "::1"
     assert values(parsed(scrape(server))["goodput_spans"]) == {None: SPANS_READ}
 

@@ -1,7 +1,7 @@
 """The screen `goodput watch` redraws and the line it prints with `--format jsonl` (SPEC section 13).
 
-Each refresh is built from real reports (`goodput report --format json` through the CLI) and drawn on a recording
-rich console of a fixed size; what it shows is held to what the report's own table and the check's summary say.
+Each refresh is a real watcher's (`rollup.watch.LiveRun`) of real trace files, drawn on a recording rich console of
+a fixed size; what it shows is held to what `goodput report`'s own table and the check's summary say.
 """
 
 from __future__ import annotations
@@ -9,66 +9,63 @@ from __future__ import annotations
 import io
 import json
 import re
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from rich.cells import cell_len
 from rich.console import Console
 
-from cli.views.watch import RECENT_KEYS, WATCH_KEYS, WatchStatus, watch_json_line, watch_screen
-from conftest import invoke, json_report
+from cli.views.watch import WatchStatus, watch_json_line, watch_screen
+from conftest import invoke
+from rollup.accounting.rows import sum_figures
+from rollup.report import Recent
+from rollup.watch import RECENT, LiveRow, LiveRun, LiveState, watch_json
 from tracebuild import S, steps_lasting, write_trace
 
 REPO = Path(__file__).resolve().parents[1]
 SYNC = REPO / "sample_traces" / "grpo_sync"
 SIZES = [(80, 24), (200, 50), (40, 10), (80, 3)]
-SECONDS_KEYS = ("wall_s", "productive_s", "overhead_s", "idle_s", "wasted_s", "unaccounted_s")
 LONG_STEPS = 60
 
 
-# --- refreshes built from real reports ------------------------------------------------------------------------------
+# --- refreshes of real trace files ----------------------------------------------------------------------------------
 
 
-def stretch(rows: list[dict]) -> dict:
-    """A `recent` entry covering `rows`: their seconds summed in integer nanoseconds, as the report sums them, and
-    goodput as productive over wall."""
-    total_ns = {key: sum(round(row[key] * 1e9) for row in rows) for key in SECONDS_KEYS}
-    entry = {"start_ns": rows[0]["start_ns"], "end_ns": rows[-1]["end_ns"]}
-    entry |= {key: value / 1e9 for key, value in total_ns.items()}
-    entry["goodput"] = total_ns["productive_s"] / total_ns["wall_s"]
-    return entry
+def stretch(rows: Sequence[LiveRow]) -> Recent:
+    """A `recent` stretch covering `rows`: their figures summed in integer nanoseconds, as the report sums them."""
+    return Recent(rows[0].row.start_ns, rows[-1].row.end_ns, sum_figures([row.figures for row in rows]))
 
 
-def refresh(path: Path, recent: dict | None = None) -> dict:
-    """SPEC 13's object for the traces at `path`: the report's rows, total and GPUs, the spans the store holds and
-    the files read; `recent` as given (the last two rows, then all of them, by default)."""
-    report = json_report(path)
-    query = invoke(["query", str(path), "SELECT count(*) AS spans FROM spans", "--format", "json"])
-    assert query.exit_code == 0, query.output
-    rows = report["iterations"]
-    files = len(list(path.iterdir())) if path.is_dir() else 1
-    if recent is None:
-        recent = {"1m": stretch(rows[-2:]), "5m": stretch(rows), "15m": None}
-    return {
-        "kind": "watch",
-        "spans": json.loads(query.stdout)[0]["spans"],
-        "files": files,
-        "iterations": rows,
-        "total": report["total"],
-        "recent": recent,
-        "gpus": report.get("gpus"),
-    }
+def refresh(path: Path, recent: dict[str, Recent | None] | None = None) -> LiveState:
+    """A watcher's first refresh of the traces at `path`, carrying every row of the report (a watcher carries the
+    newest WATCH_ROWS: a screen of more lines than that shows them all); `recent` as given (the last two rows,
+    then all of them, by default)."""
+    run = LiveRun([path])
+    try:
+        state = run.refresh()
+    finally:
+        run.close()
+    report = state.report
+    every_row = LiveState.of(
+        report, state.recent, state.spans, state.files, state.newest_end_ns, state.notes, len(report.iterations)
+    )
+    rows = every_row.rows
+    return replace(
+        every_row, recent={"1m": stretch(rows[-2:]), "5m": stretch(rows), "15m": None} if recent is None else recent
+    )
 
 
-def fresh(payload: dict, ago_s: float = 3, interval_s: float = 5, **extra) -> WatchStatus:
-    """The watcher's state `ago_s` after the newest row ended, the check's counts not known unless given."""
-    newest = payload["iterations"][-1]["end_ns"]
+def fresh(state: LiveState, ago_s: float = 3, interval_s: float = 5, **extra) -> WatchStatus:
+    """The watcher's clock `ago_s` after the newest span ended, the check's counts not known unless given."""
+    assert state.newest_end_ns is not None
     fields = {"errors": None, "warnings": None} | extra
-    return WatchStatus(newest, newest + round(ago_s * 1e9), interval_s, **fields)
+    return WatchStatus(state.newest_end_ns + round(ago_s * 1e9), interval_s, **fields)
 
 
 @pytest.fixture(scope="module")
-def sync_refresh() -> dict:
+def sync_refresh() -> LiveState:
     return refresh(SYNC)
 
 
@@ -81,17 +78,17 @@ def long_run(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def long_refresh(long_run) -> dict:
+def long_refresh(long_run) -> LiveState:
     return refresh(long_run)
 
 
 # --- reading a screen -----------------------------------------------------------------------------------------------
 
 
-def screen(payload: dict, status: WatchStatus, width: int, height: int) -> list[str]:
+def screen(state: LiveState, status: WatchStatus, width: int, height: int) -> list[str]:
     """The screen's lines as a terminal of `width` x `height` shows them; never more lines, nor a wider one."""
     console = Console(width=width, height=height, record=True, file=io.StringIO(), force_terminal=True)
-    console.print(watch_screen(payload, status, width, height))
+    console.print(watch_screen(state, status, width, height))
     lines = console.export_text().splitlines()
     assert len(lines) <= height, "\n".join(lines)
     assert all(cell_len(line) <= width for line in lines), "\n".join(lines)
@@ -119,7 +116,7 @@ def report_table(path: Path) -> dict[str, dict[str, str]]:
 def test_every_row_and_the_total_are_the_reports_figures_as_its_table_writes_them(sync_refresh, width, height):
     shown = table(screen(sync_refresh, fresh(sync_refresh), width, height))
     reported = report_table(SYNC)
-    assert list(shown) == [str(row["iteration"]) for row in sync_refresh["iterations"]] + ["total"]
+    assert list(shown) == [str(row.iteration) for row in sync_refresh.rows] + ["total"]
     headers = ["iter", "wall s", "prod s", "ovhd s", "idle s", "waste s", "unacct s", "goodput"]
     for label, cells in shown.items():
         assert list(cells) == headers
@@ -130,7 +127,8 @@ def test_every_row_and_the_total_are_the_reports_figures_as_its_table_writes_the
 def test_a_terminal_too_short_for_every_row_shows_the_newest_rows_on_every_line_left(long_refresh, width, height):
     lines = screen(long_refresh, fresh(long_refresh), width, height)
     labels = list(table(lines))
-    newest = long_refresh["iterations"][-1]["iteration"]
+    newest = long_refresh.newest_iteration
+    assert newest is not None
     assert labels[-1] == "total"
     assert labels[:-1] == [str(n) for n in range(newest - len(labels) + 2, newest + 1)]
     assert len(labels) - 1 < LONG_STEPS
@@ -163,15 +161,15 @@ def test_a_narrower_terminal_keeps_the_iteration_wall_clock_and_goodput_whole(lo
 @pytest.mark.parametrize(("width", "height"), SIZES)
 def test_the_screen_fits_the_terminal_and_starts_with_what_was_read(sync_refresh, long_refresh, width, height):
     notes = tuple(f"note: skipped run/extra-{n}.log: not a trace file (" + "no record " * 20 + ")" for n in range(5))
-    for payload in (sync_refresh, long_refresh):
-        lines = screen(payload, fresh(payload, errors=0, warnings=2, notes=notes), width, height)
-        assert lines[0].startswith(f"{payload['spans']} spans in {payload['files']} file")
+    for state in (sync_refresh, long_refresh):
+        lines = screen(state, fresh(state, errors=0, warnings=2, notes=notes), width, height)
+        assert lines[0].startswith(f"{state.spans} spans in {state.files} file")
 
 
 def test_the_header_names_the_spans_files_newest_iteration_and_how_fresh_the_newest_span_is(sync_refresh):
     header = screen(sync_refresh, fresh(sync_refresh, ago_s=3.9), 200, 50)[0]
-    newest = sync_refresh["iterations"][-1]["iteration"]
-    assert header == f"{sync_refresh['spans']} spans in 5 files; newest iteration {newest}; newest span 3 s ago"
+    newest = sync_refresh.rows[-1].iteration
+    assert header == f"{sync_refresh.spans} spans in 5 files; newest iteration {newest}; newest span 3 s ago"
 
 
 @pytest.mark.parametrize(
@@ -192,25 +190,25 @@ def test_a_run_that_wrote_nothing_for_a_while_looks_stopped(sync_refresh, ago_s,
 
 
 @pytest.fixture(scope="module")
-def nothing_yet(tmp_path_factory) -> dict:
+def nothing_yet(tmp_path_factory) -> LiveState:
     """A refresh before any iteration: the report of a trace whose one span carries none, its total empty."""
     path = write_trace(tmp_path_factory.mktemp("early") / "run.otlp", [S("x", "rl.startup", 0, 2, group="setup")])
-    return refresh(path, recent=dict.fromkeys(RECENT_KEYS))
+    return refresh(path, recent=dict.fromkeys(RECENT))
 
 
 def test_nothing_read_yet_says_what_the_watcher_waits_for(nothing_yet):
-    waiting = WatchStatus(None, 10**18, 5.0, None, None, waiting_for=("run/", "more/"))
-    assert screen(nothing_yet, waiting, 80, 24)[0] == "waiting for run/, more/ to appear"
-    empty = {**nothing_yet, "spans": 0, "files": 2}
-    assert (
-        screen(empty, WatchStatus(None, 10**18, 5.0, None, None), 80, 24)[0] == "waiting for the first span in 2 files"
-    )
+    unread = replace(nothing_yet, newest_end_ns=None)
+    waiting = WatchStatus(10**18, 5.0, None, None, waiting_for=("run/", "more/"))
+    assert screen(unread, waiting, 80, 24)[0] == "waiting for run/, more/ to appear"
+    empty = replace(unread, spans=0, files=2)
+    assert screen(empty, WatchStatus(10**18, 5.0, None, None), 80, 24)[0] == "waiting for the first span in 2 files"
 
 
 def test_a_run_without_iterations_shows_no_table_and_each_missing_goodput_as_a_dash(nothing_yet):
-    status = WatchStatus(10**18, 10**18, 5.0, None, None)
+    assert nothing_yet.newest_end_ns is not None and nothing_yet.newest_iteration is None
+    status = WatchStatus(nothing_yet.newest_end_ns, 5.0, None, None)
     lines = screen(nothing_yet, status, 80, 24)
-    assert lines[0] == f"{nothing_yet['spans']} span in 1 file; no complete iteration yet; newest span 0 s ago"
+    assert lines[0] == f"{nothing_yet.spans} span in 1 file; no complete iteration yet; newest span 0 s ago"
     assert lines[1] == "goodput -; last 1m -, 5m -, 15m -"
     assert len(lines) == 2  # no table, no GPU, no check line
 
@@ -220,16 +218,17 @@ def test_goodput_now_is_the_reports_total_the_recent_stretches_and_the_gpus(sync
     result = invoke(["report", str(SYNC)], width=200)
     gpu_goodput = re.search(r"GPU goodput (\S+) over the iterations", result.stdout)
     assert gpu_goodput is not None, result.stdout
-    recent = sync_refresh["recent"]
-    one, five = (100 * recent[key]["productive_s"] / recent[key]["wall_s"] for key in ("1m", "5m"))
+    recent = {label: stretch.figures for label, stretch in sync_refresh.recent.items() if stretch is not None}
+    one, five = (100 * recent[key].productive_s / recent[key].wall_s for key in ("1m", "5m"))
+    assert sync_refresh.gpus is not None
     assert lines[1] == (
         f"goodput {report_table(SYNC)['total']['goodput']}; last 1m {one:.1f}%, 5m {five:.1f}%, 15m -; "
-        f"GPU goodput {gpu_goodput.group(1)} ({sync_refresh['gpus']['count']} GPUs)"
+        f"GPU goodput {gpu_goodput.group(1)} ({sync_refresh.gpus.count} GPUs)"
     )
 
 
 def test_a_run_holding_no_gpu_has_no_gpu_goodput(long_refresh):
-    assert long_refresh["gpus"] is None
+    assert long_refresh.gpus is None
     assert not any("GPU" in line for line in screen(long_refresh, fresh(long_refresh), 200, 50))
 
 
@@ -258,13 +257,11 @@ def test_the_newest_notes_end_the_screen_oldest_first_each_cut_to_the_width(sync
 
 
 def test_the_json_line_is_one_line_that_reads_back_as_the_refresh_keys_in_spec_order(sync_refresh):
-    shuffled = {key: sync_refresh[key] for key in reversed(list(sync_refresh))}
-    shuffled["recent"] = {key: sync_refresh["recent"][key] for key in reversed(RECENT_KEYS)}
-    shuffled["later"] = {"a key SPEC does not list yet": 1}
-    line = watch_json_line(shuffled)
+    line = watch_json_line(sync_refresh)
     assert "\n" not in line
     parsed = json.loads(line)
-    assert parsed == shuffled
-    assert list(parsed) == [*WATCH_KEYS, "later"]
-    assert WATCH_KEYS == ("kind", "spans", "files", "iterations", "total", "recent", "gpus")
-    assert list(parsed["recent"]) == ["1m", "5m", "15m"]
+    assert parsed == watch_json(sync_refresh)
+    assert list(parsed) == ["kind", "spans", "files", "iterations", "total", "recent", "gpus"]
+    assert list(parsed["recent"]) == list(RECENT) == ["1m", "5m", "15m"]
+    assert [row["iteration"] for row in parsed["iterations"]] == [row.iteration for row in sync_refresh.rows]
+    assert parsed["recent"]["15m"] is None and parsed["recent"]["1m"] == sync_refresh.recent["1m"].json()

@@ -20,7 +20,7 @@ import pytest
 from conftest import GOODPUT, invoke, json_report
 from rollup.base.errors import GoodputError
 from rollup.report.as_json import report_json
-from rollup.watch.watcher import LiveRun, watch_json
+from rollup.watch import LiveRun, watch_json
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
 
@@ -226,7 +226,10 @@ def test_watch_json_is_the_reports_after_every_refresh(tmp_path):
     folder.mkdir()
     run = LiveRun([folder])
     try:
-        empty = watch_json(run.refresh())
+        nothing = run.refresh()
+        assert nothing.newest_end_ns is None and nothing.newest_iteration is None  # not known yet, not zero
+        assert nothing.gpus is None and nothing.run_id is None
+        empty = watch_json(nothing)
         assert (
             empty["spans"] == 0 and empty["iterations"] == [] and empty["recent"] == dict.fromkeys(["1m", "5m", "15m"])
         )

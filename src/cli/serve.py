@@ -22,7 +22,7 @@ import threading
 from collections.abc import Iterator
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlsplit
 
 from prometheus_client.core import GaugeMetricFamily
@@ -31,6 +31,10 @@ from prometheus_client.registry import CollectorRegistry
 
 from rollup import InputError, OptionError
 from rollup.report import FIGURES
+
+if TYPE_CHECKING:
+    from rollup.accounting import Figures
+    from rollup.watch import LiveState
 
 LOOPBACK = "127.0.0.1"  # `--serve PORT` alone: the figures of a run stay on its machine unless an interface is named
 METRICS_PATH = "/metrics"
@@ -87,69 +91,66 @@ class _RefreshCollector:
     """A custom collector (prometheus_client's pattern) whose `collect()` yields the gauges of the latest refresh.
 
     The gauges are built once per refresh, in `update`, and swapped in as one tuple: a scrape reads one refresh's
-    figures, never half of two, and a payload the gauges cannot be made of fails in the refresh loop that gave it
+    figures, never half of two, and a refresh the gauges cannot be made of fails in the refresh loop that gave it
     rather than in a scrape nobody watches."""
 
     def __init__(self) -> None:
         # Before the first refresh, the families with no samples: nothing has been read yet, and a `goodput_spans 0`
         # would draw a drop to zero in a graph each time a watch restarts, where there is only no answer yet.
-        self.families: tuple[GaugeMetricFamily, ...] = tuple(_families({}, None))
+        self.families: tuple[GaugeMetricFamily, ...] = tuple(_families(None))
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         return iter(self.families)
 
 
-def _families(payload: dict[str, Any], run_id: str | None) -> Iterator[GaugeMetricFamily]:
-    """The gauges of one `goodput watch --format jsonl` object (empty: the families without samples).
+def _families(state: LiveState | None) -> list[GaugeMetricFamily]:
+    """The gauges of one refresh (None: the families without samples), each sample labelled with the run's id when
+    it has one attempt (`LiveState.run_id`).
 
-    A figure that is null (a goodput with no wall clock to divide, a stretch with nothing read, a run without GPUs)
-    has no sample rather than a 0: Grafana draws a gap, where a fake zero would read as a run doing no work."""
+    A figure that is not known (a goodput with no wall clock to divide, a stretch with nothing read, a run without
+    GPUs, no complete iteration yet) has no sample rather than a 0: Grafana draws a gap, where a fake zero would
+    read as a run doing no work."""
+    run_id = None if state is None else state.run_id
     run_label = [] if run_id is None else ["run_id"]
     run_value = [] if run_id is None else [run_id]
-    total = payload.get("total")
-
     wall = GaugeMetricFamily(
         "goodput_wall_seconds",
         "Wall-clock seconds of the run so far charged to each bucket, and those no bucketed span covered "
         "(unaccounted); together they are the run's wall clock.",
         labels=["bucket", *run_label],
     )
-    if total is not None:
-        for figure in _WALL_PARTS:
-            wall.add_metric([figure.key.removesuffix("_s"), *run_value], float(total[figure.json[0]]))
-    yield wall
-
     ratio = GaugeMetricFamily(
         "goodput_ratio",
         "Goodput, productive seconds over wall-clock seconds: of the run so far (window total) and of the last "
         "1, 5 and 15 minutes of trace time.",
         labels=["window", *run_label],
     )
-    windows = {"total": total, **(payload.get("recent") or {})}
-    for window, figures in windows.items():
-        if figures is not None and figures["goodput"] is not None:
-            ratio.add_metric([window, *run_value], float(figures["goodput"]))
-    yield ratio
-
     gpu_ratio = GaugeMetricFamily(
         "goodput_gpu_ratio",
         "GPU goodput of the run so far: productive GPU-seconds over the GPU-seconds its processes held.",
         labels=run_label,
     )
-    gpu = None if total is None else total.get("gpu")
-    if gpu is not None and gpu["goodput"] is not None:
-        gpu_ratio.add_metric(run_value, float(gpu["goodput"]))
-    yield gpu_ratio
-
     iteration = GaugeMetricFamily("goodput_iteration", "The newest complete iteration.", labels=run_label)
-    if payload.get("iterations"):
-        iteration.add_metric(run_value, float(payload["iterations"][-1]["iteration"]))
-    yield iteration
-
     spans = GaugeMetricFamily("goodput_spans", "Spans read so far.", labels=run_label)
-    if "spans" in payload:
-        spans.add_metric(run_value, float(payload["spans"]))
-    yield spans
+    families = [wall, ratio, gpu_ratio, iteration, spans]
+    if state is None:
+        return families
+
+    for figure in _WALL_PARTS:
+        seconds = figure.value(state.total)
+        if seconds is not None:
+            wall.add_metric([figure.key.removesuffix("_s"), *run_value], seconds)
+    windows: dict[str, Figures | None] = {"total": state.total}
+    windows |= {label: None if recent is None else recent.figures for label, recent in state.recent.items()}
+    for window, figures in windows.items():
+        if figures is not None and figures.goodput is not None:
+            ratio.add_metric([window, *run_value], figures.goodput)
+    if state.gpus is not None and state.gpus.goodput is not None:
+        gpu_ratio.add_metric(run_value, state.gpus.goodput)
+    if state.newest_iteration is not None:
+        iteration.add_metric(run_value, float(state.newest_iteration))
+    spans.add_metric(run_value, float(state.spans))
+    return families
 
 
 class _Server(socketserver.ThreadingMixIn, socketserver.TCPServer):
@@ -241,10 +242,10 @@ class MetricsServer:
         )
         self._thread.start()
 
-    def update(self, payload: dict[str, Any], run_id: str | None) -> None:
-        """Serve the metrics of one refresh (a `goodput watch --format jsonl` object) from now on, each sample
-        labelled with `run_id` when one is given. Safe to call from any thread."""
-        self._collector.families = tuple(_families(payload, run_id))
+    def update(self, state: LiveState) -> None:
+        """Serve the metrics of one refresh from now on, each sample labelled with the run's id when it has one
+        attempt. Safe to call from any thread."""
+        self._collector.families = tuple(_families(state))
 
     def close(self) -> None:
         """Stop serving and free the port (calling it again does nothing more)."""

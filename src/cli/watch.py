@@ -117,16 +117,12 @@ def _server(serve: str) -> MetricsServer:
     return server
 
 
-def _refresh(run: Any, server: MetricsServer | None, notes: list[str]) -> tuple[LiveState, dict[str, Any]]:
-    from rollup.watch import watch_json
-
-    state = run.refresh()
+def _refresh(run: Any, server: MetricsServer | None, notes: list[str]) -> LiveState:
+    state: LiveState = run.refresh()
     notes.extend(state.notes)
-    payload = watch_json(state)
     if server is not None:
-        attempts = state.report.attempts
-        server.update(payload, attempts[0].run_id or None if len(attempts) == 1 else None)
-    return state, payload
+        server.update(state)
+    return state
 
 
 # A check asks every span again (the watcher keeps no check from one refresh to the next): on a run this large or
@@ -151,10 +147,10 @@ class _Checked:
         return self.counts
 
 
-def _status(state: LiveState, interval: float, notes: list[str], counts: tuple[int | None, int | None]) -> Any:
+def _status(interval: float, notes: list[str], counts: tuple[int | None, int | None]) -> Any:
     from .views.watch import WatchStatus
 
-    return WatchStatus(state.newest_end_ns, time.time_ns(), interval, *counts, tuple(notes))
+    return WatchStatus(time.time_ns(), interval, *counts, tuple(notes))
 
 
 def _print_refreshes(
@@ -175,10 +171,10 @@ def _print_refreshes(
     checked = _Checked()
     while not stop.is_set():
         said = len(notes)
-        state, payload = _refresh(run, server, notes)
+        state = _refresh(run, server, notes)
         if fmt is WatchFormat.jsonl:
             try:
-                sys.stdout.write(watch_json_line(payload) + "\n")
+                sys.stdout.write(watch_json_line(state) + "\n")
                 sys.stdout.flush()
             except BrokenPipeError:  # `goodput watch ... | head` has read enough: stop quietly, as `shell.emit` does
                 os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -186,8 +182,8 @@ def _print_refreshes(
             shell.print_notices([f"note: {note}" for note in notes[said:]])
         else:
             size = console.size
-            status = _status(state, interval, notes, checked.of(run, state))
-            console.print(watch_screen(payload, status, size.width, size.height))
+            status = _status(interval, notes, checked.of(run, state))
+            console.print(watch_screen(state, status, size.width, size.height))
         if once or stop.wait(interval):
             return
 
@@ -205,8 +201,8 @@ def _live_screen(
     checked = _Checked()
     with Live(console=console, screen=True, auto_refresh=False, transient=True) as live:
         while not stop.is_set():
-            state, payload = _refresh(run, server, notes)
+            state = _refresh(run, server, notes)
             size = console.size
-            status = _status(state, interval, notes, checked.of(run, state))
-            live.update(watch_screen(payload, status, size.width, size.height), refresh=True)
+            status = _status(interval, notes, checked.of(run, state))
+            live.update(watch_screen(state, status, size.width, size.height), refresh=True)
             stop.wait(interval)

@@ -1,5 +1,5 @@
-"""What `goodput watch` shows of each refresh (SPEC section 13): the screen it redraws, or the JSON Lines line it
-prints instead (`--format jsonl`).
+"""What `goodput watch` shows of each refresh (`rollup.watch.LiveState`, SPEC section 13): the screen it redraws, or
+the JSON Lines line it prints instead (`--format jsonl`).
 
 The screen fits the terminal exactly, top to bottom: what was read and how fresh it is, goodput now (the total, the
 last 1, 5 and 15 minutes of trace time, the GPUs'), the check's counts, the newest iterations' rows with the total,
@@ -13,14 +13,12 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rich.cells import cell_len, set_cell_size
 from rich.console import Group, RenderableType
 from rich.text import Text
 
-from instrument.groups import BUCKETS
 from rollup.accounting import Figures
 from rollup.report import FIGURES
 
@@ -29,9 +27,9 @@ from .notes import count
 from .report import cell
 from .tables import cell_text, table_text
 
-# SPEC section 13's keys of one refresh, in its order, and the stretches of trace time `recent` covers.
-WATCH_KEYS = ("kind", "spans", "files", "iterations", "total", "recent", "gpus")
-RECENT_KEYS = ("1m", "5m", "15m")
+if TYPE_CHECKING:
+    from rollup.accounting import GpuFigures
+    from rollup.watch import LiveState
 
 NOTES_SHOWN = 3  # the newest notes; the older ones were on the screen at earlier refreshes
 # A run that wrote no span for longer than this, and than this many refresh intervals, looks stopped: exporters
@@ -51,15 +49,14 @@ _TABLE_FRAME = 5
 
 @dataclass(frozen=True)
 class WatchStatus:
-    """What the watcher knows at a refresh besides the accounting (`payload`).
+    """What the watcher knows at a refresh besides the refresh itself (`LiveState`).
 
-    `newest_end_ns`: the latest span end read (trace time T; None: nothing read yet). `now_ns`: the watcher's own
-    clock at the refresh (`time.time_ns()`), so the screen can say how long ago the newest span ended. `errors` and
-    `warnings`: `goodput check`'s counts as they stand (None: not known yet). `notes`: one-line notes so far, oldest
-    first (a file skipped, a folder waited for). `waiting_for`: the paths named that do not exist yet.
+    `now_ns`: the watcher's own clock at the refresh (`time.time_ns()`), so the screen can say how long ago the
+    newest span ended. `errors` and `warnings`: `goodput check`'s counts as they stand (None: not known yet).
+    `notes`: one-line notes so far, oldest first (a file skipped, a folder waited for). `waiting_for`: the paths
+    named that do not exist yet.
     """
 
-    newest_end_ns: int | None
     now_ns: int
     interval_s: float
     errors: int | None
@@ -68,43 +65,36 @@ class WatchStatus:
     waiting_for: tuple[str, ...] = ()
 
 
-def watch_screen(payload: dict[str, Any], status: WatchStatus, width: int, height: int) -> RenderableType:
-    """One refresh (SPEC 13's object, `payload`) as the screen shows it, in at most `height` lines of at most
-    `width` cells: the header, goodput now and the check's counts first (folded to the width), the newest notes
-    last (each cut to the width), and between them the table of as many of the newest rows as the lines left
-    hold. What does not fit the height goes from the bottom."""
-    top = _packed(_header(payload, status), width) + _packed(_goodput(payload), width) + _check(status, width)
+def watch_screen(state: LiveState, status: WatchStatus, width: int, height: int) -> RenderableType:
+    """One refresh as the screen shows it, in at most `height` lines of at most `width` cells: the header, goodput
+    now and the check's counts first (folded to the width), the newest notes last (each cut to the width), and
+    between them the table of as many of the newest rows as the lines left hold. What does not fit the height goes
+    from the bottom."""
+    top = _packed(_header(state, status), width) + _packed(_goodput(state), width) + _check(status, width)
     notes = [_cut(" ".join(note.splitlines()), width) for note in status.notes[-NOTES_SHOWN:]]
-    lines = top + _table(payload, width, height - len(top) - len(notes)) + notes
+    lines = top + _table(state, width, height - len(top) - len(notes)) + notes
     return Group(*(Text(line, no_wrap=True, overflow="ellipsis") for line in lines[: max(height, 0)]))
 
 
-def watch_json_line(payload: dict[str, Any]) -> str:
-    """One refresh as one JSON line (no newline in it, nor at its end), keys in SPEC 13's order (`WATCH_KEYS`, and
-    `recent`'s `RECENT_KEYS`); a key SPEC does not list follows them, in the payload's order, rather than being
-    lost."""
-    ordered = _in_order(payload, WATCH_KEYS)
-    if isinstance(ordered.get("recent"), dict):
-        ordered["recent"] = _in_order(ordered["recent"], RECENT_KEYS)
-    return json.dumps(ordered)
+def watch_json_line(state: LiveState) -> str:
+    """One refresh as one JSON line (no newline in it, nor at its end): SPEC 13's object (`rollup.watch.watch_json`,
+    which keeps its keys in SPEC's order)."""
+    from rollup.watch import watch_json
+
+    return json.dumps(watch_json(state))
 
 
-def _in_order(mapping: dict[str, Any], keys: Sequence[str]) -> dict[str, Any]:
-    first = {key: mapping[key] for key in keys if key in mapping}
-    return first | {key: value for key, value in mapping.items() if key not in first}
-
-
-def _header(payload: dict[str, Any], status: WatchStatus) -> list[str]:
+def _header(state: LiveState, status: WatchStatus) -> list[str]:
     """`1234 spans in 5 files`, the newest complete iteration, and how long ago the newest span ended (or that the
     run looks stopped); what the watcher waits for."""
     waiting = f"waiting for {', '.join(status.waiting_for)} to appear" if status.waiting_for else None
-    if status.newest_end_ns is None:
-        return [waiting or f"waiting for the first span in {count(payload['files'], 'file')}"]
-    rows = payload["iterations"]
+    if state.newest_end_ns is None:
+        return [waiting or f"waiting for the first span in {count(state.files, 'file')}"]
+    newest = state.newest_iteration
     segments = [
-        f"{count(payload['spans'], 'span')} in {count(payload['files'], 'file')}",
-        f"newest iteration {rows[-1]['iteration']}" if rows else "no complete iteration yet",
-        _freshness(status.now_ns - status.newest_end_ns, status.interval_s),
+        f"{count(state.spans, 'span')} in {count(state.files, 'file')}",
+        "no complete iteration yet" if newest is None else f"newest iteration {newest}",
+        _freshness(status.now_ns - state.newest_end_ns, status.interval_s),
     ]
     return segments + ([waiting] if waiting else [])
 
@@ -128,19 +118,17 @@ def _duration(ns: int) -> str:
     return f"{whole_s // 3600} h"
 
 
-def _goodput(payload: dict[str, Any]) -> list[str]:
+def _goodput(state: LiveState) -> list[str]:
     """`goodput 63.6%`, `last 1m 60.2%, 5m 61.0%, 15m -` (trace time; `-` where a stretch has no figures) and, when
     the run holds GPUs, `GPU goodput 26.0% (4 GPUs)`."""
-    total = payload["total"]
-    recent = payload["recent"]
-    segments = [
-        f"goodput {_share(total)}",
-        "last " + ", ".join(f"{key} {_share(recent[key])}" for key in RECENT_KEYS),
+    recent = [
+        f"{label} {_share(None if stretch is None else stretch.figures)}" for label, stretch in state.recent.items()
     ]
-    gpus = payload["gpus"]
-    if gpus is not None and "gpu" in total:
-        held = gpus["count"]
-        segments.append(f"GPU goodput {_share(total['gpu'], gpu=True)} ({cell_text(held)} GPU{'s' * (held != 1)})")
+    segments = [f"goodput {_share(state.total)}", "last " + ", ".join(recent)]
+    gpus = state.gpus
+    if gpus is not None:
+        held = gpus.count
+        segments.append(f"GPU goodput {_share(_gpu_figures(gpus.total))} ({cell_text(held)} GPU{'s' * (held != 1)})")
     return segments
 
 
@@ -150,38 +138,31 @@ def _check(status: WatchStatus, width: int) -> list[str]:
     return _packed([f"check: {', '.join(known)}"], width) if known else []
 
 
-def _share(seconds: dict[str, Any] | None, *, gpu: bool = False) -> str:
-    """The goodput of a row-shaped object (a row, the total, a recent stretch; with `gpu`, a `gpu` object) as the
-    report writes it; `-` for none."""
-    if seconds is None:
+def _share(figures: Figures | None) -> str:
+    """The goodput of a stretch's figures (a row, the total, a recent stretch, GPU-seconds) as the report writes it;
+    `-` where it is not known (no figures, no wall clock)."""
+    if figures is None:
         return "-"
-    return cell(_GOODPUT, _figures(seconds, gpu=gpu)) or "-"
+    return cell(_GOODPUT, figures) or "-"
 
 
-def _figures(seconds: dict[str, Any], *, gpu: bool = False) -> Figures:
-    """A row-shaped JSON object back as the report's `Figures` (with `gpu`, its GPU-seconds in place of the wall
-    clock), so that `report.cell` writes each figure as the report's table does. SPEC 6's seconds are exact to the
-    nanosecond, so their decimal form gives the integer nanoseconds back."""
-    suffix = "_gpu_s" if gpu else "_s"
-    wall = seconds["gpu_s" if gpu else "wall_s"]
-    buckets = {bucket: _ns(seconds[f"{bucket}{suffix}"]) for bucket in BUCKETS}
-    return Figures(_ns(wall), buckets, _ns(seconds[f"unaccounted{suffix}"]))
+def _gpu_figures(gpu: GpuFigures) -> Figures:
+    """GPU-seconds as the report's `Figures`, the GPU-seconds held in place of the wall clock (whole nanoseconds, as
+    the report writes them), so that `report.cell` writes a GPU goodput as the report does."""
+    held_ns, bucket_ns, unaccounted_ns = gpu.rounded()
+    return Figures(held_ns, bucket_ns, unaccounted_ns)
 
 
-def _ns(value: float) -> int:
-    return round(Decimal(repr(value)).scaleb(9))
-
-
-def _table(payload: dict[str, Any], width: int, room: int) -> list[str]:
+def _table(state: LiveState, width: int, room: int) -> list[str]:
     """The newest rows that fit in `room` lines (newest last) and the total, as the report's boxed table; the
     columns `_DROP_ORDER` names go one by one until the table fits `width`. Nothing when there is no row yet, or
     when not even the total fits."""
-    rows = payload["iterations"]
+    rows = state.rows
     if not rows or room < _TABLE_FRAME:
         return []
     fitting = room - _TABLE_FRAME - 1  # each row takes a line, and the first one a rule above the total too
-    shown = rows[max(len(rows) - fitting, 0) :] if fitting > 0 else []
-    labelled = [(str(row["iteration"]), _figures(row)) for row in shown] + [("total", _figures(payload["total"]))]
+    shown = rows[max(len(rows) - fitting, 0) :] if fitting > 0 else ()
+    labelled = [(str(row.iteration), row.figures) for row in shown] + [("total", state.total)]
     cells = [[label, *(cell(figure, figures) for figure in _SHOWN)] for label, figures in labelled]
     kept = list(range(len(_HEADERS)))
     dropping = list(_DROP_ORDER)

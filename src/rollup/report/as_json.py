@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rollup.accounting.breakdown import BREAKDOWN_KEYS
 from rollup.accounting.rows import Figures, IterationRow, NameShare, seconds
@@ -16,6 +16,9 @@ from rollup.store.attempts import Attempt
 
 from .build import Report, _many_small_objects
 from .figures import FIGURES
+
+if TYPE_CHECKING:
+    from rollup.accounting.gpu_charge import GpuFigures
 
 
 def figures_json(figures: Figures, keys: frozenset[str] | None = None) -> dict[str, Any]:
@@ -69,14 +72,23 @@ def rows_json(report: Report) -> MadeOnRead[dict[str, Any]]:
 
 def row_json(report: Report, row: IterationRow, position: int = 0) -> dict[str, Any]:
     """One item of the report's `iterations` list."""
+    gpu = report.gpus.row(position) if report.gpus is not None and report.by != "pool" else None
+    return iteration_json(row, gpu, process=report.by_process, by=report.by)
+
+
+def iteration_json(
+    row: IterationRow, gpu: GpuFigures | None = None, *, process: bool = False, by: str | None = None
+) -> dict[str, Any]:
+    """One item of an `iterations` list (the report's, a watch refresh's): the row, its `process` when the report
+    is `--by process`, its `gpu` object when given, its `names` when the report is `--by` a breakdown."""
     item: dict[str, Any] = {"iteration": row.iteration, "start_ns": row.start_ns, "end_ns": row.end_ns}
-    if report.by_process:
+    if process:
         item["process"] = row.process
     item.update(figures_json(row.figures))
-    if report.gpus is not None and report.by != "pool":
-        item["gpu"] = report.gpus.row(position).json()
-    if row.names is not None and report.by is not None:
-        item["names"] = names_json(row.names, report.by)
+    if gpu is not None:
+        item["gpu"] = gpu.json()
+    if row.names is not None and by is not None:
+        item["names"] = names_json(row.names, by)
     item["outliers"] = list(row.outliers)
     return item
 

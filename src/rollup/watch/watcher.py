@@ -19,9 +19,8 @@ import itertools
 import os
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -36,20 +35,19 @@ from rollup.base.connection import (
 )
 from rollup.base.schema import ACCOUNTING_SCHEMA, SPAN_SCHEMA
 from rollup.read.tail import Tailer
-from rollup.report.build import Report, ReportOptions, build_report
+from rollup.report.build import ReportOptions, build_report
 from rollup.report.recent import Recent
 from rollup.store.spanset import SpanSet
 
 from .kept import KeptRunner, KeptSweeps, charged
 from .spans import LiveSpans
+from .state import RECENT, LiveState
 
 if TYPE_CHECKING:
     from rollup.checks.check import Check
 
 # What a watcher reads of each span: what the accounting reads, and the span's file (to drop it when replaced).
 _READ_SCHEMA = pa.schema([*ACCOUNTING_SCHEMA, SPAN_SCHEMA.field("source_file")])
-# The rolling stretches a watcher charges at every refresh (SPEC section 13), by label.
-RECENT = {"1m": 60 * 10**9, "5m": 300 * 10**9, "15m": 900 * 10**9}
 _SLICES = itertools.count(1)
 # The most bytes of records a refresh takes in at a time: a large run already written is read a part at a time,
 # each walked and stored before the next is read, so what is held in memory follows this, not the run.
@@ -58,18 +56,6 @@ POLL_BYTES = 32 * 10**6
 # beside the job, so it holds a fixed amount, not a share of the machine; the rest of the run stays in its database
 # file on disk (bench/watch.py: its peak is the cached report's plus about this).
 WATCH_LIMIT_BYTES = 512 * 10**6
-
-
-@dataclass
-class LiveState:
-    """One refresh: the report as it stands, the rolling stretches, what was read, the notes of this refresh."""
-
-    report: Report
-    recent: dict[str, Recent | None]
-    spans: int
-    files: int
-    newest_end_ns: int | None
-    notes: list[str] = field(default_factory=list)
 
 
 class LiveRun:
@@ -128,7 +114,7 @@ class LiveRun:
                 charges = charged(spans, stretches, self.options.order)
             for (label, _), stretch, charge in zip(RECENT.items(), stretches, charges, strict=True):
                 recent[label] = Recent(*stretch, Figures.from_ns(charge))
-        return LiveState(report, recent, self.live.count, batch.files, newest, notes)
+        return LiveState.of(report, recent, self.live.count, batch.files, newest, notes)
 
     def check(self) -> Check:
         """`goodput check` of the spans read so far (the screen's counts): every rule over every span's own columns
@@ -182,30 +168,3 @@ class _Slice:
 
     def __exit__(self, *exc: object) -> None:
         self.live.drop_slice(self.name)
-
-
-# The rows a refresh's JSON object carries: the newest iterations' (SPEC section 13's "last rows").
-WATCH_ROWS = 10
-
-
-def watch_json(state: LiveState, rows: int = WATCH_ROWS) -> dict[str, Any]:
-    """SPEC section 13's object of one refresh: what was read, the newest `rows` rows and the total as `report
-    --format json` writes them, the rolling stretches, the GPUs."""
-    from rollup.report.as_json import figures_json, row_json
-
-    report = state.report
-    iterations = report.iterations
-    first = max(0, len(iterations) - rows)
-    total = report.whole_run()[0]
-    total_json = figures_json(total.figures, total.keys)
-    if report.gpus is not None:
-        total_json["gpu"] = report.gpus.total().json()
-    return {
-        "kind": "watch",
-        "spans": state.spans,
-        "files": state.files,
-        "iterations": [row_json(report, iterations[i], i) for i in range(first, len(iterations))],
-        "total": total_json,
-        "recent": {label: None if recent is None else recent.json() for label, recent in state.recent.items()},
-        "gpus": None if report.gpus is None else report.gpus.json(),
-    }
