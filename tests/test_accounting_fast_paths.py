@@ -4,11 +4,17 @@ The cached lineage is read in place (a view of its Parquet file) rather than cop
 is the fresh walk's, `--attempt` leaves the file whole, and a damaged file is rebuilt. The walk itself (over a table of
 nodes, laid beside the spans by position) is held to walking up from each span alone; spans cut to stretches of
 time by bins are the pairs of the range join; and the charge swept in batches of stretches consecutive in time is
-the charge of one sweep, for the report, `--by process`, the breakdown by name and `check --expect`.
+the charge of one sweep, for the report, `--by process`, the breakdown by name and `check --expect`. The Python twins
+a watcher calls are held to their SQL originals: the charge of a few spans (`sweep_few`), span-seconds
+(`span_seconds`).
 """
 
 from __future__ import annotations
 
+from array import array
+from dataclasses import dataclass
+
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from hypothesis import example, given, settings
@@ -286,7 +292,17 @@ def test_stretches_charged_in_batches_are_charged_as_in_one_sweep(stretches, spa
     assert coverage.groups_present(charged_spans, windows, expect, batch_spans=most) == present
 
 
-# --- the lineage against a plain walk up each span's parents ----------------------------------------------------------
+# --- the charge of a few spans, swept on Arrow columns in this process (a watcher's slices) --------------------------
+
+
+@dataclass(frozen=True)
+class _HeldSpans(SpanSet):
+    """A set that holds its spans as Arrow too, as a watcher's slice of its newest spans does (`in_memory`)."""
+
+    held: pa.Table | None = None
+
+    def in_memory(self) -> pa.Table | None:
+        return self.held
 
 
 @settings(PROPERTY_TESTS, max_examples=40)
@@ -297,8 +313,9 @@ def test_stretches_charged_in_batches_are_charged_as_in_one_sweep(stretches, spa
 )
 def test_a_few_spans_charged_in_python_are_charged_as_the_sql_sweep_charges_them(stretches, spans, data):
     """`charge_few` (a watcher's slices of the newest frames) against `charge_stretches`, in every precedence:
-    the same charge of every stretch, overlapping stretches and spans that only touch a stretch included; and past
-    FEW_SPANS it declines."""
+    the same charge of every stretch, overlapping stretches and spans that only touch a stretch included, whether
+    it reads the spans with a query or where the set holds them (`SpanSet.in_memory`); and past FEW_SPANS it
+    declines."""
     from rollup.accounting import attribution, sweep_few
     from rollup.base.schema import BUCKETS
 
@@ -306,9 +323,12 @@ def test_a_few_spans_charged_in_python_are_charged_as_the_sql_sweep_charges_them
     order = data.draw(st.permutations(BUCKETS))
     bounds = [(start, start + length) for start, length in stretches]
     charged_spans = _charge_spans(spans, buckets)
-    few = sweep_few.charge_few(charged_spans, bounds, order)
-    assert few is not None
-    assert list(few) == list(attribution.charge_stretches(charged_spans, bounds, order))
+    expected = list(attribution.charge_stretches(charged_spans, bounds, order))
+    held = _HeldSpans(charged_spans.connection, held=charged_spans.arrow(f"SELECT * FROM {charged_spans.lineage}"))
+    for swept in (charged_spans, held):
+        few = sweep_few.charge_few(swept, bounds, order)
+        assert few is not None
+        assert list(few) == expected
 
 
 def test_more_spans_than_a_few_are_left_to_the_sql_sweep(monkeypatch):
@@ -321,6 +341,59 @@ def test_more_spans_than_a_few_are_left_to_the_sql_sweep(monkeypatch):
     assert list(sweep_few.charge_few(charged_spans, [(0, 10)], list(attribution.BUCKETS))) == list(
         attribution.charge_stretches(charged_spans, [(0, 10)], list(attribution.BUCKETS))
     )
+
+
+# --- span-seconds summed on Arrow columns in this process (a watcher's new spans) ------------------------------------
+
+
+@settings(PROPERTY_TESTS, max_examples=40)
+@given(
+    spans=st.lists(
+        st.tuples(
+            st.sampled_from([None, "", "run-a", "run-b"]),  # the attempt: None and "" are both the unnamed one
+            st.one_of(st.none(), st.integers(1, 3)),  # the effective iteration
+            st.sampled_from([None, "productive", "overhead", "idle", "wasted", "not-a-bucket"]),
+            instants,
+            st.integers(0, 30),
+        ),
+        max_size=30,
+    )
+)
+def test_span_seconds_summed_in_python_are_the_sql_sums(spans):
+    """`span_seconds_of_rows` against its SQL original (`span_seconds_sql`, read as `span_seconds_ns` and by window
+    as `window_span_ns`): the same sums per attempt and iteration, of bucketed spans of an iteration alone."""
+    import duckdb
+
+    from rollup.accounting.intervals import Stretches
+    from rollup.accounting.span_seconds import span_seconds_ns, span_seconds_of_rows, window_span_ns
+    from rollup.accounting.windows import Windows
+    from rollup.base.schema import BUCKETS
+
+    connection = duckdb.connect()
+    connection.execute(
+        "CREATE TABLE counted (run_id VARCHAR, eff_iteration BIGINT, bucket VARCHAR, bucketed BOOLEAN,"
+        " start_ns BIGINT, end_ns BIGINT)"
+    )
+    for run_id, iteration, bucket, start, length in spans:
+        connection.execute("INSERT INTO counted VALUES (?, ?, ?, ?, ?, ?)",
+                           [run_id, iteration, bucket, bucket in BUCKETS, start, start + length])  # fmt: skip
+    counted = SpanSet(connection, "counted", "counted")
+    expected = span_seconds_ns(counted)
+    assert span_seconds_of_rows(counted.arrow("SELECT * FROM counted")) == expected
+    keys = [*sorted(expected), ("run-c", 1)]  # and a window with no span of its own
+    run_ids = sorted({attempt for attempt, _ in keys})
+    stretches = Stretches(array("q", [0] * len(keys)), array("q", [1] * len(keys)))
+    windows = Windows(
+        array("q", (i for _, i in keys)), stretches, array("q", (run_ids.index(a) for a, _ in keys)), run_ids
+    )
+    none = dict.fromkeys(BUCKETS, 0)
+    by_window = window_span_ns(counted, windows)
+    assert [dict(zip(BUCKETS, column, strict=True)) for column in zip(*by_window, strict=True)] == [
+        expected.get(key, none) for key in keys
+    ]
+
+
+# --- the lineage against a plain walk up each span's parents ----------------------------------------------------------
 
 
 def _climb(spans: list[S]) -> dict[str, tuple]:

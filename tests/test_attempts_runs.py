@@ -6,7 +6,8 @@ after a gap and redoes 3, then 4 and 5.
     A  job [0, 40]   step1 [2, 10]  step2 [10, 20]  step3 [20, 35]   gen1 [3, 8]  gen2 [11, 18]  gen3 [21, 30]
     B  job [50, 90]  step3 [52, 62] step4 [62, 72]  step5 [72, 85]   gen3 [53, 60] gen4 [63, 70] gen5 [73, 80]
 
-Every expected figure is derived from that drawing in the test.
+Every expected figure is derived from that drawing in the test. And the attempts worked out in Python from a
+watcher's folded rows (`attempts.attempts_of_folded`) are `find_attempts`' in SQL.
 """
 
 from __future__ import annotations
@@ -20,9 +21,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import PROPERTY_TESTS, invoke
+from rollup.base.schema import IS_JOB_SQL
 from rollup.checks.check import CheckOptions, check_findings
 from rollup.report.as_json import report_json
 from rollup.report.build import ReportOptions, build_report
+from rollup.store.attempts import Attempt, attempts_of_folded, find_attempts
 from rollup.store.span_store import open_store
 from tracebuild import ORIGIN_NS, S, span_id_of, step, write_trace
 
@@ -419,3 +422,49 @@ def test_the_jobs_wall_clock_is_the_stretch_from_the_first_attempt_to_the_last(t
         sum(s.end - s.start for s in steps if latest[s.iteration] is not s), abs=1e-9
     )
     assert [a["run_id"] for a in out["attempts"]] == [f"run-{k}" for k in range(len(extents))]
+
+
+# --- the attempts worked out in Python from folded rows (a watcher's summary) against find_attempts -----------------
+
+
+def _attempts_of_rows(spans, folded: bool) -> list[Attempt]:
+    """`attempts_of_folded` of every span of `spans` as a row of its own, or of the spans folded as a watcher folds
+    them: a row per run id, process and job-or-not, from the earliest start to the latest end."""
+    rows = f"SELECT run_id, process, start_ns, end_ns, coalesce({IS_JOB_SQL}, false) AS is_job FROM {spans.own}"
+    if folded:
+        rows = f"""SELECT run_id, process, min(start_ns) AS start_ns, max(end_ns) AS end_ns, is_job
+                   FROM ({rows}) GROUP BY run_id, process, is_job"""
+    table = spans.arrow(rows)
+    return attempts_of_folded(*(table.column(c).to_pylist() for c in ("run_id", "process", "start_ns", "end_ns",
+                                                                         "is_job")))  # fmt: skip
+
+
+@pytest.mark.parametrize("unnamed", [False, True])
+def test_the_attempts_worked_out_from_folded_rows_are_find_attempts(tmp_path, unnamed):
+    """Two attempts, one of two processes, each with a job span; the first unnamed or not."""
+    path = restarted_job(tmp_path, a=attempt_a(None if unnamed else "run-a"))
+    with open_store([path], use_cache=False) as store:
+        spans = store.spans()
+        expected = find_attempts(spans)
+        assert [a.run_id for a in expected] == ["" if unnamed else "run-a", "run-b"]
+        assert _attempts_of_rows(spans, folded=False) == expected
+        assert _attempts_of_rows(spans, folded=True) == expected
+
+
+@pytest.mark.slow
+@settings(PROPERTY_TESTS, max_examples=15)
+@given(job=restarted_jobs(), unnamed=st.booleans())
+def test_the_attempts_of_any_restarted_job_worked_out_from_folded_rows_are_find_attempts(
+    tmp_path_factory, job, unnamed
+):
+    """1-3 attempts, each with a job span or without (its extent is then its spans' envelope), the first unnamed
+    or not."""
+    spans, resources, _ = job
+    if unnamed:
+        resources["p0"] = resource("p0", None)
+    path = write_trace(tmp_path_factory.mktemp("folded") / "run.otlp", spans, resources=resources)
+    with open_store([str(path)], use_cache=False) as store:
+        whole = store.spans()
+        expected = find_attempts(whole)
+        assert _attempts_of_rows(whole, folded=False) == expected
+        assert _attempts_of_rows(whole, folded=True) == expected

@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 
 from conftest import json_report
 from rollup.report.as_json import report_json
-from rollup.store.attempts import find_attempts
 from rollup.store.lineage import MAX_DEPTH
 from rollup.store.span_store import open_store
 from rollup.watch import spans as watched_spans
@@ -132,7 +131,7 @@ def test_spans_walked_a_few_at_a_time_have_the_lineage_of_one_walk_over_every_sp
                 with open(folder / name, "ab") as out:
                     out.write(b"".join(held[2 * k : 2 * k + 2]))
                 run.refresh()
-        assert run.live.summary.attempts() == find_attempts(run.live.spans())  # read in Python, and in SQL
+        _assert_asked_alike(run)
         watched, pending, waiting = _rows_and_pending(run)
         report = report_json(run.refresh().report)
     finally:
@@ -144,6 +143,18 @@ def test_spans_walked_a_few_at_a_time_have_the_lineage_of_one_walk_over_every_sp
     assert watched == expected
     assert pending == waiting  # the pending spans, each once: those whose chain of parents ends at one not read
     _assert_reported(report, folder)
+
+
+def _assert_asked_alike(run: LiveRun) -> None:
+    """The questions of the whole run, answered from what the watcher keeps (its summary), are answered alike of
+    its tables (`LiveSpans.every_span`: every span, in SQL)."""
+    kept, every = run.live.spans(), run.live.every_span()
+    assert kept.attempts() == every.attempts()
+    assert kept.holdings() == every.holdings()
+    assert kept.newest_end_ns() == every.newest_end_ns()
+    steps = "SELECT trace_id, span_id, iteration, start_ns, end_ns FROM {} ORDER BY ALL"
+    kept_steps, every_steps = kept.step_spans(), every.step_spans()
+    assert kept_steps.rows(steps.format(kept_steps.own)) == every_steps.rows(steps.format(every_steps.own))
 
 
 def _rows_and_pending(run: LiveRun) -> tuple[list, list, list]:

@@ -1,4 +1,4 @@
-"""Charging wall clock to buckets, instant by instant, and the naive span-seconds sum beside it.
+"""Charging wall clock to buckets, instant by instant (the naive span-seconds sum is beside it: `span_seconds`).
 
 Each frame (an iteration window, a stretch outside every window) is swept over the boundaries of the bucketed
 spans that overlap it, clipped to it. Between two boundaries the active set of buckets is constant, and the whole
@@ -15,22 +15,18 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import TYPE_CHECKING, Any, overload
 
-from rollup.base.arrays import int64_array, int64_column
+from rollup.base.arrays import int64_array
 from rollup.base.errors import OptionError
 from rollup.base.memory import sweep_batch_spans
 from rollup.base.schema import BUCKETS
-from rollup.store.attempts import ATTEMPT_SQL
 from rollup.store.derived import kept_columns, stretches_key
 
 from .intervals import Stretches, clip_to_stretches, in_time_batches
-from .windows import window_keys
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
     from rollup.store.spanset import SpanSet
-
-    from .windows import Windows
 
 
 @dataclass(frozen=True, slots=True)
@@ -346,53 +342,3 @@ def _swept(
             FROM running WHERE t_next IS NOT NULL GROUP BY {keys}
             """
         )
-
-
-# The spans whose full durations make span-seconds (`span_seconds_ns`, `window_span_ns`, by name in `breakdown`).
-SPAN_SECONDS_SPANS = "bucketed AND eff_iteration IS NOT NULL"
-
-
-def window_span_ns(spans: SpanSet, windows: Windows) -> list[array]:
-    """`span_seconds_ns` of each window's (attempt, iteration), by position: a column of 64-bit integers per
-    bucket (BUCKETS order), zero where the window has no bucketed span of its own attempt and iteration.
-
-    What the report's rows take: 32 bytes a window, where the dict of `span_seconds_ns` holds ~0.4 KB each (and
-    its rows on the way, more), at hundreds of thousands of windows."""
-
-    if not windows:
-        return [array("q") for _ in BUCKETS]
-    keys = window_keys(windows)
-    sums = ", ".join(f"sum(end_ns - start_ns) FILTER (WHERE bucket = '{b}') AS {b}" for b in BUCKETS)
-    picked = ", ".join(f"coalesce(s.{b}, 0)::BIGINT AS {b}" for b in BUCKETS)
-    with spans.registered("span_seconds_windows", keys) as windows_table:
-        table = spans.arrow(
-            f"""
-            SELECT k.position, {picked}
-            FROM {windows_table} k LEFT JOIN (
-                SELECT {ATTEMPT_SQL} AS attempt, eff_iteration, {sums} FROM {spans.lineage}
-                WHERE {SPAN_SECONDS_SPANS} GROUP BY ALL
-            ) s ON s.attempt = k.attempt AND s.eff_iteration = k.iteration
-            ORDER BY k.position
-            """
-        )
-    return [int64_column(table, b) for b in BUCKETS]
-
-
-def span_seconds_ns(spans: SpanSet, by_process: bool = False) -> dict[Any, dict[str, int]]:
-    """Per (attempt, effective iteration[, process]), per bucket: the summed full durations of its bucketed spans.
-
-    The naive view a monitor computes: it exceeds the wall clock wherever spans nest or run concurrently. Keyed by
-    attempt (its run id, `""` when unnamed) because a row counts the spans of its own attempt only.
-    """
-    keys = f"{ATTEMPT_SQL}, eff_iteration" + (", process" if by_process else "")
-    rows = spans.rows(
-        f"""
-        SELECT {keys}, bucket, sum(end_ns - start_ns)::BIGINT FROM {spans.lineage}
-        WHERE {SPAN_SECONDS_SPANS} GROUP BY ALL
-        """
-    )
-    out: dict[Any, dict[str, int]] = {}
-    for row in rows:
-        key = (row[0], int(row[1]), row[2]) if by_process else (row[0], int(row[1]))
-        out.setdefault(key, dict.fromkeys(BUCKETS, 0))[row[-2]] = int(row[-1])
-    return out

@@ -27,9 +27,10 @@ from rollup.base.schema import BUCKETS
 from rollup.store.attempts import ATTEMPT_SQL
 from rollup.store.derived import kept_columns, stretches_key
 
-from .attribution import SPAN_SECONDS_SPANS, FrameCharges, swept_spans_sql
+from .attribution import FrameCharges, swept_spans_sql
 from .intervals import Stretches, clip_to_stretches, in_time_batches
 from .rows import NameColumns, NameShare
+from .span_seconds import SPAN_SECONDS_SPANS
 from .windows import stretches_of, window_keys
 
 if TYPE_CHECKING:

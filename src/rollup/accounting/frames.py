@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from rollup.base.arrays import least_and_most, rising
-from rollup.store.attempts import Attempt, find_attempts
+from rollup.store.attempts import Attempt
 
 from .intervals import Stretches
 from .windows import Windows, attempt_windows, latest_windows, select_windows
@@ -38,7 +38,7 @@ def report_frames(spans: SpanSet, iterations: tuple[int, int] | None) -> ReportF
     """The frames of the report over `spans`: the windows of the iterations in the inclusive range `iterations`
     (all when None), superseded ones included; outside and the attempts stay the whole run's. Every attempt's
     windows are only held while they are sorted out here."""
-    attempts = find_attempts(spans)
+    attempts = spans.attempts()
     return frames_of(attempts, SortedWindows.of(attempt_windows(spans, [a.run_id for a in attempts])), iterations)
 
 

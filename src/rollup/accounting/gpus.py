@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 
 from rollup.base.errors import OptionError
 from rollup.read.values import UNKNOWN_SERVICE
-from rollup.store.attempts import ATTEMPT_SQL
 
 if TYPE_CHECKING:
     from rollup.store.spanset import SpanSet
@@ -101,12 +100,10 @@ def _whole(text: str | None) -> int | None:
 
 
 def read_holders(spans: SpanSet) -> tuple[list[Holder], list[str]]:
-    """Every process of `spans` with what it holds, and the notes about holdings that could not be read."""
-    rows = spans.rows(
-        f"SELECT DISTINCT {ATTEMPT_SQL}, process, host_pid, service, holding FROM {spans.own} ORDER BY ALL"
-    )
+    """Every process of `spans` with what it holds (`SpanSet.holdings`), and the notes about holdings that could not
+    be read."""
     holders, unreadable = [], []
-    for attempt, process, host_pid, service, text in rows:
+    for attempt, process, host_pid, service, text in spans.holdings():
         held: dict[str, str] = json.loads(text) if text else {}
         ids: tuple[str, ...] | None = ()
         if "goodput.gpu.ids" in held:

@@ -16,18 +16,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from .attribution import (
-    Charge,
-    Frame,
-    FrameCharges,
-    charge_each_process,
-    charge_stretches,
-    span_seconds_ns,
-    total_charge,
-    window_span_ns,
-)
+from .attribution import Charge, Frame, FrameCharges, charge_each_process, charge_stretches, total_charge
 from .breakdown import BREAKDOWN_KEYS, NameShare, NameWalls, charged_name_walls, name_share_columns
 from .rows import Figures, IterationRows, zero_buckets
+from .span_seconds import span_seconds_ns, window_span_ns
 from .windows import Window, Windows, stretches_of
 
 if TYPE_CHECKING:

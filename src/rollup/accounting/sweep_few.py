@@ -33,8 +33,8 @@ def charge_few(spans: SpanSet, stretches: Sequence[tuple[int, int]], precedence:
 
     from rollup.base.arrays import FALSE, int64_array, int64_column
 
-    if spans.held is not None:  # the spans are here: `swept_spans_sql` on Arrow columns
-        rows = spans.held
+    rows = spans.in_memory()
+    if rows is not None:  # the spans are here: `swept_spans_sql` on Arrow columns
         swept = pc.and_(pc.fill_null(rows.column("bucketed"), FALSE),
                         pc.greater(rows.column("end_ns"), rows.column("start_ns")))  # fmt: skip
         found = rows.select(["start_ns", "end_ns", "bucket"]).filter(pc.fill_null(swept, FALSE))

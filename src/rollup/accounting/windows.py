@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, overload
 from rollup.base.arrays import alike, int64_column, rising
 from rollup.base.errors import GoodputError
 from rollup.base.schema import sql_text
-from rollup.store.attempts import ATTEMPT_SQL, find_attempts
+from rollup.store.attempts import ATTEMPT_SQL
 from rollup.store.derived import kept_columns, stretches_key
 
 from .intervals import Stretches
@@ -179,21 +179,22 @@ def attempt_windows(spans: SpanSet, order: Sequence[str]) -> Windows:
             FROM {spans.lineage} WHERE eff_iteration IS NOT NULL AND list_contains({_text_list(stepless)}, attempt)
             GROUP BY ALL
         """
-        table = _numbered(spans, f"{_steps_sql(spans)} UNION ALL {envelopes}", order)
+        table = _numbered(spans, f"{_steps_sql(spans.step_spans())} UNION ALL {envelopes}", order)
     return _windows_of(table, order)
 
 
 def step_windows(spans: SpanSet, order: Sequence[str]) -> Windows | None:
     """`attempt_windows` when every attempt has step spans carrying their iteration: its windows then depend on the
-    step spans alone (which a watcher keeps apart: `summary`); None when an attempt has none."""
+    step spans alone (`SpanSet.step_spans`, which a watcher keeps apart); None when an attempt has none."""
     table, stepless = _step_windows(spans, order)
     return None if stepless else _windows_of(table, order)
 
 
-def _steps_sql(spans: SpanSet) -> str:
+def _steps_sql(steps: SpanSet) -> str:
+    """SQL: the windows of the step spans `steps` (a set of them alone) carrying their own iteration."""
     return f"""
         SELECT {ATTEMPT_SQL} AS attempt, iteration, min(start_ns) AS start_ns, max(end_ns) AS end_ns
-        FROM {spans.step_spans} WHERE iteration IS NOT NULL GROUP BY ALL
+        FROM {steps.own} WHERE iteration IS NOT NULL GROUP BY ALL
     """
 
 
@@ -202,7 +203,8 @@ def _step_windows(spans: SpanSet, order: Sequence[str]) -> tuple[pa.Table, list[
     none of them, sorted."""
     import pyarrow.compute as pc
 
-    table = _numbered(spans, _steps_sql(spans), order)
+    steps = spans.step_spans()
+    table = _numbered(steps, _steps_sql(steps), order)
     found = {order[position] for position in pc.unique(table.column("attempt")).to_pylist() if position is not None}
     return table, sorted(set(order) - found)
 
@@ -247,7 +249,7 @@ def latest_windows(windows: Windows) -> tuple[Windows, Windows]:
 
 def iteration_windows(spans: SpanSet) -> Windows:
     """The report's windows of `spans`, one per iteration (the latest attempt's), sorted by iteration."""
-    order = [a.run_id for a in find_attempts(spans)]
+    order = [a.run_id for a in spans.attempts()]
     rows, _ = latest_windows(attempt_windows(spans, order))
     return rows
 

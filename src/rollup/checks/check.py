@@ -25,7 +25,7 @@ from .run_rules import (
     orphan_span_findings,
     overlapping_attempts_findings,
 )
-from .window_rules import parse_groups, step_spans, window_findings_from
+from .window_rules import parse_groups, window_findings_from, window_step_spans
 
 if TYPE_CHECKING:
     from rollup.accounting.attribution import Charge
@@ -95,7 +95,9 @@ def check_findings(store: SpanSource, options: CheckOptions | None = None, runne
     findings += sorted(overlapping_attempts_findings(spans), key=lambda f: (f.trace_id, f.span_id))
     findings += no_iterations_findings(spans)
     charges, present = _by_position(parts)
-    findings += window_findings_from(windows, lambda keys: step_spans(spans, keys), charges, present, options.expect)
+    findings += window_findings_from(
+        windows, lambda keys: window_step_spans(spans, keys), charges, present, options.expect
+    )
     starts = _starts(spans, findings)
     findings.sort(
         key=lambda f: (

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rollup.store.attempts import ATTEMPT_SQL, attempt_label, find_attempts, overlapping_attempts
+from rollup.store.attempts import ATTEMPT_SQL, attempt_label, overlapping_attempts
 
 from .findings import RULES, Finding
 
@@ -34,7 +34,7 @@ def overlapping_attempts_findings(spans: SpanSet) -> list[Finding]:
     """Two attempts whose extents overlap: two jobs writing into one folder. Each window then charges the other
     job's spans too, so neither job's figures are its own. One finding per pair, on the later attempt's
     earliest-starting span, related to the earlier attempt's."""
-    pairs = overlapping_attempts(find_attempts(spans))
+    pairs = overlapping_attempts(spans.attempts())
     if not pairs:
         return []
     earliest = {
@@ -118,10 +118,11 @@ def lost_step_findings(spans: SpanSet) -> list[Finding]:
     """Each iteration strictly between an attempt's lowest and highest step-span iteration whose spans were read
     but whose step span was not: its process ended before writing it (a crash), so the iteration has no window and
     its time is counted outside. On the earliest-starting span of that iteration."""
-    ((gaps,),) = spans.rows(  # no iteration missing between the lowest and highest step: nothing to look for
+    steps = spans.step_spans()
+    ((gaps,),) = steps.rows(  # no iteration missing between the lowest and highest step: nothing to look for
         f"""
         SELECT count(*) FROM (
-            SELECT {ATTEMPT_SQL} AS attempt FROM {spans.step_spans} WHERE iteration IS NOT NULL
+            SELECT {ATTEMPT_SQL} AS attempt FROM {steps.own} WHERE iteration IS NOT NULL
             GROUP BY attempt HAVING count(DISTINCT iteration) < max(iteration) - min(iteration) + 1
         )
         """
@@ -131,7 +132,7 @@ def lost_step_findings(spans: SpanSet) -> list[Finding]:
     rows = spans.rows(
         f"""
         WITH steps AS (
-            SELECT {ATTEMPT_SQL} AS attempt, iteration FROM {spans.step_spans}
+            SELECT {ATTEMPT_SQL} AS attempt, iteration FROM {steps.own}
             WHERE iteration IS NOT NULL GROUP BY ALL
         ),
         bounds AS (SELECT attempt, min(iteration) AS low, max(iteration) AS high FROM steps GROUP BY attempt),
@@ -170,11 +171,12 @@ def duplicate_step_findings(spans: SpanSet) -> list[Finding]:
     """Two step spans of one iteration in one attempt that do not overlap: two runs without run ids read together
     (one window now covers both and everything between). Each step span that starts after every earlier one of its
     iteration has ended, on the later one, related to the earlier one that ended last."""
-    rows = spans.rows(
+    steps = spans.step_spans()
+    rows = steps.rows(
         f"""
         WITH steps AS (
             SELECT {ATTEMPT_SQL} AS attempt, iteration, trace_id, span_id, name, start_ns, end_ns
-            FROM {spans.step_spans} WHERE iteration IS NOT NULL
+            FROM {steps.own} WHERE iteration IS NOT NULL
         ),
         ordered AS (
             SELECT *,

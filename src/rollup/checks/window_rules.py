@@ -50,7 +50,7 @@ def window_findings(spans: SpanSet, expect: Sequence[str] = ()) -> list[Finding]
         return []
     charges = charge_stretches(spans, stretches_of(windows), list(BUCKETS))
     present = groups_present(spans, windows, expect) if expect else {}
-    return window_findings_from(windows, lambda keys: step_spans(spans, keys), charges, present, expect)
+    return window_findings_from(windows, lambda keys: window_step_spans(spans, keys), charges, present, expect)
 
 
 def window_findings_from(
@@ -62,7 +62,7 @@ def window_findings_from(
 ) -> list[Finding]:
     """`window_findings` from what its queries found: the report's `windows`, each window's charge in declared
     bucket order and the groups present in it (both by the window's position), and `steps_of`, which gives the
-    step spans (`step_spans`) of the (attempt, iteration) windows it is asked for: only the flagged windows'
+    step spans (`window_step_spans`) of the (attempt, iteration) windows it is asked for: only the flagged windows'
     are asked for. Pure but for `steps_of`, so partial results merged from elsewhere (`report --ray`) give the same
     findings."""
     flagged: list[tuple[str, int, str, str]] = []  # (rule, window position, message, topic)
@@ -100,7 +100,7 @@ def _typo_hint(group: str) -> str:
     return f" (did you mean {close!r}? --expect takes rl.span_group names)" if close else ""
 
 
-def step_spans(spans: SpanSet, keys: Sequence[tuple[str, int]]) -> dict[tuple[str, int], tuple[str, str, str]]:
+def window_step_spans(spans: SpanSet, keys: Sequence[tuple[str, int]]) -> dict[tuple[str, int], tuple[str, str, str]]:
     """Per (attempt, iteration) of `keys`: the (trace_id, span_id, name) of the earliest step span carrying that
     iteration itself, the span a window is made of (SPEC section 4)."""
     import pyarrow as pa
@@ -111,12 +111,13 @@ def step_spans(spans: SpanSet, keys: Sequence[tuple[str, int]]) -> dict[tuple[st
         {"attempt": pa.array([run_id for run_id, _ in keys], pa.string()),
          "iteration": pa.array([iteration for _, iteration in keys], pa.int64())}
     )  # fmt: skip
-    with spans.registered("step_spans_wanted", wanted) as wanted_table:
-        rows = spans.rows(
+    steps = spans.step_spans()
+    with steps.registered("step_spans_wanted", wanted) as wanted_table:
+        rows = steps.rows(
             f"""
             SELECT attempt, iteration, trace_id, span_id, name FROM (
-                SELECT {ATTEMPT_SQL} AS attempt, iteration, trace_id, span_id, name, start_ns FROM {spans.lineage}
-                WHERE is_step AND iteration IS NOT NULL
+                SELECT {ATTEMPT_SQL} AS attempt, iteration, trace_id, span_id, name, start_ns FROM {steps.own}
+                WHERE iteration IS NOT NULL
             ) SEMI JOIN {wanted_table} USING (attempt, iteration)
             QUALIFY row_number() OVER (PARTITION BY attempt, iteration ORDER BY start_ns, span_id) = 1
             """

@@ -23,31 +23,26 @@ if TYPE_CHECKING:
     from rollup.accounting.frames import ReportFrames
     from rollup.accounting.windows import Windows
 
-_UNITS_NS = {"s": 10**9, "m": 60 * 10**9, "h": 3600 * 10**9, "d": 86_400 * 10**9}
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
+_UNITS_NS = {"ms": 10**6, "s": 10**9, "m": 60 * 10**9, "h": 3600 * 10**9, "d": 86_400 * 10**9}
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|[smhd])")
 
 
-def parse_duration(text: str, option: str = "--last") -> int:
-    """`90s`, `10m`, `2h`, `1d`, `1.5h` as nanoseconds; OptionError naming `option` otherwise (a bare number
-    included: a unit is never guessed)."""
+def parse_duration(text: str, option: str = "--last", *, zero: bool = False) -> int:
+    """`20ms`, `90s`, `10m`, `2h`, `1d`, `1.5h` as nanoseconds; OptionError naming `option` otherwise (a bare number
+    included: a unit is never guessed). Zero is refused unless `zero`."""
     found = _DURATION.fullmatch(text.strip())
     if found is None:
-        raise OptionError(option, f"expected a duration such as 90s, 10m or 2h, got {text!r}")
+        raise OptionError(option, f"expected a duration such as 20ms, 90s, 10m or 2h, got {text!r}")
     nanoseconds = round(float(found.group(1)) * _UNITS_NS[found.group(2)])
-    if nanoseconds <= 0:
+    if nanoseconds < 0 or (nanoseconds == 0 and not zero):
         raise OptionError(option, f"the duration must be more than zero, got {text!r}")
     return nanoseconds
 
 
-def newest_end_ns(spans: SpanSet) -> int | None:
-    """T: the latest span end of `spans` (None when they hold no span)."""
-    ((newest,),) = spans.rows(f"SELECT max(end_ns) FROM {spans.own}")
-    return None if newest is None else int(newest)
-
-
 def last_stretch(spans: SpanSet, duration_ns: int) -> tuple[int, int] | None:
-    """`[T - duration, T]` of `spans`; None when they hold no span."""
-    newest = newest_end_ns(spans)
+    """`[T - duration, T]` of `spans`, T their latest span end (`SpanSet.newest_end_ns`); None when they hold no
+    span."""
+    newest = spans.newest_end_ns()
     return None if newest is None else (newest - duration_ns, newest)
 
 

@@ -9,13 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from rollup.base.errors import GoodputError
 from rollup.base.schema import IS_JOB_SQL
-
-if TYPE_CHECKING:
-    from .spanset import SpanSet
 
 # A span's attempt in SQL over the lineage (`SpanSet.lineage`).
 ATTEMPT_SQL = "coalesce(run_id, '')"
@@ -52,7 +49,17 @@ def attempt_label(run_id: str) -> str:
     return f'"{run_id}"' if run_id else '"" (unnamed)'
 
 
-def find_attempts(spans: SpanSet) -> list[Attempt]:
+class Queried(Protocol):
+    """What `find_attempts` reads of a set of spans (`spanset.SpanSet`, whose `attempts` asks it): the relation of
+    the spans' own columns, and its connection's answer to a query."""
+
+    @property
+    def own(self) -> str: ...
+
+    def rows(self, sql: str) -> list[tuple[Any, ...]]: ...
+
+
+def find_attempts(spans: Queried) -> list[Attempt]:
     """Every attempt of `spans`, ordered by its first span's start (then run id), windows not yet known."""
     rows = spans.rows(
         f"""
@@ -64,6 +71,33 @@ def find_attempts(spans: SpanSet) -> list[Attempt]:
         """
     )
     return [Attempt(run_id, int(s), int(e), int(first), int(n)) for run_id, s, e, first, n in rows]
+
+
+def attempts_of_folded(
+    run_ids: Sequence[str | None],
+    processes: Sequence[str | None],
+    starts: Sequence[int],
+    ends: Sequence[int],
+    is_job: Sequence[bool],
+) -> list[Attempt]:
+    """`find_attempts` worked out in Python from spans folded to a few rows (a watcher's summary, where a query of
+    them costs milliseconds at each refresh): each row spans of one run id and process, job spans or not, from their
+    earliest start to their latest end (a span alone is such a row too). An attempt's extent is the envelope of its
+    job spans, else of all its spans; ordered by the first span's start, then run id."""
+    found: dict[str, list[Any]] = {}  # attempt -> [start, end, job start, job end, first start, processes]
+    for run_id, process, start, end, job in zip(run_ids, processes, starts, ends, is_job, strict=True):
+        held = found.setdefault(run_id or "", [start, end, None, None, start, set()])
+        held[0], held[1], held[4] = min(held[0], start), max(held[1], end), min(held[4], start)
+        if job:
+            held[2] = start if held[2] is None else min(held[2], start)
+            held[3] = end if held[3] is None else max(held[3], end)
+        if process is not None:
+            held[5].add(process)
+    made = [
+        Attempt(run_id, s if js is None else js, e if je is None else je, first, len(held_by))
+        for run_id, (s, e, js, je, first, held_by) in found.items()
+    ]
+    return sorted(made, key=lambda a: (a.first_span_ns, a.run_id))
 
 
 def downtime_stretches(attempts: Sequence[Attempt]) -> list[tuple[int, int]]:

@@ -48,7 +48,7 @@ from rollup.read.cache import (
 from rollup.read.plan import FileEntry, Progress, execute_plan, load_direct, plan_load, wants_processes
 from rollup.read.workers import ProcessRunner, Runner, run_in_this_process
 
-from .attempts import choose_attempt, find_attempts
+from .attempts import choose_attempt
 from .lineage import LINEAGE_VERSION, ensure_lineage
 from .spans_view import create_spans_view
 from .spanset import SpanSet
@@ -109,7 +109,7 @@ class SpanStore:
             )  # fmt: skip
         if attempt is None:
             return self._whole
-        run_ids = [a.run_id for a in find_attempts(self._whole)]
+        run_ids = [a.run_id for a in self._whole.attempts()]
         chosen = choose_attempt(run_ids, attempt)
         if chosen not in self._attempts:
             self._attempts[chosen] = self._one_attempt(run_ids, chosen)

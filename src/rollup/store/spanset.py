@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from rollup.base.connection import connection_limit_bytes, drop_table_or_view, out_of_memory
 from rollup.base.tables import LINEAGE
 
+from .attempts import ATTEMPT_SQL, Attempt, find_attempts
+
 if TYPE_CHECKING:
     import duckdb
     import pyarrow as pa
@@ -26,6 +28,8 @@ if TYPE_CHECKING:
 _SCRATCH = itertools.count(1)
 
 Params = Sequence[Any] | dict[str, Any] | None
+# A process's holding as `SpanSet.holdings` gives it: (attempt, process, host_pid, service, holding).
+Holding = tuple[str, str, str | None, str | None, str | None]
 
 
 @dataclass(frozen=True)
@@ -34,24 +38,46 @@ class SpanSet:
     `lineage.LINEAGE_COLUMNS` (each span's own accounting columns and what it inherits), `own` one with a span's own
     columns alone, cheaper to read where `lineage` is a join (the same relation elsewhere). `run_id` is the attempt
     kept (None: every attempt); `files`, the Parquet files `lineage` reads when it is a view of them (what a Ray task
-    of `report --ray` is given to read its slice from), else empty. `step_spans` (a property) names the step spans
-    with their own columns: `own`'s, filtered, unless `steps` names a relation that holds them alone (a watcher's,
-    whose questions of the steps alone are answered again only when a step span arrived). `held`: the spans
-    themselves as Arrow, when this process holds them so (a watcher's slice of its newest spans): a question of a
-    few spans may read them there, with no query."""
+    of `report --ray` is given to read its slice from), else empty."""
 
     connection: duckdb.DuckDBPyConnection
     lineage: str = LINEAGE
     own: str = LINEAGE
     run_id: str | None = None
     files: tuple[str, ...] = ()
-    steps: str | None = None
-    held: pa.Table | None = None
 
-    @property
-    def step_spans(self) -> str:
-        """SQL, a relation: the step spans (`is_step`), each span's own columns."""
-        return self.steps or f"(SELECT * FROM {self.own} WHERE is_step)"
+    # --- the questions of the whole run, by name ----------------------------------------------------------------
+
+    def attempts(self) -> list[Attempt]:
+        """Every attempt, ordered by its first span's start (then run id), windows not yet known
+        (`attempts.find_attempts`)."""
+        return find_attempts(self)
+
+    def step_spans(self) -> SpanSet:
+        """The step spans alone (`is_step`), each with its own columns: a set whose relations hold just them. Every
+        question of the step spans (the windows, the step rules) asks this set."""
+        steps = f"(SELECT * FROM {self.own} WHERE is_step)"
+        return SpanSet(self.connection, steps, steps, self.run_id)
+
+    def holdings(self) -> list[Holding]:
+        """What the processes hold: each distinct (attempt, process, host_pid, service, holding), sorted (what
+        `accounting.gpus.read_holders` reads)."""
+        return self.rows(
+            f"SELECT DISTINCT {ATTEMPT_SQL}, process, host_pid, service, holding FROM {self.own} ORDER BY ALL"
+        )
+
+    def newest_end_ns(self) -> int | None:
+        """T: the latest span end (None when the set holds no span)."""
+        ((newest,),) = self.rows(f"SELECT max(end_ns) FROM {self.own}")
+        return None if newest is None else int(newest)
+
+    def in_memory(self) -> pa.Table | None:
+        """The spans themselves as Arrow (every column of `lineage`), when this process holds them so (a watcher's
+        slice of its newest spans): a question of a few spans may read them there, with no query. None: ask the
+        database."""
+        return None
+
+    # --- queries ----------------------------------------------------------------------------------------------
 
     def rows(self, sql: str, params: Params = None) -> list[tuple[Any, ...]]:
         """The rows of `sql`, as tuples."""

@@ -1,6 +1,6 @@
 """What a watcher keeps of one refresh's report for the next (`goodput watch`): each frame's answer, and the runner and
 sweeps (`parts.ReportRunner`, `sweeps.Sweeps`) that `report.build_report` is given, which ask only about the frames
-without one, of a slice of the spans (`watcher.LiveRun.sliced`).
+without one, of a slice of the spans (`SlicedRun.sliced`).
 
 What a frame is charged, its kind and its GPUs' charge depend on the bucketed spans active in it alone: each is kept
 by position (`held.Held`) until new bucketed spans land in the frame (`forget`); a kind is kept with its set of
@@ -39,8 +39,9 @@ if TYPE_CHECKING:
     from .walk_sql import Touched
 
 
-class LiveRun(Protocol):
-    """What the runner and the sweeps read of the watcher they serve (`watcher.LiveRun`)."""
+class SlicedRun(Protocol):
+    """The watched run as its runner and sweeps read it (`watcher.LiveRun` is one): its spans (`live`), their
+    connection, and the spans active in some stretches, as a set dropped on leaving (`sliced`)."""
 
     live: LiveSpans
     connection: duckdb.DuckDBPyConnection
@@ -85,7 +86,7 @@ class KeptRunner:
     """A runner (`parts.ReportRunner`) that keeps each frame's charge, and asks only for the frames it has no answer
     for, of a slice of the spans; each window's span-seconds are the watcher's sums (`Summary.span_ns_of`)."""
 
-    def __init__(self, run: LiveRun) -> None:
+    def __init__(self, run: SlicedRun) -> None:
         self.run = run
         width = 2 + len(BUCKETS)
         self._windows, self._lost, self._outside = Held(width), Held(width), Held(width)
@@ -120,8 +121,8 @@ class KeptRunner:
         return [ReportPart(array("q", range(len(windows))), made, made.total(), lost_total, outside_total)]
 
     def check_parts(self, spans: SpanSet, windows: Windows, expect: Sequence[str]) -> list[CheckPart]:
-        """A check over the watcher's spans: every span and window asked again, of every span's own columns (`spans`
-        has the summary's, which stand in for the run's attempts, not for its bucketed spans)."""
+        """A check over the watcher's spans: every span and window asked again, of the tables (`LiveSpans.every_span`:
+        none of its questions is answered from what the watcher keeps)."""
         return [check_frames(self.run.live.every_span(), windows, expect)]
 
 
@@ -139,7 +140,7 @@ def _plan_windows(held: Held, windows: Windows, order: tuple[str, ...]) -> list[
 class KeptSweeps:
     """Sweeps (`sweeps.Sweeps`) that keep each stretch's kind and GPU charge, asking only for new stretches."""
 
-    def __init__(self, run: LiveRun) -> None:
+    def __init__(self, run: SlicedRun) -> None:
         self.run = run
         self._sorted: tuple[tuple[Any, ...], SortedWindows] | None = None  # the windows, and what they were of
         self.kinds = Held(1, values=True)  # each stretch's kind, and its names
@@ -149,13 +150,12 @@ class KeptSweeps:
         self._attempts: dict[str, int] = {}  # a number for each attempt, as GPU charges' frames hold them
 
     def frames(self, spans: SpanSet, iterations: tuple[int, int] | None) -> ReportFrames:
-        """`frames.report_frames` of the watcher's spans: the attempts from the summary (`Summary.attempts`); the
-        windows sorted out kept while the attempts are the same and no step span arrived, when every attempt's are
-        its step spans' (`windows.step_windows`)."""
-        summary = self.run.live.summary
-        attempts = summary.attempts()
+        """`frames.report_frames` of the watcher's spans: the attempts (`SpanSet.attempts`, which the watcher answers
+        from its summary); the windows sorted out kept while the attempts are the same and no step span arrived, when
+        every attempt's are its step spans' (`windows.step_windows`)."""
+        attempts = spans.attempts()
         order = [attempt.run_id for attempt in attempts]
-        key = (summary.steps_version, tuple(order))
+        key = (self.run.live.summary.steps_version, tuple(order))
         if self._sorted is not None and self._sorted[0] == key:
             windows = self._sorted[1]
         else:

@@ -6,10 +6,10 @@ one of its ancestors arrives, which happens to spans whose loaded chain of paren
 (a step span ends after its children, so they wait for it): those are held apart as *pending*. When spans arrive,
 the walk runs over them, the pending spans below them, and the ancestors above them, nothing else, and their rows
 replace the old ones: in Python for a refresh's few hundred (`walk`), in SQL for a large batch (`walk_sql`).
-A summary stands in for the whole run where a question reads only the spans' own columns in aggregate (the
-attempts, the windows, what the processes hold), so no question scans every span (`summary`); the newest
-spans are held in memory for the slices a refresh asks of (`newest`), and the rows walked wait there to be
-written to the tables a batch at a time (`writes`).
+The questions a report asks of the whole run (`SpanSet`'s named ones: the attempts, the step spans, what the
+processes hold) are answered from a summary of the spans' own columns, so none of them scans every span (`summary`);
+the newest spans are held in memory for the slices a refresh asks of (`newest`), and the rows walked wait there to
+be written to the tables a batch at a time (`writes`), until a query reads the tables.
 
 What cannot be kept up incrementally is done again from every span (`walk_sql`): a file that was replaced or shrank
 (its spans are dropped), two processes that start to look alike (SPEC section 1 names them apart), a burst of
@@ -18,7 +18,7 @@ arrivals below the root of many spans (the job span arriving last).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -28,7 +28,8 @@ from rollup.accounting.intervals import merged_stretches
 from rollup.base.arrays import FALSE
 from rollup.base.nodes import NODE_COLUMNS_SQL
 from rollup.base.schema import ACCOUNTING_SCHEMA, IS_JOB_SQL
-from rollup.store.spanset import Params, SpanSet
+from rollup.store.attempts import Attempt
+from rollup.store.spanset import Holding, Params, SpanSet
 
 from .newest import HotSpans
 from .summary import Summary
@@ -45,7 +46,18 @@ from .walk import (
     nodes_of,
     walk,
 )
-from .walk_sql import CHANGED, EVERYTHING_SPANS, FRESH, LISTED, PENDING, SPANS_TABLE, SqlWalk, Touched
+from .walk_sql import (
+    CHANGED,
+    EVERYTHING_SPANS,
+    FRESH,
+    PENDING,
+    SPANS_TABLE,
+    PendingParents,
+    ProcessNames,
+    SqlWalk,
+    Touched,
+    column_types,
+)
 from .writes import Unwritten
 
 if TYPE_CHECKING:
@@ -59,19 +71,17 @@ REBUILD_SHARE, REBUILD_LEAST = 0.2, 100_000
 SLICE_STRETCHES = 16
 
 
-class LiveSpans(SqlWalk):
-    """Every span read so far on `connection`, each once, with its lineage (`spans()` hands them out as a SpanSet
-    whose own columns are the summary's, `slice` one of just the spans some stretches need)."""
+class LiveSpans:
+    """Every span read so far on `connection`, each once, with its lineage (`spans()` hands them out as a SpanSet,
+    `slice` one of just the spans some stretches need)."""
 
     def __init__(self, connection: duckdb.DuckDBPyConnection) -> None:
         self.connection = connection
         self.count = 0
-        self._earliest_changed: int | None = None  # the earliest start of the pending spans a batch changes
-        self._hosts: dict[str, set[str | None]] = {}  # process as read -> the host:pid of each process of that name
-        columns = ", ".join(f"{name} {kind}" for name, kind in self._column_types())
+        columns = ", ".join(f"{name} {kind}" for name, kind in column_types(connection))
         connection.execute(f"CREATE TABLE {SPANS_TABLE} ({columns})")
-        # The walk looks up a batch's loaded ancestors by their ids (`_walk_new`): a few dozen ids among every span,
-        # which the index answers in a few milliseconds where a scan takes tens (bench/watch.py).
+        # The walk looks up a batch's loaded ancestors by their ids (`SqlWalk.walk_new`): a few dozen ids among every
+        # span, which the index answers in a few milliseconds where a scan takes tens (bench/watch.py).
         connection.execute(f"CREATE INDEX {SPANS_TABLE}_skey ON {SPANS_TABLE} (skey)")
         # A pending span, and `top`: the id of the parent not read that its chain of loaded parents ends at.
         # Its start too: the pending spans a batch changes are read back from the spans that started since the
@@ -79,28 +89,23 @@ class LiveSpans(SqlWalk):
         connection.execute(f"CREATE TABLE {PENDING} (tkey UBIGINT, skey UBIGINT, top UBIGINT, start_ns BIGINT)")
         self._schema = connection.sql(f"SELECT * FROM {SPANS_TABLE} LIMIT 0").to_arrow_table().schema
         self.summary = Summary(connection, SPANS_TABLE, self._schema)
-        self.summary.before_every_span = self.written
         self.unwritten = Unwritten(connection, SPANS_TABLE, PENDING)
         self.hot = HotSpans(self._schema)
-        # How many pending spans wait for each parent not read, by (tkey, parent id): kept as PENDING changes (and
-        # read again after every walk in SQL), so a refresh knows without a query whether a new span has any below
-        # it, and that a parent named here is not loaded.
-        self._tops: dict[Key, int] = {}
-        # Of a parent few spans wait for (at most LISTED), their keys and starts: the rows walked again when it
-        # arrives are then taken from `hot` when it holds them, not looked for among every pending span.
-        self._waiting: dict[Key, list[tuple[int, int, int]]] = {}
+        self._parents = PendingParents()  # what the pending spans wait for, kept as PENDING changes
+        self._names = ProcessNames()  # the processes read, by name as read
+        self._sql_walk = SqlWalk(connection, self.hot, self.summary, self._parents, self._names)
         self._held: set[str] = set()  # the slices taken of `hot`, by name
         self._registered: set[str] = set()  # those of them registered
 
     def spans(self, attempt: str | None = None) -> SpanSet:
-        """The whole run: the summary for the own columns, every span for the lineage. One attempt alone is not
-        asked of a watcher."""
+        """The whole run (`_WholeRun`: its questions answered from the summary). One attempt alone is not asked."""
         if attempt is not None:
             raise ValueError("a watcher reads every attempt")
-        return self.summary.spans(SPANS_TABLE)
+        return _WholeRun(self.connection, SPANS_TABLE, SPANS_TABLE, live=self)
 
     def every_span(self) -> SpanSet:
-        """The whole run with every span's own columns too: what a sweep over all of it reads (a check's)."""
+        """The whole run as the tables hold it, every question asked of them: what a check reads (its rules sweep
+        every span)."""
         self.written()
         return SpanSet(self.connection, SPANS_TABLE, SPANS_TABLE)
 
@@ -118,7 +123,7 @@ class LiveSpans(SqlWalk):
             if len(cover) > SLICE_STRETCHES:
                 cover = [(cover[0][0], max(end for _, end in cover))]
             self._held.add(name)
-            return _HeldSlice(self.connection, name, name, held=self.hot.slice(cover), live=self)
+            return _HeldSlice(self.connection, name, name, rows_held=self.hot.slice(cover), live=self)
         if len(cover) > SLICE_STRETCHES:
             return self.every_span()
         self.written()
@@ -150,7 +155,7 @@ class LiveSpans(SqlWalk):
         columns = [*ACCOUNTING_SCHEMA.names, "source_file"]
         arrived = arrived.select(columns) if arrived.num_rows else pa.Table.from_batches([], schema=_in_schema())
         arrived = arrived.append_column("source_process", arrived.column("process"))
-        if dropped_files or self._renames_needed(arrived):
+        if dropped_files or self._names.renames_needed(arrived):
             self.written()
             return self._rebuild(arrived, dropped_files)
         # A span read again has its first reading's start: only the spans starting since the earliest arrival are
@@ -162,7 +167,7 @@ class LiveSpans(SqlWalk):
             fresh_rows = self.connection.sql(
                 f"""
                 SELECT * FROM (
-                    SELECT DISTINCT ON (trace_id, span_id) {self._renamed()}, {NODE_COLUMNS_SQL},
+                    SELECT DISTINCT ON (trace_id, span_id) {self._names.renamed_sql()}, {NODE_COLUMNS_SQL},
                            coalesce({IS_JOB_SQL}, false) AS live_is_job
                     FROM live_arrived
                 ) a ANTI JOIN (SELECT trace_id, span_id FROM {SPANS_TABLE} {since}) s USING (trace_id, span_id)
@@ -178,7 +183,7 @@ class LiveSpans(SqlWalk):
             return Touched()
         if fresh <= EVERYTHING_SPANS:
             keys = list(zip(fresh_rows.column("tkey").to_pylist(), fresh_rows.column("skey").to_pylist(), strict=True))
-            below = sum(self._tops.get(key, 0) for key in keys)
+            below = sum(self._parents.counts.get(key, 0) for key in keys)
             if below > max(REBUILD_SHARE * self.count, REBUILD_LEAST):
                 self.written()
                 return self._rebuild(arrived, [])
@@ -194,20 +199,26 @@ class LiveSpans(SqlWalk):
             self.connection.unregister("live_fresh_rows")
         touched = _touched_by(fresh_rows) if fresh <= EVERYTHING_SPANS else Touched(everything=True)
         del fresh_rows
-        below = self._pending_below()
+        below = self._sql_walk.pending_below()
         if below > max(REBUILD_SHARE * self.count, REBUILD_LEAST):
             self.connection.execute(f"DROP TABLE {FRESH}")
             self.connection.execute(f"DROP TABLE {CHANGED}")
             return self._rebuild(arrived, [])
-        self._walk_new(fresh)
-        self._count_tops()
+        self._sql_walk.walk_new(fresh)
+        self.count += fresh
+        self._parents.count(self.connection)
         return touched
+
+    def _rebuild(self, arrived: pa.Table, dropped_files: list[str]) -> Touched:
+        """Every span walked again (`SqlWalk.rebuild`): those kept (less those of `dropped_files`), the arrivals."""
+        self.count = self._sql_walk.rebuild(arrived, dropped_files)
+        return Touched(everything=True)
 
     def _walk_few(self, fresh_rows: pa.Table, keys: list[Key], below: int) -> Touched:
         """The walk in Python (`walk.walk`) over the new spans `fresh_rows` (`keys`, their ids) and the `below`
         pending spans that wait for one of them; their rows kept (written a batch at a time: `writes`), what
         changed returned. Raises Unwalked (before any row changes) for the walk in SQL to take them."""
-        waiting = [key for key in keys if self._tops.get(key)]
+        waiting = [key for key in keys if self._parents.counts.get(key)]
         changed = self._waiting_rows(waiting) if below else None
         parts = [fresh_rows.select(list(WALK_COLUMNS))]
         if changed is not None:
@@ -215,13 +226,11 @@ class LiveSpans(SqlWalk):
         spans = nodes(pa.concat_tables(parts))
         if len(spans) != sum(part.num_rows for part in parts):
             raise Unwalked("an id held twice")
-        found = walk(spans, self._look_up, lambda key: key in self._tops)
+        found = walk(spans, self._look_up, lambda key: key in self._parents.counts)
         rows = lineage_rows(fresh_rows, changed, found, self._schema)
         if changed is not None:
             self._delete_rows(changed)
-        for key in waiting:  # every span that waited for these was walked again
-            self._tops.pop(key, None)
-            self._waiting.pop(key, None)
+        self._parents.arrived(waiting)  # every span that waited for these was walked again
         self.hot.add(rows, [] if changed is None else keys_of(changed))
         self.unwritten.add(rows, self._pend_found(rows, found), self.hot.start_ns)  # written later: `writes`
         self.summary.add_rows(rows.slice(0, len(keys)).append_column("live_is_job", fresh_rows.column("live_is_job")))
@@ -233,8 +242,8 @@ class LiveSpans(SqlWalk):
 
     def _waiting_rows(self, waiting: list[Key]) -> pa.Table:
         """The rows of the pending spans that wait for one of `waiting` (ids of new spans): from `hot` when every
-        one is listed (`_waiting`) and started since it holds every span, else looked for in PENDING."""
-        listed = [self._waiting.get(key) for key in waiting]
+        one is listed (`PendingParents.listed`) and started since it holds every span, else looked for in PENDING."""
+        listed = [self._parents.listed.get(key) for key in waiting]
         if all(keys is not None for keys in listed) and self.hot.start_ns is not None:
             wanted = {(t, s) for keys in listed for t, s, start in keys or ()}
             starts = [start for keys in listed for _, _, start in keys or ()]
@@ -300,7 +309,7 @@ class LiveSpans(SqlWalk):
 
     def _pend_found(self, rows: pa.Table, found: dict[Key, Lineage]) -> pa.Table | None:
         """The rows of PENDING of the walked spans whose chain of loaded parents ends at a parent not read (counted
-        in `_tops` here); None when there are none."""
+        in `_parents` here); None when there are none."""
         keys = list(zip(rows.column("tkey").to_pylist(), rows.column("skey").to_pylist(), strict=True))
         starts = rows.column("start_ns").to_pylist()
         pending: list[tuple[Key, int, int]] = []
@@ -310,45 +319,59 @@ class LiveSpans(SqlWalk):
                 pending.append((key, top, start))
         if not pending:
             return None
-        for (tkey, skey), top, start in pending:
-            count = self._tops.get((tkey, top), 0)
-            self._tops[(tkey, top)] = count + 1
-            listed = self._waiting.get((tkey, top)) if count else self._waiting.setdefault((tkey, top), [])
-            if listed is not None:
-                if len(listed) < LISTED:
-                    listed.append((tkey, skey, start))
-                else:
-                    del self._waiting[(tkey, top)]
+        self._parents.add(pending)
         return pa.table({"tkey": pa.array([k[0] for k, _, _ in pending], pa.uint64()),
                           "skey": pa.array([k[1] for k, _, _ in pending], pa.uint64()),
                           "top": pa.array([t for _, t, _ in pending], pa.uint64()),
                           "start_ns": pa.array([s for _, _, s in pending], pa.int64())})  # fmt: skip
 
-    def _renames_needed(self, arrived: pa.Table) -> bool:
-        """Record the arrivals' processes; True when a name already read is now shared by a second host:pid (the
-        old spans' process names change: SPEC section 1)."""
-        if not arrived.num_rows:
-            return False
-        pairs = arrived.select(["process", "host_pid"]).group_by(["process", "host_pid"]).aggregate([]).to_pylist()
-        needed = False
-        for pair in pairs:
-            known = self._hosts.setdefault(pair["process"], set())
-            if known and pair["host_pid"] not in known and len(known) == 1:
-                needed = True
-            known.add(pair["host_pid"])
-        return needed
+
+@dataclass(frozen=True)
+class _WholeRun(SpanSet):
+    """The watcher's whole run (`LiveSpans.spans`): every span, and the questions of the whole run answered from what
+    the watcher keeps (`summary.Summary`). Every other query reads the tables: the rows walked and waiting are
+    written first (`LiveSpans.written`)."""
+
+    live: LiveSpans = field(kw_only=True)
+
+    def attempts(self) -> list[Attempt]:
+        return self.live.summary.attempts()
+
+    def step_spans(self) -> SpanSet:
+        return self.live.summary.step_spans()
+
+    def holdings(self) -> list[Holding]:
+        return self.live.summary.holdings()
+
+    def newest_end_ns(self) -> int | None:
+        return self.live.summary.newest_end_ns()
+
+    def _execute(self, sql: str, params: Params) -> duckdb.DuckDBPyConnection:
+        self.live.written()
+        return super()._execute(sql, params)
+
+    def arrow(self, sql: str, params: Params = None) -> pa.Table:
+        self.live.written()
+        return super().arrow(sql, params)
+
+    def batches(self, sql: str, params: Params = None, *, rows: int) -> pa.RecordBatchReader:
+        self.live.written()
+        return super().batches(sql, params, rows=rows)
 
 
 @dataclass(frozen=True)
 class _HeldSlice(SpanSet):
-    """A slice of the newest spans, held as Arrow (`held`) and registered under its name the first time a query
-    asks (most refreshes' charges sweep it on Arrow columns: `sweep_few`)."""
+    """A slice of the newest spans, held as Arrow (`rows_held`: `in_memory`) and registered under its name the first
+    time a query asks (most refreshes' charges sweep it on Arrow columns: `sweep_few`)."""
 
-    live: LiveSpans | None = None
+    rows_held: pa.Table = field(kw_only=True)
+    live: LiveSpans = field(kw_only=True)
+
+    def in_memory(self) -> pa.Table:
+        return self.rows_held
 
     def _ready(self) -> None:
-        if self.live is not None and self.held is not None:
-            self.live.register_slice(self.lineage, self.held)
+        self.live.register_slice(self.lineage, self.rows_held)
 
     def _execute(self, sql: str, params: Params) -> duckdb.DuckDBPyConnection:
         self._ready()

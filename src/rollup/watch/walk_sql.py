@@ -3,12 +3,14 @@ time), a batch the walk in Python leaves (`walk.Unwalked`), and the rebuild of e
 process name shared, the job span arriving over everything).
 
 The lineage of the batch's spans, of the pending spans below them and of every ancestor above is `build_lineage`'s
-(`lineage`), run over those rows alone; their rows replace the old ones. `LiveSpans` holds the state these read
-and keep up to date (its tables, the newest spans, the summary, the pending spans' parents).
+(`lineage`), run over those rows alone; their rows replace the old ones. `LiveSpans` owns what the walk keeps up to
+date beside its tables, and hands it over: the newest spans held, the summary, the pending spans' parents
+(`PendingParents`) and the processes' names (`ProcessNames`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -39,7 +41,7 @@ CHANGED = "live_changed"
 _FOUND = "live_found"
 
 
-# The most pending spans whose keys are listed by the parent they wait for (`LiveSpans._waiting`).
+# The most pending spans whose keys are listed by the parent they wait for (`PendingParents.listed`).
 LISTED = 4_096
 # A batch of more new spans than this (a run already written, read a part at a time) touches everything: listing
 # what each of its spans touched would cost more than asking every frame again, and hold the list in memory.
@@ -58,55 +60,86 @@ class Touched:
     named: list[tuple[int, int, str]] = field(default_factory=list)
 
 
-class SqlWalk:
-    """The walk in SQL, for `LiveSpans` (which it is a part of): the attributes below are `LiveSpans`'s."""
+class PendingParents:
+    """The parents not read that pending spans wait for (PENDING's `top`), kept in memory beside the table: how many
+    pending spans wait for each (`counts`, by (tkey, parent id)), so a refresh knows without a query whether a new
+    span has any below it, and that a parent named here is not loaded; and of a parent few wait for (at most
+    LISTED), their keys and starts (`listed`): when it arrives, the spans walked again are then taken from the
+    newest spans held, not looked for among every pending span. Kept up to date by the walk in Python (`add`,
+    `arrived`), read again from PENDING after a walk in SQL (`count`)."""
 
-    connection: duckdb.DuckDBPyConnection
-    count: int
-    hot: HotSpans
-    summary: Summary
-    _earliest_changed: int | None
-    _hosts: dict[str, set[str | None]]
-    _tops: dict[Key, int]
-    _waiting: dict[Key, list[tuple[int, int, int]]]
+    def __init__(self) -> None:
+        self.counts: dict[Key, int] = {}
+        self.listed: dict[Key, list[tuple[int, int, int]]] = {}
 
-    def _column_types(self) -> list[tuple[str, str]]:
-        """The columns of LINEAGE as the walk makes them, plus `source_file`: read off an empty walk."""
-        empty = pa.Table.from_batches([], schema=ACCOUNTING_SCHEMA)
-        self.connection.register("live_empty", empty)
-        try:
-            self.connection.execute(f"CREATE TEMP TABLE {_WALKED} AS SELECT *, {NODE_COLUMNS_SQL} FROM live_empty")
-            build_lineage(self.connection, _WALKED)
-            described = self.connection.execute(f"SELECT * FROM {LINEAGE} LIMIT 0").description
-        finally:
-            self._drop_walk()
-            self.connection.unregister("live_empty")
-        return [(name, str(kind)) for name, kind, *_ in described] + [(name, "VARCHAR") for name in SOURCE_COLUMNS]
-
-    def _count_tops(self) -> None:
-        """`_tops` read again from PENDING: how many pending spans wait for each parent (after a walk in SQL); and
-        `_waiting`, the spans waiting for each parent few do (at most LISTED): when it arrives, the spans walked
-        again are then taken from the newest spans held, not looked for among every pending span."""
-        self._tops = {
+    def count(self, connection: duckdb.DuckDBPyConnection) -> None:
+        """Read both again from PENDING on `connection`."""
+        self.counts = {
             (int(tkey), int(top)): int(count)
-            for tkey, top, count in self.connection.execute(
+            for tkey, top, count in connection.execute(
                 f"SELECT tkey, top, count(*) FROM {PENDING} GROUP BY ALL"
             ).fetchall()
         }
-        self._waiting = {}
-        few = [key for key, count in self._tops.items() if count <= LISTED]
+        self.listed = {}
+        few = [key for key, count in self.counts.items() if count <= LISTED]
         if not few:
             return
-        self.connection.register("live_few_tops", keys_table(few, "top"))
+        connection.register("live_few_tops", keys_table(few, "top"))
         try:
-            for tkey, top, skey, start in self.connection.execute(
+            for tkey, top, skey, start in connection.execute(
                 f"SELECT tkey, top, skey, start_ns FROM {PENDING} SEMI JOIN live_few_tops USING (tkey, top)"
             ).fetchall():
-                self._waiting.setdefault((int(tkey), int(top)), []).append((int(tkey), int(skey), int(start)))
+                self.listed.setdefault((int(tkey), int(top)), []).append((int(tkey), int(skey), int(start)))
         finally:
-            self.connection.unregister("live_few_tops")
+            connection.unregister("live_few_tops")
 
-    def _renamed(self) -> str:
+    def add(self, pending: Iterable[tuple[Key, int, int]]) -> None:
+        """Count new pending spans: each (its key, the id of the parent it waits for, its start)."""
+        for (tkey, skey), top, start in pending:
+            count = self.counts.get((tkey, top), 0)
+            self.counts[(tkey, top)] = count + 1
+            listed = self.listed.get((tkey, top)) if count else self.listed.setdefault((tkey, top), [])
+            if listed is not None:
+                if len(listed) < LISTED:
+                    listed.append((tkey, skey, start))
+                else:
+                    del self.listed[(tkey, top)]
+
+    def arrived(self, keys: Iterable[Key]) -> None:
+        """Forget the parents of `keys`, read now: every span that waited for them was walked again."""
+        for key in keys:
+            self.counts.pop(key, None)
+            self.listed.pop(key, None)
+
+
+class ProcessNames:
+    """The processes read, by name as read: the host:pid of each process of that name. A name that a second
+    host:pid comes to share is shown with its `[host:pid]` (SPEC section 1, as `store` does)."""
+
+    def __init__(self) -> None:
+        self._hosts: dict[str, set[str | None]] = {}
+
+    def renames_needed(self, arrived: pa.Table) -> bool:
+        """Record the arrivals' processes; True when a name already read is now shared by a second host:pid (the
+        old spans' process names change: SPEC section 1)."""
+        if not arrived.num_rows:
+            return False
+        pairs = arrived.select(["process", "host_pid"]).group_by(["process", "host_pid"]).aggregate([]).to_pylist()
+        needed = False
+        for pair in pairs:
+            known = self._hosts.setdefault(pair["process"], set())
+            if known and pair["host_pid"] not in known and len(known) == 1:
+                needed = True
+            known.add(pair["host_pid"])
+        return needed
+
+    def read_again(self, connection: duckdb.DuckDBPyConnection, table: str) -> None:
+        """Record anew the processes of every span of `table` (a rebuild)."""
+        self._hosts = {}
+        for process, host_pid in connection.execute(f"SELECT DISTINCT process, host_pid FROM {table}").fetchall():
+            self._hosts.setdefault(process, set()).add(host_pid)
+
+    def renamed_sql(self) -> str:
         """The arrivals' columns, a process shown alike another named with its `[host:pid]` (as `store` does)."""
         shared = [name for name, hosts in self._hosts.items() if len(hosts) > 1 and name is not None]
         names = ", ".join("'" + name.replace("'", "''") + "'" for name in shared)
@@ -115,7 +148,38 @@ class SqlWalk:
         return (f"* REPLACE (CASE WHEN process IN ({names}) THEN process || ' [' || coalesce(host_pid, '?') || ']' "
                 "ELSE process END AS process)")  # fmt: skip
 
-    def _pending_below(self) -> int:
+
+def column_types(connection: duckdb.DuckDBPyConnection) -> list[tuple[str, str]]:
+    """The columns of LINEAGE as the walk makes them, plus `source_file`: read off an empty walk."""
+    empty = pa.Table.from_batches([], schema=ACCOUNTING_SCHEMA)
+    connection.register("live_empty", empty)
+    try:
+        connection.execute(f"CREATE TEMP TABLE {_WALKED} AS SELECT *, {NODE_COLUMNS_SQL} FROM live_empty")
+        build_lineage(connection, _WALKED)
+        described = connection.execute(f"SELECT * FROM {LINEAGE} LIMIT 0").description
+    finally:
+        _drop_walk(connection)
+        connection.unregister("live_empty")
+    return [(name, str(kind)) for name, kind, *_ in described] + [(name, "VARCHAR") for name in SOURCE_COLUMNS]
+
+
+class SqlWalk:
+    """The walk in SQL over the watcher's tables on `connection` (SPANS_TABLE, PENDING; FRESH, a batch's new spans,
+    the caller's), keeping up to date what `LiveSpans` hands it beside them: the newest spans held (`hot`), the
+    summary, the pending spans' parents (`parents`) and the processes' names (`names`)."""
+
+    def __init__(
+        self,
+        connection: duckdb.DuckDBPyConnection,
+        hot: HotSpans,
+        summary: Summary,
+        parents: PendingParents,
+        names: ProcessNames,
+    ) -> None:
+        self.connection, self.hot, self.summary, self.parents, self.names = connection, hot, summary, parents, names
+        self._earliest_changed: int | None = None  # the earliest start of the pending spans a batch changes
+
+    def pending_below(self) -> int:
         """Table CHANGED: the keys of the pending spans below the new ones, whose chains end at a new span (their
         lineage changes); their count."""
         self.connection.execute(
@@ -133,10 +197,10 @@ class SqlWalk:
         """SQL: a span (its columns after `prefix`) started no earlier than the earliest pending span changed."""
         return "false" if self._earliest_changed is None else f"{prefix}start_ns >= {self._earliest_changed}"
 
-    def _walk_new(self, fresh: int) -> None:
-        """The walk over the new spans, the pending ones below them and every ancestor above: their rows replace
-        the old ones. What the batch touched is the new spans' alone (`watch.spans._touched_by`: a walk changes no
-        span's own columns), or everything past EVERYTHING_SPANS."""
+    def walk_new(self, fresh: int) -> None:
+        """The walk over the `fresh` new spans of FRESH, the pending ones below them (CHANGED: `pending_below`) and
+        every ancestor above: their rows replace the old ones. What the batch touched is the new spans' alone
+        (`watch.spans._touched_by`: a walk changes no span's own columns), or everything past EVERYTHING_SPANS."""
         c = self.connection
         node_columns = ", ".join(NODE_TABLE_COLUMNS)
         c.execute(
@@ -196,12 +260,10 @@ class SqlWalk:
                     SELECT {", ".join("l." + n if n not in SOURCE_COLUMNS else "w." + n for n in ROW_COLUMNS)}
                     FROM {LINEAGE} l JOIN {_WALKED} w USING (tkey, skey) WHERE w.changed"""
             )
-            c.execute(
-                f"INSERT INTO {SPANS_TABLE} SELECT * FROM live_rows ORDER BY start_ns"
-            )  # time order: see _rebuild
+            c.execute(f"INSERT INTO {SPANS_TABLE} SELECT * FROM live_rows ORDER BY start_ns")  # time order: see rebuild
             self._pend(_WALKED)
         finally:
-            self._drop_walk()
+            _drop_walk(c)
         if everything:
             self.hot.reload(c, SPANS_TABLE)
         else:
@@ -210,7 +272,6 @@ class SqlWalk:
         c.execute("DROP TABLE live_rows")
         c.execute(f"DROP TABLE {FRESH}")
         c.execute(f"DROP TABLE {CHANGED}")
-        self.count += fresh
         self.summary.count_span_seconds(SPANS_TABLE)
 
     def _pend(self, walked: str) -> None:
@@ -223,8 +284,9 @@ class SqlWalk:
                 f"INSERT INTO {PENDING} SELECT tkey, skey, top, start_ns FROM {tops} WHERE changed AND top IS NOT NULL"
             )
 
-    def _rebuild(self, arrived: pa.Table, dropped_files: list[str]) -> Touched:
-        """Every span walked again: the ones kept (less those of `dropped_files`) and the arrivals."""
+    def rebuild(self, arrived: pa.Table, dropped_files: list[str]) -> int:
+        """Every span walked again: the ones kept (less those of `dropped_files`) and the arrivals. Returns how many
+        spans there are now."""
         c = self.connection
         c.register("live_arrived", arrived)
         try:
@@ -238,13 +300,12 @@ class SqlWalk:
             )
         finally:
             c.unregister("live_arrived")
-        self._hosts = {}
-        for process, host_pid in c.execute("SELECT DISTINCT process, host_pid FROM live_all").fetchall():
-            self._hosts.setdefault(process, set()).add(host_pid)
+        self.names.read_again(c, "live_all")
         c.execute(
             f"""
             CREATE OR REPLACE TEMP TABLE {_WALKED} AS
-            SELECT DISTINCT ON (trace_id, span_id) {self._renamed()}, {NODE_COLUMNS_SQL}, true AS changed FROM live_all
+            SELECT DISTINCT ON (trace_id, span_id) {self.names.renamed_sql()}, {NODE_COLUMNS_SQL}, true AS changed
+            FROM live_all
             """
         )
         c.execute("DROP TABLE live_all")
@@ -263,14 +324,15 @@ class SqlWalk:
             self.summary.add_table(SPANS_TABLE)
             self.hot.reload(c, SPANS_TABLE)
         finally:
-            self._drop_walk()
-        ((self.count,),) = c.execute(f"SELECT count(*) FROM {SPANS_TABLE}").fetchall()
-        self._count_tops()
+            _drop_walk(c)
+        ((count,),) = c.execute(f"SELECT count(*) FROM {SPANS_TABLE}").fetchall()
+        self.parents.count(c)
         self.summary.count_span_seconds(SPANS_TABLE)
-        return Touched(everything=True)
+        return int(count)
 
-    def _drop_walk(self) -> None:
-        for view in (LINEAGE, OWN_SPANS):
-            self.connection.execute(f"DROP VIEW IF EXISTS {view}")
-        for table in (_WALKED, LINEAGE_HANDED):
-            self.connection.execute(f"DROP TABLE IF EXISTS {table}")
+
+def _drop_walk(connection: duckdb.DuckDBPyConnection) -> None:
+    for view in (LINEAGE, OWN_SPANS):
+        connection.execute(f"DROP VIEW IF EXISTS {view}")
+    for table in (_WALKED, LINEAGE_HANDED):
+        connection.execute(f"DROP TABLE IF EXISTS {table}")
