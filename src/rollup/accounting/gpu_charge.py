@@ -19,7 +19,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from rollup.base.schema import BUCKETS, sql_text
-from rollup.store.attempts import ATTEMPT_SQL
+from rollup.store.attempts import attempt_sql
 from rollup.store.derived import kept_columns, stretches_key
 
 from .attribution import charged_by_key
@@ -31,8 +31,6 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from rollup.store.spanset import SpanSet
-
-    from .gpus import Pool
 
 
 @dataclass(slots=True)
@@ -206,7 +204,7 @@ def _swept_gpus(
         spans.registered("gpu_members", members) as members_table,
         spans.registered("gpu_fleets", fleets) as fleets_table,
     ):
-        attempt_of_span = ATTEMPT_SQL.replace("run_id", "s.run_id")
+        attempt_of_span = attempt_sql("s.run_id")
         placed = _placed_sql(model.placed)
 
         def keyed(spans_sql: str) -> str:
@@ -323,15 +321,6 @@ class GpuReport:
             "pools": [pool.json() for pool in self.model.pools],
             "job": self.job_json(productive),
         }
-
-    def bottleneck(self) -> tuple[Pool, float, list[tuple[Pool, float]]] | None:
-        """The pool whose GPUs were busiest over the rows (some bucket but idle charged), with that share, and the
-        others' shares; None with fewer than two pools."""
-        if len(self.model.pools) < 2:
-            return None
-        shares = [(pool, self.total(pool.name).busy or 0.0) for pool in self.model.pools]
-        shares.sort(key=lambda item: (-item[1], item[0].name))
-        return shares[0][0], shares[0][1], shares[1:]
 
 
 def gpu_report(

@@ -14,8 +14,14 @@ from typing import Any, Protocol
 from rollup.base.errors import GoodputError
 from rollup.base.schema import IS_JOB_SQL
 
+
+def attempt_sql(run_id: str = "run_id") -> str:
+    """SQL: the attempt of the span whose run id is the column `run_id` (`s.run_id` in a join)."""
+    return f"coalesce({run_id}, '')"
+
+
 # A span's attempt in SQL over the lineage (`SpanSet.lineage`).
-ATTEMPT_SQL = "coalesce(run_id, '')"
+ATTEMPT_SQL = attempt_sql()
 
 # What `--attempt latest` asks for: the attempt that started last.
 LATEST = "latest"

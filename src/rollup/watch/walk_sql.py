@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from rollup.base.nodes import NODE_COLUMNS_SQL, NODE_TABLE_COLUMNS
-from rollup.base.schema import ACCOUNTING_SCHEMA
+from rollup.base.schema import ACCOUNTING_SCHEMA, sql_text
 from rollup.base.tables import LINEAGE, LINEAGE_HANDED, OWN_SPANS
 from rollup.store.lineage import build_lineage
 
@@ -142,7 +142,7 @@ class ProcessNames:
     def renamed_sql(self) -> str:
         """The arrivals' columns, a process shown alike another named with its `[host:pid]` (as `store` does)."""
         shared = [name for name, hosts in self._hosts.items() if len(hosts) > 1 and name is not None]
-        names = ", ".join("'" + name.replace("'", "''") + "'" for name in shared)
+        names = ", ".join(sql_text(name) for name in shared)
         if not shared:
             return "*"
         return (f"* REPLACE (CASE WHEN process IN ({names}) THEN process || ' [' || coalesce(host_pid, '?') || ']' "
@@ -290,7 +290,7 @@ class SqlWalk:
         c = self.connection
         c.register("live_arrived", arrived)
         try:
-            files = ", ".join("'" + f.replace("'", "''") + "'" for f in dropped_files)
+            files = ", ".join(sql_text(f) for f in dropped_files)
             names = [n if n != "process" else "source_process AS process" for n in ACCOUNTING_SCHEMA.names]
             kept = f"SELECT {', '.join(names)}, source_file, source_process FROM {SPANS_TABLE}"
             if files:
