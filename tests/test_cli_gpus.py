@@ -116,23 +116,40 @@ def test_by_pool_rows_are_each_window_in_each_pool_with_the_pools_own_gpu_figure
     ]
 
 
+# The steps' critical path (SPEC section 14) in each window of `fleet_spans`: training [8, 9.5] is the step's
+# latest child; from 8, the training fleet's refit wait [6, 8] ends at 8, woken by gen1's generation (ending at 8, the
+# later start of the two that do): that generation [6, 8] is the wait's explanation; from 6, nothing ends: waiting.
+# So per window 2 s of the path on the generation pool's processes, 1.5 s on the training pool's.
+PATH_S = {"generation": 8 - 6, "training": 9.5 - 8}
+
+
 @pytest.mark.parametrize("width", WIDTHS)
-def test_by_pool_table_names_the_busiest_pool_as_the_bottleneck(tmp_path, monkeypatch, width):
+def test_by_pool_names_the_pool_whose_processes_hold_most_of_the_path_as_the_bottleneck(tmp_path, monkeypatch, width):
     result = at_width(["report", str(fleets_trace(tmp_path)), "--by", "pool"], width, monkeypatch)
     assert result.exit_code == 0, result.output
     lines = result.stdout.rstrip("\n").splitlines()
     assert all(len(line) <= width for line in lines), [line for line in lines if len(line) > width]
-    totals = pool_totals(expected_pools())
-    shares = sorted(((busy(figures), pool) for pool, figures in totals.items()), reverse=True)
-    (top, top_pool), (other, other_pool) = shares
-    assert top_pool == "generation" and top > other  # generation works 7.5 s of 10 on each GPU, training 1.5
+    share = 2 * PATH_S["generation"] / 20  # two windows of 10 s
     at = next(i for i, line in enumerate(lines) if line.startswith("bottleneck: "))
     assert " ".join(lines[at:]) == (  # the last line, however the width folds it
-        f"bottleneck: {top_pool}, its GPUs busy {top * 100:.1f}% of the iterations' GPU-seconds while the others "
-        f"waited ({other_pool} {other * 100:.1f}% busy)"
+        f"bottleneck: generation, its processes on the steps' critical path {share * 100:.1f}% of the time"
     )
     gpu_at = next(i for i, line in enumerate(lines) if line.startswith("gpus: "))
     assert " ".join(lines[gpu_at:at]).startswith("gpus: 4 in 2 pools (generation 2, training 2); GPU goodput")
+    payload = json_report(fleets_trace(tmp_path, "again.otlp"), "--by", "pool")
+    assert list(payload)[list(payload).index("pools") + 1] == "bottleneck"
+    assert payload["bottleneck"] == {"pool": "generation", "share": pytest.approx(share)}
+
+
+
+def test_the_bottleneck_follows_the_path_not_the_busiest_gpus(tmp_path):
+    # Generation 2 s a step: the training fleet's refit wait [6, 8] is woken by nothing (the generations ended at 2),
+    # so the path is training [8, 9.5], the wait [6, 8], then gen1's generation [1, 2]: 3.5 s a window on the
+    # training pool's processes, 1 s on the generation pool's, though the generation GPUs are as busy.
+    payload = json_report(fleets_trace(tmp_path, gen_s=2.0), "--by", "pool")
+    assert payload["bottleneck"] == {"pool": "training", "share": pytest.approx(2 * ((9.5 - 8) + (8 - 6)) / 20)}
+    totals = pool_totals(expected_pools(gen_s=2.0))
+    assert busy(totals["generation"]) >= busy(totals["training"])
 
 
 def test_by_pool_table_rows_show_each_window_and_pool_then_the_totals(tmp_path):

@@ -20,31 +20,49 @@ def critical(
     output: Path | None = shell.OutputOption,
     no_cache: bool = shell.NoCacheOption,
     keep_going: bool = shell.KeepGoingOption,
-    ray: bool = typer.Option(
-        False,
-        "--ray",
-        help="Walk the windows as Ray tasks, by ranges of iterations: --ray [ADDRESS] (default: "
-        "RAY_ADDRESS, else a local cluster). Same output as without.",
+    speedup: list[str] = typer.Option(
+        [],
+        "--speedup",
+        metavar="NAME=PCT",
+        help="Predict the steps with the own time of every span of NAME PCT shorter (rl.grpo.generation=10%), the "
+        "run re-timed along its recorded dependencies; repeatable.",
     ),
-    ray_address: str | None = typer.Option(None, "--ray-address", hidden=True),
+    wakeup: str = typer.Option(
+        "20ms",
+        "--wakeup",
+        metavar="DURATION",
+        help="A wait (an idle span) ended because a span elsewhere ended at most this long before it (20ms, 0.5s).",
+    ),
+    gpus: list[str] = shell.GpusOption,
+    place: list[str] = shell.PlaceOption,
 ) -> None:
-    """What each step waited on: its critical path, walked back from the window's end, and each phase's and
-    process's share of it.
+    """What each step waited on, and what speeding up a phase would buy.
 
-    From the end of each iteration's window, the bucketed span (any process, any iteration) the step was waiting
-    on: the one running then that started last, else the one that ended last (the gap after it is waiting); then on
-    from that span's start. The table leads with the phase most on the path and what making it 10% shorter saves at
-    most per step (a phase off the path saves nothing until another becomes critical), names a straggler (a process
-    on the path far longer than the other processes of its service, that the steps waited on alone), then lists the
-    phases' and processes' shares; with --iteration N, that step's path. JSON, CSV and Markdown give every path.
+    Each step is explained back from its end along the dependencies the trace records: the children its spans
+    waited for, the order of the spans of one process, the span elsewhere whose end woke a wait. The table leads
+    with the phase whose 10% speed-up saves the most wall clock a step (the run re-timed with that phase shorter:
+    a phase beside a longer one saves nothing), lists each phase's time on the path and its saving, each process's
+    time on it, and per fleet the worker its fan-outs waited on most; with --iteration N, that step's path. JSON,
+    CSV and Markdown give every path.
     """
     selected = shell.selected_iterations(iteration, iterations)
     chosen = shell.output_format(fmt, output)
     from rollup import CriticalOptions, build_critical
+    from rollup.critical import parse_speedup
+    from rollup.report import parse_duration
 
-    options = CriticalOptions(selected, attempt, exact=iteration is not None)
-    with shell.runner(ray, ray_address) as runner, shell.opened_store(paths, no_cache, keep_going=keep_going) as store:
-        found = build_critical(store, options, runner)
+    options = shell.checked(
+        lambda: CriticalOptions(
+            selected,
+            attempt,
+            exact=iteration is not None,
+            wakeup_ns=parse_duration(wakeup, "--wakeup", zero=True),
+            speedup=parse_speedup(speedup),
+            gpus=shell.gpu_options(gpus, place),
+        )
+    )  # every option checked before a file is read
+    with shell.opened_store(paths, no_cache, keep_going=keep_going) as store:
+        found = shell.checked(lambda: build_critical(store, options))
         if not found.iterations:
             shell.print_notices([shell.nothing_note(store, found.missing)])
     shell.emit(critical_text(found, chosen, width=shell.terminal_width(), path_of=iteration), output)

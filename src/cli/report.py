@@ -85,7 +85,7 @@ def report(
             shell.print_notices([shell.nothing_note(store, built.missing)])
         if fmt is OutputFormat.html:
             checks = check_counts(check_findings(store, CheckOptions(attempt=attempt), runner).findings)
-            critical = build_critical(store, CriticalOptions(selected, attempt), runner)
+            critical = build_critical(store, CriticalOptions(selected, attempt, gpus=gpu_options))
     width = shell.terminal_width()
     shell.emit(report_chunks(built, fmt, width=width, checks=checks, total_only=total_only, critical=critical), output)
     shell.print_notices(report_notes(built))
@@ -130,8 +130,10 @@ def diff(
     """Did it get worse, and where: the median step of two runs, figure by figure and phase by phase.
 
     Medians over each side's iterations of the wall clock, each bucket, unaccounted and goodput, their difference
-    (candidate minus baseline) and change; then each span name's median seconds per step in each bucket (from
-    `report --by name`), largest change first. The first line is the verdict.
+    (candidate minus baseline) and change; then per span name and bucket its median seconds per step (from `report
+    --by name`), its spans' median length and its median seconds per step on the critical path, each largest change
+    first. The first line is the verdict: the phase whose spans got longer or shorter most, and the one whose time on
+    the path moved most.
     """
     percent = None
     if fail_over is not None:

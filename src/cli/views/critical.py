@@ -1,7 +1,8 @@
-"""`goodput critical` as text (SPEC section 14): what to speed up first, in a line, then the shares of the path.
+"""`goodput critical` as text (SPEC section 14): what to speed up first, in a line, then the phases and processes.
 
-The table leads with the phase most on the path and what shortening it could save at most, then names a straggler
-if one stands out; the phases' and the processes' shares follow, and with `--iteration N` that step's path. JSON is
+The table leads with the phase whose 10% speed-up saves the most a step, a `--speedup`'s prediction, and per fleet
+the worker its fan-outs waited on most; the phases (their time on the path and their saving) and the processes
+follow, and with `--iteration N` that step's path. JSON is
 SPEC's object; CSV and Markdown give every row in one table, `kind` saying which (a phase, a process, a segment of a
 path: every iteration's).
 """
@@ -27,39 +28,39 @@ def _percent(value: float | None) -> str:
 
 
 def headline(found: CriticalPaths) -> list[str]:
-    """The table's opening lines: what was walked, the phase to speed up first (SPEC section 14's reading), the
-    stragglers."""
+    """The table's opening lines: what was explained, the phase whose 10% speed-up saves the most (SPEC section
+    14's lead), a `--speedup`'s prediction, and per fleet the worker its fan-outs waited on most."""
     steps = len(found.iterations)
     wall, waiting = found.wall_ns / 1e9, found.waiting_ns / 1e9
     waited = f"{waiting:.3f} s waiting ({_percent(waiting / wall if wall else None) or '0.0%'})"
     lines = [f"critical path of {steps} iteration{'s' if steps != 1 else ''}: {wall:.3f} s of steps, {waited}"]
-    first = found.first()
     if not steps:
         return lines
+    first = found.first()
+    speed_up = f"{100 * found.SPEED_UP:.0f}%"
     if first is None:
-        lines.append("no step waited on a bucketed span: every window is waiting")
+        lines.append(f"speed up first: no phase's {speed_up} speed-up shortens a step")
     else:
-        speed_up = found.SPEED_UP
-        saved = speed_up * first.per_step_s
         lines.append(
-            f"speed up first: {first.key} ({first.bucket}), {_percent(first.share)} of the path, "
-            f"{first.per_step_s:.3f} s a step: {100 * speed_up:.0f}% off it saves at most {saved:.3f} s a step"
+            f"speed up first: {first.key} ({first.bucket}): {speed_up} off it saves {first.saves_s:.3f} s a step "
+            f"(median); {first.per_step_s:.3f} s a step on the path, {_percent(first.share)}"
         )
-    for straggler in found.stragglers:
-        others = f"{straggler.peers} other process{'es' if straggler.peers != 1 else ''} of {straggler.service}"
-        if straggler.ratio is not None:
-            on_path = f"is on the path {straggler.ratio:.1f}x as long as the {others} on average"
-        else:
-            on_path = f"is on the path and the {others} never"
-        held = straggler.late_ns / 1e9 / steps if steps else 0.0
-        lines.append(f"straggler: {straggler.process} {on_path}; the steps waited on it alone {held:.3f} s a step")
+    if found.speedup is not None:
+        asked = ", ".join(f"{name} {float(pct):g}%" for name, pct in found.speedup.names.items())
+        lines.append(f"with {asked} faster: {found.speedup.median_saving_ns / 1e9:.3f} s a step saved (median)")
+    for straggler in found.waited_on_most():
+        lines.append(
+            f"waited on most in {straggler.fleet}: {straggler.process} ended {straggler.slowest} of "
+            f"{straggler.fan_outs} {straggler.name} fan-outs last, alone {straggler.alone_ns / 1e9:.3f} s; its peers' "
+            f"GPUs waited {float(straggler.waited_gpu_ns) / 1e9:.3f} GPU-s"
+        )
     return lines
 
 
 def _share_rows(shares: list[PathShare], named: bool) -> list[list[str]]:
     return [
         [share.key or "", *([share.bucket or ""] if named else []), f"{share.critical_s:.3f}",
-         f"{share.per_step_s:.3f}", _percent(share.share)]
+         f"{share.per_step_s:.3f}", _percent(share.share), *([f"{share.saves_s:.3f}"] if named else [])]
         for share in shares[:TABLE_ROWS]
     ]  # fmt: skip
 
@@ -78,10 +79,11 @@ def critical_table(found: CriticalPaths, *, width: int, path_of: int | None = No
         return out[0]
     figures = [Fit("figure"), Fit("figure"), Fit("figure")]
     more = len(found.names) - TABLE_ROWS
-    title = "phases on the path, most first" + (f" ({more} more in JSON)" if more > 0 else "")
-    out += ["\n", table_text(["name", "bucket", "critical s", "per step s", "share"], _share_rows(found.names, True),
-                             title=title, title_justify="left", right=[False, False, True, True, True], width=width,
-                             fits=[Fit("elide"), Fit("text", drop=1), *figures])]  # fmt: skip
+    title = "phases by what 10% off them saves a step" + (f" ({more} more in JSON)" if more > 0 else "")
+    out += ["\n", table_text(["name", "bucket", "critical s", "per step s", "share", "saves s"],
+                             _share_rows(found.names, True), title=title, title_justify="left",
+                             right=[False, False, True, True, True, True], width=width,
+                             fits=[Fit("elide"), Fit("text", drop=1), *figures, Fit("figure")])]  # fmt: skip
     more = len(found.processes) - TABLE_ROWS
     title = "processes on the path, most first" + (f" ({more} more in JSON)" if more > 0 else "")
     out += ["\n", table_text(["process", "critical s", "per step s", "share"], _share_rows(found.processes, False),
@@ -102,13 +104,14 @@ def critical_table(found: CriticalPaths, *, width: int, path_of: int | None = No
 def critical_rows(found: CriticalPaths) -> tuple[list[str], list[list[Any]]]:
     """CSV / Markdown: `kind` (name, process or path), then what each kind has; a path's rows are every iteration's
     segments, their start offset from the iteration's window."""
-    head = ["kind", "iteration", "name", "process", "bucket", "start_offset_s", "duration_s", "critical_s", "share"]
-    rows: list[list[Any]] = [["name", None, n.key, None, n.bucket, None, None, n.critical_s, n.share]
+    head = ["kind", "iteration", "name", "process", "bucket", "start_offset_s", "duration_s", "critical_s", "share",
+            "saves_s"]  # fmt: skip
+    rows: list[list[Any]] = [["name", None, n.key, None, n.bucket, None, None, n.critical_s, n.share, n.saves_s]
                              for n in found.names]  # fmt: skip
-    rows += [["process", None, None, p.key, None, None, None, p.critical_s, p.share] for p in found.processes]
+    rows += [["process", None, None, p.key, None, None, None, p.critical_s, p.share, None] for p in found.processes]
     for path in found.iterations:
         rows += [["path", path.iteration, s.name, s.process, s.bucket, (s.start_ns - path.start_ns) / 1e9,
-                  s.duration_ns / 1e9, None, None] for s in path.path]  # fmt: skip
+                  s.duration_ns / 1e9, None, None, None] for s in path.path]  # fmt: skip
     return head, rows
 
 

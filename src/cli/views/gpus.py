@@ -43,17 +43,13 @@ def gpu_line(gpus: GpuReport) -> str:
     )
 
 
-def bottleneck_line(gpus: GpuReport) -> str | None:
-    """The pool whose GPUs were busiest while the others waited, in one line; None with one pool."""
-    found = gpus.bottleneck()
+def bottleneck_line(report: Report) -> str | None:
+    """The pool the others waited on (its processes the most on the steps' critical path), in one line; None with
+    fewer than two pools, or none on the path."""
+    found = report.bottleneck
     if found is None:
         return None
-    pool, busy, others = found
-    rest = ", ".join(f"{other.name} {_percent(share)}" for other, share in others)
-    return (
-        f"bottleneck: {pool.name}, its GPUs busy {_percent(busy)} of the iterations' GPU-seconds while the others "
-        f"waited ({rest} busy)"
-    )
+    return f"bottleneck: {found.pool}, its processes on the steps' critical path {_percent(found.share)} of the time"
 
 
 ROW_KEYS = ["iteration", "pool", "gpus", "gpu_s", "productive_gpu_s", "overhead_gpu_s", "idle_gpu_s", "wasted_gpu_s",
@@ -87,7 +83,7 @@ def pool_text(report: Report, fmt: OutputFormat, *, width: int, total_only: bool
         return render_rows(headers, rows, fmt, width=width)
     assert report.gpus is not None
     lines = [gpu_line(report.gpus)]
-    if (bottleneck := bottleneck_line(report.gpus)) is not None:
+    if (bottleneck := bottleneck_line(report)) is not None:
         lines.append(bottleneck)
     cells = [[str(r[0]), r[1], _count(r[2]), *(f"{v:.3f}" for v in r[3:9]), _percent(r[9])] for r in rows]
     fits = [Fit("figure", key=True), Fit("elide", key=True)] + [Fit("figure") for _ in POOL_HEADERS[2:]]

@@ -14,10 +14,14 @@ _HOMES: dict[str, str] = {
     "CriticalPaths": "paths",
     "PathShare": "paths",
     "WindowPath": "paths",
+    "Speedup": "paths",
+    "parse_speedup": "build",
+    "Straggler": "stragglers",
 }
 __all__ = list(_HOMES)
 __getattr__, __dir__ = lazy_exports(__name__, _HOMES)
 
 if TYPE_CHECKING:
-    from .build import CriticalOptions, build_critical
-    from .paths import CriticalPaths, PathShare, WindowPath
+    from .build import CriticalOptions, build_critical, parse_speedup
+    from .paths import CriticalPaths, PathShare, Speedup, WindowPath
+    from .stragglers import Straggler

@@ -1,229 +1,105 @@
-"""What each step waited on (SPEC section 14): the chain of bucketed spans the window's end waited on, walked back.
+"""What each step waited on (SPEC section 14): `build_critical`, one attempt at a time.
 
-From the window's end `t = b`, the span the step was waiting on at `t` is the bucketed span (any process, any
-iteration) started before `t` whose `min(end, t)` is latest (ties: the later start, then the smaller span id): one
-running at `t` if any, the one that ended last otherwise, with the gap after its end `waiting`. Its segment runs back
-to its start (or the window's), and the walk goes on from there. The segments and waits partition the window, so a
-phase's seconds on the path bound what shortening it can save: a phase off the path saves nothing until another
-becomes critical, which is what the shares of `report --by name` cannot say.
-
-Per window the walk is a heap over the window's spans in order of their ends, latest first: each span is pushed once
-and popped at most once, over plain integers. The spans come from DuckDB already cut to the windows and sorted, in
-batches consecutive in time (`intervals.in_time_batches`), so what is held is a batch's spans, not the run's; the
-segments go back to Arrow as columns (`critical.paths`), never a Python object each.
+For each attempt with windows asked for, its spans are read once (`graph.AttemptSpans`), their dependencies worked
+out (`graph.dependencies`), each window explained back from its end (`explain`), the attempt re-timed whole once
+per phase on the paths with that phase 10% shorter (`retime`: what `saves_s` says) and once for `--speedup`, and
+its fan-outs' stragglers found (`stragglers`). The windows are the report's rows (`frames.report_frames`), so the
+paths are of the same steps `report` charges.
 """
 
 from __future__ import annotations
 
-import heapq
+import statistics
 from array import array
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from rollup.accounting.attribution import swept_spans_sql
 from rollup.accounting.frames import report_frames
-from rollup.accounting.intervals import clip_to_stretches, in_time_batches
-from rollup.accounting.windows import missing_in, stretches_of
-from rollup.base.arrays import int64_array, int64_column
-from rollup.base.errors import GoodputError
-from rollup.base.memory import sweep_batch_spans
+from rollup.accounting.gpus import GpuOptions, gpu_model, read_holders
+from rollup.accounting.windows import missing_in
+from rollup.base.arrays import int64_array
+from rollup.base.errors import GoodputError, OptionError
+from rollup.base.schema import sql_text
+from rollup.store.attempts import ATTEMPT_SQL
 from rollup.store.derived import kept_columns, stretches_key
 
-from .paths import (
-    CriticalPaths,
-    decoded_segments,
-    empty_segments,
-    encoded_segments,
-    late_column,
-    summed_paths,
-)
+from .causes import attempt_graph
+from .explain import explain_window, window_tops
+from .graph import NO_ITERATION, NONE, WAKEUP_NS, AttemptSpans, Dependencies
+from .paths import CriticalPaths, Speedup, decoded_segments, empty_segments, encoded_segments, summed_paths
+from .retime import SAVES_PCT, EventGraph, window_lengths
+from .stragglers import Straggler, fan_out_stragglers, ranked
 
 if TYPE_CHECKING:
+    from rollup.accounting.gpus import GpuModel
     from rollup.accounting.windows import Windows
     from rollup.store.spanset import SpanSet, SpanSource
-
-# Of each process, its service: a process's peers, for the straggler, are the other processes of its service.
-SERVICE_SQL = "coalesce(service, process)"
-
-
-def walk_back(
-    start_ns: int, end_ns: int, starts: Sequence[int], ends: Sequence[int], ids: Sequence[str], low: int, high: int
-) -> list[tuple[int, int, int]]:
-    """The critical path of window `[start_ns, end_ns]` over the spans at rows `low:high` of `starts`, `ends`, `ids`
-    (each of positive length and overlapping the window, sorted by end descending, then start descending, then id):
-    `(row, segment start, segment end)` for each segment, latest first.
-
-    At `t`, the spans ending at or after `t` are in a heap by latest start (then smallest id); those starting at or
-    after `t` are dropped from it, for good (`t` only falls). The heap's top is then the span running at `t` that
-    started last; with none, the next span by end (the sort's order is the tie rule) is the one that ended last."""
-    t, row = end_ns, low
-    heap: list[tuple[int, str, int]] = []
-    path: list[tuple[int, int, int]] = []
-    while t > start_ns:
-        while row < high and ends[row] >= t:
-            heapq.heappush(heap, (-starts[row], ids[row], row))
-            row += 1
-        while heap and -heap[0][0] >= t:
-            heapq.heappop(heap)
-        if heap:
-            chosen = heapq.heappop(heap)[2]
-            until = t
-        elif row < high:
-            chosen, until = row, ends[row]
-            row += 1
-        else:
-            break
-        t = max(starts[chosen], start_ns)
-        path.append((chosen, t, until))
-    return path
-
-
-def critical_segments(
-    spans: SpanSet, windows: Windows, positions: Sequence[int] | None = None, batch_spans: int | None = None
-) -> pa.Table:
-    """The segments (`critical.paths.SEGMENT_SCHEMA`) of each window's critical path over the bucketed spans of
-    `spans`, each window numbered by `positions` (default 0, 1, ...), sorted by window and start.
-
-    The spans overlapping the windows are cut to them in DuckDB and read back sorted, a batch of windows
-    consecutive in time at a time (at most `batch_spans` spans each, default what the memory limit has room for)."""
-    stretches = list(stretches_of(windows))
-    at = list(positions) if positions is not None else list(range(len(stretches)))
-    if not stretches:
-        return empty_segments()
-    most = batch_spans or sweep_batch_spans(spans.limit_bytes)
-    parts = []
-    for batch_positions, batch, spans_sql in in_time_batches(spans, stretches, swept_spans_sql(spans), most):
-        with spans.scratch("critical_cut") as cut:
-            with_service = f"SELECT *, {SERVICE_SQL} AS peer_service FROM ({spans_sql})"
-            clip_to_stretches(spans, batch, with_service, ["start_ns", "end_ns", "span_id", "name", "process",
-                                                           "bucket", "peer_service"], cut)  # fmt: skip
-            table = spans.arrow(
-                f"SELECT stretch, start_ns, end_ns, span_id, name, process, bucket, peer_service AS service "
-                f"FROM {cut} ORDER BY stretch, end_ns DESC, start_ns DESC, span_id"
-            )
-            rows, numbers, starts, ends = _walked(table, batch)
-            picked = table.take(int64_array(rows))
-            mine = pa.table(
-                {"stretch": int64_array(numbers), "name": picked.column("name"), "process": picked.column("process"),
-                 "service": picked.column("service"), "start_ns": int64_array(starts), "end_ns": int64_array(ends)}
-            )  # fmt: skip
-            late = late_column(len(rows), _lateness(spans, cut, mine))
-        global_window = array("q", (at[batch_positions[n]] for n in numbers))
-        parts.append(
-            pa.table(
-                {
-                    "window": int64_array(global_window),
-                    "span_id": picked.column("span_id"),
-                    "name": picked.column("name"),
-                    "process": picked.column("process"),
-                    "bucket": picked.column("bucket"),
-                    "start_ns": int64_array(starts),
-                    "end_ns": int64_array(ends),
-                    "late_ns": late,
-                }
-            )  # fmt: skip
-        )
-    segments = pa.concat_tables([p.cast(empty_segments().schema) for p in parts])
-    return segments.sort_by([("window", "ascending"), ("start_ns", "ascending")])
-
-
-def _walked(table: pa.Table, stretches: Sequence[tuple[int, int]]) -> tuple[array, array, array, array]:
-    """The segments of the paths of `stretches` over `table`'s rows (`critical_segments`' query), as columns: the
-    row of each segment's span, its stretch (by position), its start and its end."""
-    numbers = int64_column(table, "stretch")
-    starts, ends = int64_column(table, "start_ns"), int64_column(table, "end_ns")
-    ids = table.column("span_id").to_pylist()
-    rows, of, seg_starts, seg_ends = array("q"), array("q"), array("q"), array("q")
-    low = 0
-    while low < len(numbers):
-        number = numbers[low]
-        high = low
-        while high < len(numbers) and numbers[high] == number:
-            high += 1
-        start, end = stretches[number]
-        for row, seg_start, seg_end in walk_back(start, end, starts, ends, ids, low, high):
-            rows.append(row)
-            of.append(number)
-            seg_starts.append(seg_start)
-            seg_ends.append(seg_end)
-        low = high
-    return rows, of, seg_starts, seg_ends
-
-
-def _lateness(spans: SpanSet, cut: str, segments: pa.Table) -> dict[int, int]:
-    """Each segment's late nanoseconds (SEGMENT_SCHEMA's `late_ns`), by its position in `segments` (those with
-    none left out): one query pairing each segment with the spans of the same name in its window of the other
-    processes of its service."""
-    if not segments.num_rows:
-        return {}
-    numbered = segments.append_column("i", pa.array(range(segments.num_rows), pa.int64()))
-    with spans.registered("critical_segments", numbered) as table:
-        rows = spans.rows(
-            f"""
-            SELECT p.i, p.start_ns, p.end_ns, max(c.e) FILTER (WHERE c.e <= p.end_ns),
-                   count(*) FILTER (WHERE c.e > p.end_ns)
-            FROM {table} p JOIN {cut} c ON c.stretch = p.stretch AND c.name = p.name
-                AND c.peer_service = p.service
-                AND c.process IS DISTINCT FROM p.process
-            GROUP BY p.i, p.start_ns, p.end_ns
-            """
-        )
-    return {i: e - max(s, peer_end) for i, s, e, peer_end, after in rows
-            if not after and peer_end is not None and e > max(s, peer_end)}  # fmt: skip
-
-
-def window_services(spans: SpanSet, windows: Windows) -> dict[str | None, str]:
-    """Each process with a bucketed span overlapping one of `windows`, and its service (its peers' name)."""
-    if not len(windows):
-        return {}
-    stretches = stretches_of(windows)
-    low, high = min(s for s, _ in stretches), max(e for _, e in stretches)
-    rows = spans.rows(
-        f"SELECT process, any_value({SERVICE_SQL}) FROM ({swept_spans_sql(spans)}) "
-        f"WHERE start_ns < {high} AND end_ns > {low} GROUP BY process"
-    )
-    return {process: service or "" for process, service in rows}
 
 
 @dataclass(frozen=True)
 class CriticalOptions:
     """What `goodput critical` is asked for: the windows of the inclusive range `iterations` (all when None; with
     `exact`, one iteration asked for by number, an error when the traces lack it), of attempt `attempt` alone (a
-    run id or `latest`; None: every attempt, each iteration's latest window)."""
+    run id or `latest`; None: every attempt, each iteration's latest window); how late after what woke it a wait
+    may end (`wakeup_ns`); the phases to re-time shorter (`speedup`: span name and percent); what processes hold
+    (`gpus`: `--gpus`, `--place`)."""
 
     iterations: tuple[int, int] | None = None
     attempt: str | None = None
     exact: bool = False
+    wakeup_ns: int = WAKEUP_NS
+    speedup: tuple[tuple[str, Fraction], ...] = ()
+    gpus: GpuOptions = field(default_factory=GpuOptions)
+
+    def __post_init__(self) -> None:
+        if self.wakeup_ns < 0:
+            raise OptionError("--wakeup", "a wait cannot end before what woke it: give a duration of 0 or more")
+        for name, pct in self.speedup:
+            if not 0 < pct <= 100:
+                raise OptionError("--speedup", f"{name}={pct}%: a speed-up is more than 0% and at most 100%")
+
+
+def parse_speedup(values: Sequence[str]) -> tuple[tuple[str, Fraction], ...]:
+    """`--speedup NAME=PCT` values (`rl.grpo.generation=10%`; the `%` may be left out), checked."""
+    out = []
+    for value in values:
+        name, sep, text = value.rpartition("=")
+        number = text.strip().removesuffix("%").strip()
+        try:
+            pct = Fraction(number)
+        except (ValueError, ZeroDivisionError):
+            pct = None
+        if not sep or not name.strip() or pct is None:
+            raise OptionError("--speedup", f"expected NAME=PCT (rl.grpo.generation=10%), got {value!r}")
+        if not 0 < pct <= 100:
+            raise OptionError("--speedup", f"{value}: a speed-up is more than 0% and at most 100%")
+        out.append((name.strip(), pct))
+    return tuple(out)
 
 
 @dataclass
-class CriticalPart:
-    """The segments of some of the windows' paths, `window` their positions among all (a runner's part)."""
+class _Attempt:
+    """One attempt's spans, dependencies and event graph, and its windows asked for (positions among all)."""
 
-    segments: pa.Table
+    spans: AttemptSpans
+    deps: Dependencies
+    positions: list[int]
+    iterations: list[int]
+    rows_of: dict[int, list[int]]
+    graph: EventGraph
 
-
-def critical_part(spans: SpanSet, windows: Windows, positions: Sequence[int] | None = None) -> CriticalPart:
-    """The part of `windows` (at `positions` among the command's; default 0, 1, ...) over `spans`."""
-    return CriticalPart(critical_segments(spans, windows, positions))
-
-
-class CriticalRunner(Protocol):
-    """Computes the paths of windows in parts (one part here: one; `on_ray.RayRunner`: a Ray task per range
-    of windows)."""
-
-    def critical_parts(self, spans: SpanSet, windows: Windows) -> list[CriticalPart]: ...
+    def lengths(self, keep: dict[int, Fraction] | None = None) -> list[int]:
+        graph = self.graph
+        times = graph.times if not keep else graph.retimed(keep)
+        return window_lengths(self.spans, self.deps, [(n, self.rows_of.get(n, [])) for n in self.iterations], times)
 
 
-def build_critical(
-    store: SpanSource, options: CriticalOptions | None = None, runner: CriticalRunner | None = None
-) -> CriticalPaths:
-    """SPEC section 14 over the store's spans: the windows are the report's rows (`report_frames`), their paths
-    computed by `runner` (default: in this process, one part; `on_ray.RayRunner` as Ray tasks, by ranges of
-    windows), merged by position."""
+def build_critical(store: SpanSource, options: CriticalOptions | None = None) -> CriticalPaths:
+    """SPEC section 14 over the store's spans, as `options` ask."""
     options = options or CriticalOptions()
     spans = store.spans(options.attempt)
     frames = report_frames(spans, options.iterations)
@@ -231,39 +107,213 @@ def build_critical(
     missing = missing_in(frames.held, options.iterations) if not windows else None
     if missing is not None and options.exact:
         raise GoodputError(missing)
-    segments = window_segments(spans, windows, runner)
-    return summed_paths(windows, segments, window_services(spans, windows), missing)
+    walls = [end - start for start, end in windows.stretches]
+
+    def work() -> _Answer:
+        attempts = _attempts(spans, windows, options.wakeup_ns)
+        predicted = None
+        if options.speedup:
+            asked = {name: 1 - pct / 100 for name, pct in options.speedup}
+            predicted = [w - s for w, s in zip(walls, _savings(attempts, windows, asked), strict=True)]
+        return _Answer(_segments(windows, attempts), _saves(attempts, windows),
+                       _stragglers(spans, attempts, options.gpus), predicted)  # fmt: skip
+
+    stretches = windows.stretches
+    key: list[str | bytes] = [
+        stretches_key(stretches.starts, stretches.ends),
+        repr((options.wakeup_ns, options.speedup)),
+        repr((options.gpus.gpus, options.gpus.place)),
+    ]
+    answer = _Answer.kept(spans, key, work) if len(windows) else _Answer(empty_segments(), {}, [], [])
+    speedup = None if answer.predicted is None else Speedup(dict(options.speedup), walls, answer.predicted)
+    return summed_paths(windows, answer.segments, answer.saves, answer.stragglers, speedup, missing)
+
+
+@dataclass
+class _Answer:
+    """What `build_critical` works out of the spans (the rest is summed from it), as kept for a re-run on cached
+    files: the segments, each phase's saving, the stragglers, a `--speedup`'s predicted window lengths."""
+
+    segments: pa.Table
+    saves: dict[tuple[str, str], float]
+    stragglers: list[Straggler]
+    predicted: list[int] | None
+
+    @classmethod
+    def kept(cls, spans: SpanSet, key: list[str | bytes], work: Callable[[], _Answer]) -> _Answer:
+        """`work()`'s answer, read back when the spans are the cache's and the question was answered before
+        (`derived.kept_columns`), else worked out and kept (unless its span ids are not the readers' hex)."""
+        made: list[_Answer] = []
+
+        def make() -> tuple[dict[str, array], dict[str, Any]]:
+            answer = work()
+            made.append(answer)
+            encoded = encoded_segments(answer.segments)
+            if encoded is None:
+                raise _NotKept
+            columns, extras = encoded
+            if answer.predicted is not None:
+                columns["predicted"] = array("q", answer.predicted)
+            extras["saves"] = [[name, bucket, ns] for (name, bucket), ns in answer.saves.items()]
+            extras["stragglers"] = [s.kept() for s in answer.stragglers]
+            return columns, extras
+
+        try:
+            columns, extras = kept_columns(spans, "critical", key, make)
+        except _NotKept:
+            return made[0]
+        if made:
+            return made[0]
+        predicted = list(columns.pop("predicted")) if "predicted" in columns else None
+        saves = {(name, bucket): ns for name, bucket, ns in extras.pop("saves")}
+        stragglers = [Straggler.of_kept(row) for row in extras.pop("stragglers")]
+        return cls(decoded_segments(columns, extras), saves, stragglers, predicted)
 
 
 class _NotKept(Exception):
-    """The segments worked out, which cannot be kept (`encoded_segments`)."""
-
-    def __init__(self, segments: pa.Table) -> None:
-        super().__init__()
-        self.segments = segments
+    """The answer worked out, whose span ids cannot be kept (`encoded_segments`)."""
 
 
-def window_segments(spans: SpanSet, windows: Windows, runner: CriticalRunner | None = None) -> pa.Table:
-    """The segments of `windows`' paths (`critical_segments`), computed by `runner` (default: here, in one part)
-    and merged; a re-run on cached files reads them back (`derived.kept_columns`)."""
+def _saves(attempts: dict[str, _Attempt], windows: Windows) -> dict[tuple[str, str], float]:
+    """Each phase's (a bucketed name's) `saves_s`, in nanoseconds: the median over the windows of what a 10% speed-up
+    of its name saves. Only the phases whose own time binds a window's start or end somewhere are re-timed (the
+    others' speed-up moves no window: 0); a phase off every path may save (a step that waits, in no span of its own,
+    for what an earlier step made for it)."""
+    bound: set[tuple[str, str]] = set()
+    for attempt in attempts.values():
+        spans = attempt.spans
+        events = []
+        for iteration in attempt.iterations:
+            for row in attempt.deps.steps.get(iteration) or attempt.rows_of.get(iteration, []):
+                events += [2 * row, 2 * row + 1]
+        for row in attempt.graph.bound_by(events):
+            if spans.is_bucketed(row):
+                bound.add((spans.names[spans.name[row]], str(spans.buckets[spans.bucket[row]])))
+    keep = 1 - SAVES_PCT / 100
+    saves: dict[tuple[str, str], float] = {}
+    for name in sorted({n for n, _ in bound}):
+        savings = _savings(attempts, windows, {name: keep})
+        median = float(statistics.median(savings)) if savings else 0.0
+        saves.update({(n, bucket): median for n, bucket in bound if n == name})
+    return saves
 
-    def work() -> pa.Table:
-        if not len(windows):
-            return empty_segments()
-        parts = [critical_part(spans, windows)] if runner is None else runner.critical_parts(spans, windows)
-        merged = pa.concat_tables([empty_segments(), *(part.segments for part in parts)])
-        return merged.sort_by([("window", "ascending"), ("start_ns", "ascending")])
 
-    def make() -> tuple[dict[str, array], dict[str, Any]]:
-        segments = work()
-        encoded = encoded_segments(segments)
-        if encoded is None:
-            raise _NotKept(segments)
-        return encoded
+def window_segments(spans: SpanSet, windows: Windows, wakeup_ns: int = WAKEUP_NS) -> pa.Table:
+    """The segments (`paths.SEGMENT_SCHEMA`) of `windows`' paths over `spans`, windows numbered by position."""
+    return _segments(windows, _attempts(spans, windows, wakeup_ns))
 
-    stretches = windows.stretches
-    try:
-        columns, extras = kept_columns(spans, "critical", [stretches_key(stretches.starts, stretches.ends)], make)
-    except _NotKept as not_kept:
-        return not_kept.segments
-    return decoded_segments(columns, extras)
+
+def _attempts(spans: SpanSet, windows: Windows, wakeup_ns: int) -> dict[str, _Attempt]:
+    """Each attempt with windows among `windows`: its spans read, their dependencies worked out."""
+    positions: dict[str, list[int]] = {}
+    for position in range(len(windows)):
+        positions.setdefault(windows.run_ids[windows.attempts[position]], []).append(position)
+    out = {}
+    for run_id, at in positions.items():
+        read, deps, graph = attempt_graph(spans, f"{ATTEMPT_SQL} = {sql_text(run_id)}", wakeup_ns)
+        rows_of: dict[int, list[int]] = {}
+        for row, iteration in enumerate(read.eff_iteration):
+            if iteration != NO_ITERATION:
+                rows_of.setdefault(iteration, []).append(row)
+        out[run_id] = _Attempt(read, deps, at, [windows.iterations[p] for p in at], rows_of, graph)
+    return out
+
+
+def _segments(windows: Windows, attempts: dict[str, _Attempt]) -> pa.Table:
+    """Every window's path explained, its bucketed stretches as SEGMENT_SCHEMA rows sorted by window and start."""
+    number, names, processes, buckets = array("q"), [], [], []
+    starts, ends = array("q"), array("q")
+    id_parts = []
+    for attempt in attempts.values():
+        spans, deps = attempt.spans, attempt.deps
+        rows = array("q")
+        for position, iteration in zip(attempt.positions, attempt.iterations, strict=True):
+            start_ns, end_ns = windows.stretches[position]
+            tops = window_tops(spans, deps, iteration, attempt.rows_of.get(iteration, []))
+            for row, seg_start, seg_end in explain_window(spans, deps, tops, start_ns, end_ns):
+                if row == NONE or not spans.is_bucketed(row):
+                    continue  # waiting
+                number.append(position)
+                rows.append(row)
+                names.append(spans.names[spans.name[row]])
+                processes.append(spans.processes[spans.process[row]])
+                buckets.append(spans.buckets[spans.bucket[row]])
+                starts.append(seg_start)
+                ends.append(seg_end)
+        id_parts.append(spans.ids.take(int64_array(rows)))
+    if not len(number):
+        return empty_segments()
+    table = pa.table(
+        {"window": int64_array(number), "span_id": pa.concat_arrays(id_parts).cast(pa.string()),
+         "name": pa.array(names, pa.string()),
+         "process": pa.array(processes, pa.string()), "bucket": pa.array(buckets, pa.string()),
+         "start_ns": int64_array(starts), "end_ns": int64_array(ends)}
+    )  # fmt: skip
+    return table.sort_by([("window", "ascending"), ("start_ns", "ascending")])
+
+
+def _savings(attempts: dict[str, _Attempt], windows: Windows, keep_by_name: dict[str, Fraction]) -> list[int]:
+    """Each window's wall clock saved (nanoseconds, in the windows' order) when the own time of the spans of each
+    name in `keep_by_name` is multiplied by its fraction, each attempt re-timed whole."""
+    saved = [0] * len(windows)
+    for attempt in attempts.values():
+        codes = {attempt.spans.names.index(n): f for n, f in keep_by_name.items() if n in attempt.spans.names}
+        if not codes:
+            continue
+        before, after = attempt.lengths(), attempt.lengths(codes)
+        for position, old, new in zip(attempt.positions, before, after, strict=True):
+            saved[position] = old - new
+    return saved
+
+
+def _stragglers(spans: SpanSet, attempts: dict[str, _Attempt], gpus: GpuOptions) -> list[Straggler]:
+    """The fan-outs' stragglers of every attempt's windows asked for."""
+    holders, _ = read_holders(spans)
+    model = gpu_model(spans, gpus)
+    held: dict[tuple[str, str], Fraction] = {}
+    if model is not None:
+        for gpu_class in model.classes:
+            for member in gpu_class.members:
+                holder = model.holders[member]
+                key = (holder.attempt, holder.process)
+                held[key] = held.get(key, Fraction(0)) + gpu_class.weight
+    found: dict[tuple[str, str, str | None], Straggler] = {}
+    for run_id, attempt in attempts.items():
+        fleet_of = {h.process: h.fleet for h in holders if h.attempt == run_id}
+        gpus_of = {process: count for (a, process), count in held.items() if a == run_id}
+        fan_out_stragglers(attempt.spans, set(attempt.iterations), fleet_of, gpus_of, found)  # type: ignore[arg-type]
+    return ranked(found)
+
+
+@dataclass(frozen=True)
+class PoolShare:
+    """The pool whose processes hold the largest share of the steps' critical path (`report --by pool`'s
+    bottleneck, SPEC section 14), and that share of the windows' wall clock."""
+
+    pool: str
+    share: float
+
+    def json(self) -> dict[str, str | float]:
+        return {"pool": self.pool, "share": self.share}
+
+
+def pool_bottleneck(spans: SpanSet, windows: Windows, model: GpuModel, wakeup_ns: int = WAKEUP_NS) -> PoolShare | None:
+    """The pool the others waited on: the one whose processes' time on the windows' critical paths is largest (None
+    when no pool's process is on a path, or with fewer than two pools)."""
+    if len(model.pools) < 2 or not len(windows):
+        return None
+    pool_of_fleet = {fleet: pool.name for pool in model.pools for fleet in pool.fleets}
+    pool_of = {(h.attempt, h.process): pool_of_fleet[h.fleet] for h in model.holders if h.fleet in pool_of_fleet}
+    segments = window_segments(spans, windows, wakeup_ns)
+    on_path: dict[str, int] = {}
+    for window, process, start, end in zip(
+        *(segments.column(c).to_pylist() for c in ("window", "process", "start_ns", "end_ns")), strict=True
+    ):
+        pool = pool_of.get((windows.run_ids[windows.attempts[window]], process))
+        if pool is not None:
+            on_path[pool] = on_path.get(pool, 0) + end - start
+    if not on_path:
+        return None
+    pool, critical_ns = min(on_path.items(), key=lambda item: (-item[1], item[0]))
+    wall = sum(windows.stretches.ends) - sum(windows.stretches.starts)
+    return PoolShare(pool, critical_ns / wall if wall else 0.0)

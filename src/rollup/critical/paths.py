@@ -1,8 +1,8 @@
-"""The answer of `goodput critical` (SPEC section 14), held as columns: every window's segments in one Arrow table
-(`SEGMENT_SCHEMA`), the windows beside it, and what is summed from them (the phases' and processes' seconds on the
-paths, the stragglers).
+"""The answer of `goodput critical` (SPEC section 14), held as columns: every window's path in one Arrow table
+(`SEGMENT_SCHEMA`), the windows beside it, and what is summed from them: each phase's and process's seconds on the
+paths, what a 10% speed-up of each phase saves, the stragglers, and a `--speedup`'s prediction.
 
-A long run's paths are most of its bucketed spans (a million spans gave 600,000 segments), so nothing is made per
+A long run's paths hold most of its steps' spans (a million spans gave 600,000 segments), so nothing is made per
 segment until it is asked for: the sums are Arrow group-bys, and a window's `WindowPath` (its `Segment`s) is made
 when it is read (the JSON is written a window at a time, `iterations` being a lazy sequence).
 """
@@ -10,9 +10,11 @@ when it is read (the JSON is written a window at a time, `iterations` being a la
 from __future__ import annotations
 
 import bisect
+import statistics
 from array import array
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -21,29 +23,24 @@ from rollup.accounting.rows import NS_PER_S, seconds, share
 from rollup.base.arrays import int64_array, int64_column
 from rollup.base.made import MadeOnRead
 
+from .stragglers import Straggler, waited_on_most
+
 if TYPE_CHECKING:
     from rollup.accounting.windows import Windows
 
-# Every window's segments, sorted by window (its position among the windows walked) and start. `late_ns`: how much
-# of the segment ran after every other process of its service had ended its span of that name in the window (0 when
-# none had one, or one ran on past it): what the step waited on this process alone for.
+# Every window's segments (the bucketed stretches of its path), sorted by window (its position among the windows
+# asked for) and start. What lies between them is waiting.
 SEGMENT_SCHEMA = pa.schema(
     [("window", pa.int64()), ("span_id", pa.string()), ("name", pa.string()), ("process", pa.string()),
-     ("bucket", pa.string()), ("start_ns", pa.int64()), ("end_ns", pa.int64()), ("late_ns", pa.int64())]
+     ("bucket", pa.string()), ("start_ns", pa.int64()), ("end_ns", pa.int64())]
 )  # fmt: skip
-# A process is a straggler when it is on the path at least this many times as long as its peers on average, and the
-# steps waited on it alone for at least STRAGGLER_SHARE of their wall clock (a worker a few milliseconds late now
-# and then is not one).
-STRAGGLER_RATIO = 3.0
-STRAGGLER_SHARE = 0.05
-# What SPEC section 14's reading of the table is worked out for: shortening the phase by this share.
+# What `saves_s` and the table's lead line are worked out for: each phase 10% shorter (retime.SAVES_PCT).
 SPEED_UP = 0.1
 
 
 @dataclass(frozen=True, slots=True)
 class Segment:
-    """One piece of a step's critical path: span `span_id` (its name, process and bucket), cut to what the step
-    waited on of it, `[start_ns, end_ns]`; `late_ns` as in SEGMENT_SCHEMA."""
+    """One stretch of a step's critical path: own time of span `span_id` (its name, process and bucket)."""
 
     span_id: str
     name: str
@@ -51,7 +48,6 @@ class Segment:
     bucket: str
     start_ns: int
     end_ns: int
-    late_ns: int = 0
 
     @property
     def duration_ns(self) -> int:
@@ -87,13 +83,15 @@ class WindowPath:
 
 @dataclass(frozen=True)
 class PathShare:
-    """A phase's (span name and bucket) or a process's seconds on the paths, and their share of the steps' wall."""
+    """A phase's (span name and bucket) or a process's seconds on the paths, their share of the steps' wall, and for
+    a phase the median over the steps of what a 10% speed-up of its name saves (`saves_ns`)."""
 
     key: str | None
     bucket: str | None
     critical_ns: int
     wall_ns: int  # of every window asked for: the share's denominator
     steps: int
+    saves_ns: float = 0.0
 
     @property
     def critical_s(self) -> float:
@@ -108,22 +106,36 @@ class PathShare:
         """Its mean seconds on the path per step."""
         return self.critical_ns / NS_PER_S / self.steps if self.steps else 0.0
 
+    @property
+    def saves_s(self) -> float:
+        return round(self.saves_ns / NS_PER_S, 9)
+
 
 @dataclass(frozen=True)
-class Straggler:
-    """A process on the path far longer than the other processes of its service (`STRAGGLER_RATIO`), which the
-    steps waited on alone for `late_ns`."""
+class Speedup:
+    """`--speedup`'s prediction: the names sped up and by what percent, and each window's wall clock as recorded and
+    as re-timed (nanoseconds, in the windows' order)."""
 
-    process: str | None
-    service: str
-    critical_ns: int
-    peers_mean_ns: float
-    peers: int
-    late_ns: int
+    names: dict[str, Fraction]
+    wall_ns: list[int]
+    predicted_ns: list[int]
 
     @property
-    def ratio(self) -> float | None:
-        return self.critical_ns / self.peers_mean_ns if self.peers_mean_ns else None
+    def median_saving_ns(self) -> float:
+        savings = [w - p for w, p in zip(self.wall_ns, self.predicted_ns, strict=True)]
+        return float(statistics.median(savings)) if savings else 0.0
+
+    def json(self, windows: Windows) -> dict[str, Any]:
+        return {
+            "names": {name: _number(pct) for name, pct in self.names.items()},
+            "iterations": [{"iteration": windows.iterations[i], "wall_s": seconds(w), "predicted_wall_s": seconds(p)}
+                           for i, (w, p) in enumerate(zip(self.wall_ns, self.predicted_ns, strict=True))],
+            "median_saving_s": round(self.median_saving_ns / NS_PER_S, 9),
+        }  # fmt: skip
+
+
+def _number(value: Fraction) -> int | float:
+    return int(value) if value.denominator == 1 else float(value)
 
 
 def empty_segments() -> pa.Table:
@@ -148,7 +160,7 @@ class WindowPaths(MadeOnRead[WindowPath]):
         return WindowPath(window.run_id, window.iteration, window.start_ns, window.end_ns, path)
 
     def columns_of(self, index: int) -> list[list[Any]]:
-        """Window `index`'s segments as columns: span_id, name, process, bucket, start_ns, end_ns, late_ns."""
+        """Window `index`'s segments as columns: span_id, name, process, bucket, start_ns, end_ns."""
         bounds = self._bounds_of()
         number = index // self.BLOCK
         if self._block is None or self._block[0] != number:
@@ -168,18 +180,19 @@ class WindowPaths(MadeOnRead[WindowPath]):
 
 @dataclass
 class CriticalPaths:
-    """SPEC section 14's answer over `windows`: their segments (SEGMENT_SCHEMA), each window's path as
-    `iterations`, and over them each phase's and each process's share of the path (sorted by seconds on it, most
-    first, then name), the stragglers among the processes, and why no window was found (`missing`, as
-    `Report.missing`)."""
+    """SPEC section 14's answer over `windows`: their segments (SEGMENT_SCHEMA), each window's path as `iterations`,
+    each phase's share of the paths and what speeding it up saves (sorted by the saving, then the seconds on the
+    path, most first, then name), each process's share, the stragglers, a `--speedup`'s prediction, and why no window
+    was found (`missing`, as `Report.missing`)."""
 
-    SPEED_UP: ClassVar[float] = SPEED_UP  # what the table's reading is worked out for (SPEC section 14)
+    SPEED_UP = SPEED_UP  # what `saves_s` is worked out for (SPEC section 14)
 
     windows: Windows
     segments: pa.Table
     names: list[PathShare] = field(default_factory=list)
     processes: list[PathShare] = field(default_factory=list)
     stragglers: list[Straggler] = field(default_factory=list)
+    speedup: Speedup | None = None
     missing: str | None = None
 
     @property
@@ -196,26 +209,34 @@ class CriticalPaths:
         return self.wall_ns - _sum(_durations(self.segments))
 
     def first(self) -> PathShare | None:
-        """The phase to speed up first: the most seconds on the path (None when no step had any)."""
-        return self.names[0] if self.names and self.names[0].critical_ns else None
+        """The phase to speed up first: the one whose 10% speed-up saves the most (None when none saves anything)."""
+        return self.names[0] if self.names and self.names[0].saves_ns > 0 else None
+
+    def waited_on_most(self) -> list[Straggler]:
+        """Per fleet, the worker it waited on most."""
+        return waited_on_most(self.stragglers)
 
     def json(self) -> dict[str, Any]:
         """SPEC section 14's object, `iterations` made a window at a time as it is read."""
         paths = self.iterations
-        return {
+        out: dict[str, Any] = {
             "iterations": MadeOnRead(len(paths), lambda i: _path_json(paths, i)),
-            "names": [{"name": n.key, "bucket": n.bucket, "critical_s": n.critical_s, "share": n.share}
-                      for n in self.names],
+            "names": [{"name": n.key, "bucket": n.bucket, "critical_s": n.critical_s, "share": n.share,
+                       "saves_s": n.saves_s} for n in self.names],
             "processes": [{"process": p.key, "critical_s": p.critical_s, "share": p.share} for p in self.processes],
+            "stragglers": [s.json() for s in self.stragglers],
         }  # fmt: skip
+        if self.speedup is not None:
+            out["speedup"] = self.speedup.json(self.windows)
+        return out
 
 
-_PATH_COLUMNS = ("span_id", "name", "process", "bucket", "start_ns", "end_ns", "late_ns")
+_PATH_COLUMNS = ("span_id", "name", "process", "bucket", "start_ns", "end_ns")
 
 
 def _path_json(paths: WindowPaths, index: int) -> dict[str, Any]:
     """Window `index`'s item of the JSON's `iterations`, made from the columns (no Segment made)."""
-    ids, names, processes, buckets, starts, ends, _ = paths.columns_of(index)
+    ids, names, processes, buckets, starts, ends = paths.columns_of(index)
     window = paths.windows[index]
     wall = window.end_ns - window.start_ns
     path = [{"span_id": i, "name": n, "process": p, "bucket": b, "start_ns": s, "end_ns": e}
@@ -234,45 +255,31 @@ def _sum(values: Any) -> int:
 
 
 def summed_paths(
-    windows: Windows, segments: pa.Table, services: dict[str | None, str], missing: str | None = None
+    windows: Windows,
+    segments: pa.Table,
+    saves: dict[tuple[str, str], float],
+    stragglers: list[Straggler],
+    speedup: Speedup | None = None,
+    missing: str | None = None,
 ) -> CriticalPaths:
-    """The paths of `windows` with each phase's and each process's seconds on them, and the stragglers: `services`
-    names each process's service, and holds every process with a bucketed span in the windows (those never on the
-    path too)."""
+    """The paths of `windows` with each phase's and each process's seconds on them; `saves` gives each phase's
+    (name, bucket) saving from a 10% speed-up. The phases listed are those on a path, and those off every path whose
+    speed-up saves something."""
     stretches = windows.stretches
     wall, steps = sum(stretches.ends) - sum(stretches.starts), len(windows)
     table = segments.append_column("duration_ns", _durations(segments))
     by_name = table.group_by(["name", "bucket"]).aggregate([("duration_ns", "sum")]).to_pylist()
-    names = [PathShare(row["name"], row["bucket"], int(row["duration_ns_sum"]), wall, steps) for row in by_name]
-    names.sort(key=lambda n: (-n.critical_ns, n.key or "", n.bucket or ""))
-    summed = table.group_by("process").aggregate([("duration_ns", "sum"), ("late_ns", "sum")]).to_pylist()
-    by_process = {row["process"]: (int(row["duration_ns_sum"]), int(row["late_ns_sum"])) for row in summed}
-    processes = [PathShare(process, None, ns, wall, steps) for process, (ns, _) in by_process.items() if ns]
+    names = [PathShare(row["name"], row["bucket"], int(row["duration_ns_sum"]), wall, steps,
+                       saves.get((row["name"], row["bucket"]), 0.0)) for row in by_name]  # fmt: skip
+    listed = {(n.key, n.bucket) for n in names}
+    names += [PathShare(name, bucket, 0, wall, steps, saved) for (name, bucket), saved in saves.items()
+              if saved > 0 and (name, bucket) not in listed]  # fmt: skip
+    names.sort(key=lambda n: (-n.saves_ns, -n.critical_ns, n.key or "", n.bucket or ""))
+    summed = table.group_by("process").aggregate([("duration_ns", "sum")]).to_pylist()
+    processes = [PathShare(row["process"], None, int(row["duration_ns_sum"]), wall, steps) for row in summed
+                 if row["duration_ns_sum"]]  # fmt: skip
     processes.sort(key=lambda p: (-p.critical_ns, p.key or ""))
-    on_path = {process: by_process.get(process, (0, 0)) for process in {*services, *by_process}}
-    return CriticalPaths(windows, segments, names, processes, _stragglers(on_path, services, wall), missing)
-
-
-def _stragglers(
-    on_path: dict[str | None, tuple[int, int]], services: dict[str | None, str], wall_ns: int
-) -> list[Straggler]:
-    """The processes on the path STRAGGLER_RATIO times as long as the mean of the other processes of their service,
-    which the steps waited on alone (`late_ns`) for STRAGGLER_SHARE of their wall clock at least: a rank always a few
-    milliseconds behind its peers is on the path as often, but holds the steps back by little."""
-    of_service: dict[str, list[str | None]] = {}
-    for process in on_path:
-        of_service.setdefault(services.get(process, process or ""), []).append(process)
-    found = []
-    for service, processes in of_service.items():
-        if len(processes) < 2:
-            continue
-        for process in processes:
-            ns, held = on_path[process]
-            mean = sum(on_path[p][0] for p in processes if p != process) / (len(processes) - 1)
-            if held > 0 and held >= STRAGGLER_SHARE * wall_ns and ns >= STRAGGLER_RATIO * mean:
-                found.append(Straggler(process, service, ns, mean, len(processes) - 1, held))
-    found.sort(key=lambda s: (-s.critical_ns, s.process or ""))
-    return found
+    return CriticalPaths(windows, segments, names, processes, stragglers, speedup, missing)
 
 
 def window_seconds_on_path(segments: pa.Table, windows: int) -> list[dict[tuple[str, str], int]]:
@@ -286,18 +293,10 @@ def window_seconds_on_path(segments: pa.Table, windows: int) -> list[dict[tuple[
     return out
 
 
-def late_column(count: int, late: dict[int, int]) -> pa.Array:
-    """An int64 column of `count` zeros but at the positions of `late`."""
-    column = array("q", bytes(8 * count))
-    for position, ns in late.items():
-        column[position] = ns
-    return int64_array(column)
-
-
 # --- kept in the cache --------------------------------------------------------------------------------------------
 
 _TEXT_COLUMNS = ("name", "process", "bucket")
-_INT_COLUMNS = ("window", "start_ns", "end_ns", "late_ns")
+_INT_COLUMNS = ("window", "start_ns", "end_ns")
 _ID_OFFSET = 2**63  # a 64-bit span id, as hex, held as a signed 64-bit integer
 
 
@@ -325,9 +324,7 @@ def encoded_segments(segments: pa.Table) -> tuple[dict[str, array], dict[str, An
 
 def decoded_segments(columns: dict[str, array], extras: dict[str, Any]) -> pa.Table:
     """What `encoded_segments` kept, as the segments table again."""
-    data: dict[str, pa.Array] = {
-        name: int64_array(columns[name]) for name in ("window", "start_ns", "end_ns", "late_ns")
-    }
+    data: dict[str, pa.Array] = {name: int64_array(columns[name]) for name in _INT_COLUMNS}
     data["span_id"] = pa.array([f"{value + _ID_OFFSET:016x}" for value in columns["span_id"]], pa.string())
     for name in _TEXT_COLUMNS:
         data[name] = pa.array(extras[name], pa.string()).take(int64_array(columns[name]))

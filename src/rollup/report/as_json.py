@@ -139,4 +139,5 @@ def report_json(report: Report, *, lazy: bool = False) -> dict[str, Any]:
         if report.by == "pool":
             out["pools"] = [{"pool": pool.name, "gpus": pool.count, "gpu": gpus.total(pool.name).json()}
                             for pool in gpus.model.pools]  # fmt: skip
+            out["bottleneck"] = None if report.bottleneck is None else report.bottleneck.json()
     return out

@@ -27,6 +27,7 @@ from rollup.accounting.windows import missing_in
 from rollup.base.errors import GoodputError, OptionError
 from rollup.base.schema import BUCKETS
 from rollup.checks.run_rules import duplicate_step_findings, lost_step_findings
+from rollup.critical.build import PoolShare, pool_bottleneck
 from rollup.store.attempts import Attempt, downtime_stretches
 
 from .figures import FIGURES
@@ -149,6 +150,7 @@ class Report:
     gpus: GpuReport | None = None  # when some process holds a GPU or --gpus was given (SPEC section 12)
     notes: list[str] = field(default_factory=list)  # about what was read, one line each (a GPU holding unread)
     recent: Recent | None = None  # with --last: the stretch charged whole (SPEC section 13)
+    bottleneck: PoolShare | None = None  # with --by pool: the pool the others waited on (SPEC section 14)
 
     def __post_init__(self) -> None:
         if not isinstance(self.iterations, IterationRows):
@@ -234,6 +236,7 @@ def build_report(
     attempts = frames.attempts
     lost = [(w.run_id, w.start_ns, w.end_ns) for w in frames.lost]
     windows = [(w.run_id, w.iteration, w.start_ns, w.end_ns) for w in frames.windows] if model is not None else []
+    bottleneck = pool_bottleneck(spans, frames.windows, model) if model is not None and options.by == "pool" else None
     del frames
     report = Report(
         rows,
@@ -254,6 +257,7 @@ def build_report(
         keys = [(row.run_id, row.iteration, row.start_ns, row.end_ns) for row in rows]
         extents = [(a.run_id, *(clip_attempt(a, stretch) if stretch else a).extent) for a in attempts]
         report.gpus = gpu_report(spans, model, windows, keys, lost, extents, order, sweeps.charge_gpus)
+        report.bottleneck = bottleneck
     report.notes.extend(notes)
     if options.by == "process":
         report.process_totals = process_totals(rows, total.wall_ns)

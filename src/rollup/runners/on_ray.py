@@ -22,7 +22,6 @@ import shutil
 import tempfile
 from array import array
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,12 +33,11 @@ from rollup.base.schema import sql_text
 from rollup.checks.parts import CheckPart
 
 from .ray_ingest import RAY_CHUNK_BYTES, connect_ray, convert_on_ray, import_ray
-from .ray_slices import Dataset, RangeWork, check_task, cover, critical_task, report_task
+from .ray_slices import Dataset, RangeWork, check_task, cover, report_task
 
 if TYPE_CHECKING:
     from rollup.accounting.frames import ReportFrames
     from rollup.accounting.windows import Windows
-    from rollup.critical.build import CriticalPart
     from rollup.read.chunks import ChunkResult
     from rollup.read.workers import ConvertJob
     from rollup.store.spanset import SpanSet
@@ -110,15 +108,6 @@ class RayRunner:
             empty = Stretches(array("q"), array("q"))
             works = _with_ownership(spans, plan_ranges(windows, empty, empty, per_range) or [_everything(windows)])
             return list(run_ranges(ray, check_task, [(dataset, w, list(expect)) for w in works]))
-
-    def critical_parts(self, spans: SpanSet, windows: Windows) -> list[CriticalPart]:
-        """The windows' paths by ranges of windows, each range's spans those overlapping its windows alone (a path
-        reads no span by its iteration)."""
-        empty = Stretches(array("q"), array("q"))
-        with _dataset(spans) as dataset, self._connected() as ray:
-            per_range = windows_per_range(ray, self.range_windows, len(windows))
-            works = [replace(w, iterations=None) for w in plan_ranges(windows, empty, empty, per_range)]
-            return list(run_ranges(ray, critical_task, [(dataset, w) for w in works]))
 
 
 # --- ranges -------------------------------------------------------------------------------------------------------

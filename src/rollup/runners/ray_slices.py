@@ -35,7 +35,6 @@ from rollup.base.errors import GoodputError
 from rollup.base.schema import sql_text
 from rollup.base.tables import LINEAGE
 from rollup.checks.parts import CheckPart, check_frames
-from rollup.critical.build import CriticalPart, critical_part
 from rollup.store.spanset import SpanSet
 
 if TYPE_CHECKING:
@@ -173,17 +172,6 @@ def check_task(dataset: Dataset, work: RangeWork, expect: Sequence[str]) -> Chec
         part = check_frames(spans, work.windows, expect, work.positions)
         part.findings = _owned(spans, part.findings, work.owned)
         return part
-    finally:
-        release(connection)
-        spill.remove()
-
-
-def critical_task(dataset: Dataset, work: RangeWork) -> CriticalPart:
-    """The paths of the range's windows (`critical.critical_part`) over its slice: the spans overlapping them."""
-    spill = task_spill()
-    connection = load_slice(dataset, work, spill, for_check=True)  # a path names its spans by id
-    try:
-        return critical_part(SpanSet(connection, LINEAGE, LINEAGE), work.windows, work.positions)
     finally:
         release(connection)
         spill.remove()

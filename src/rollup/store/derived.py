@@ -25,7 +25,7 @@ from rollup.read.cache import DERIVED_SUFFIX
 if TYPE_CHECKING:
     from .spanset import SpanSet
 
-DERIVED_VERSION = 2  # part of every digest: bump it whenever what is kept, or how it is worked out, changes
+DERIVED_VERSION = 3  # part of every digest: bump it whenever what is kept, or how it is worked out, changes
 _LENGTHS = "__lengths__"  # in a file's extras: each column's own length (the table pads the shorter ones with 0)
 
 Columns = dict[str, array]
