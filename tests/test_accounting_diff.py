@@ -1,7 +1,9 @@
-"""`goodput diff BASELINE CANDIDATE` (SPEC section 9) on hand-built runs whose medians are worked out here."""
+"""`goodput diff BASELINE CANDIDATE` (SPEC sections 9 and 14) on hand-built runs whose medians are worked out here."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from statistics import median
 
@@ -13,6 +15,9 @@ from conftest import invoke
 from tracebuild import S, step, write_trace
 
 FIGURES = ["wall_s", "productive_s", "overhead_s", "idle_s", "wasted_s", "unaccounted_s", "goodput"]
+# SPEC section 9's keys, then section 14's, in that order; and the keys of one `durations` entry.
+DIFF_KEYS = ["baseline", "candidate", "delta", "ratio", "names", "critical", "durations"]
+DURATION_KEYS = ["name", "bucket", "baseline_s", "candidate_s", "delta_s", "ratio"]
 
 
 def run_of(path, steps: list[tuple[float, float]]):
@@ -41,7 +46,7 @@ def test_medians_deltas_ratios_and_movers_worked_out_by_hand(tmp_path):
     base = run_of(tmp_path / "base", [(2.0, 1.0), (3.0, 1.0), (4.0, 2.0)])
     cand = run_of(tmp_path / "cand", [(2.0, 1.0), (4.0, 2.0), (6.0, 3.0), (8.0, 3.0)])
     out = diff_json(base, cand)
-    assert set(out) == {"baseline", "candidate", "delta", "ratio", "names", "critical"}
+    assert list(out) == DIFF_KEYS
     assert out["baseline"]["paths"] == [str(base)] and out["baseline"]["iterations"] == 3
     assert out["candidate"]["iterations"] == 4
     # walls: baseline 2, 3, 4 -> 3; candidate 2, 4, 6, 8 -> (4 + 6) / 2 = 5
@@ -65,10 +70,20 @@ def test_medians_deltas_ratios_and_movers_worked_out_by_hand(tmp_path):
         {"name": "generation", "bucket": "productive", "baseline_s": 1.0, "candidate_s": 2.5, "delta_s": 1.5},
         {"name": "refit", "bucket": "idle", "baseline_s": 0.0, "candidate_s": 0.25, "delta_s": 0.25},
     ]
+    # span lengths, each span counted: generation 1, 1, 2 -> 1 and 1, 2, 3, 3 -> 2.5; refit 0.5 wherever it ran
+    assert out["durations"] == [
+        {"name": "generation", "bucket": "productive", "baseline_s": 1.0, "candidate_s": 2.5, "delta_s": 1.5,
+         "ratio": 2.5 / 1.0 - 1},
+        {"name": "refit", "bucket": "idle", "baseline_s": 0.5, "candidate_s": 0.5, "delta_s": 0.0, "ratio": 0.0},
+    ]  # fmt: skip
     table = invoke(["diff", str(base), str(cand)], width=80)
     assert table.exit_code == 0, table.output
     first = table.stdout.splitlines()[0]
-    assert first.startswith("median step +66.7% (3.000 s -> 5.000 s): generation (productive) +1.500 s")
+    assert first == (
+        "median step +66.7% (3.000 s -> 5.000 s): generation (productive) +1.500 s longer (median span 1.000 s -> "
+        "2.500 s); on the critical path: generation (productive) +1.500 s a step"
+    )
+    assert "median span length by phase, largest change first" in table.stdout
     assert max(len(line) for line in table.stdout.splitlines()[1:]) <= 80
 
 
@@ -124,12 +139,13 @@ def test_swapping_the_sides_negates_every_delta(tmp_path, first, second):
     forward, backward = diff_json(a, b), diff_json(b, a)
     for key, value in forward["delta"].items():
         assert value == -backward["delta"][key] or (value is None and backward["delta"][key] is None)
-    back = {(n["name"], n["bucket"]): n for n in backward["names"]}
-    assert len(back) == len(forward["names"])
-    for n in forward["names"]:
-        other = back[(n["name"], n["bucket"])]
-        assert n["delta_s"] == -other["delta_s"]
-        assert (n["baseline_s"], n["candidate_s"]) == (other["candidate_s"], other["baseline_s"])
+    for listed in ("names", "critical", "durations"):
+        back = {(n["name"], n["bucket"]): n for n in backward[listed]}
+        assert len(back) == len(forward[listed])
+        for n in forward[listed]:
+            other = back[(n["name"], n["bucket"])]
+            assert n["delta_s"] == -other["delta_s"]
+            assert (n["baseline_s"], n["candidate_s"]) == (other["candidate_s"], other["baseline_s"])
 
 
 def medians_from_report(path: str, *extra: str) -> tuple[dict, dict]:
@@ -183,7 +199,8 @@ def overlapped_run(path, generation_s: float):
 
 @pytest.mark.slow
 def test_halving_overlapped_generation_moves_no_phase_on_the_path(tmp_path):
-    # The shares of --by name move (training takes generation's half of [0.55, 0.9]: +0.175 s); the path does not.
+    # The shares of --by name move (training takes generation's half of [0.55, 0.9]: +0.175 s); the path does not;
+    # the spans' lengths say which phase changed: generation, 0.35 s shorter, training not at all.
     base = overlapped_run(tmp_path / "base", 0.7)
     faster = overlapped_run(tmp_path / "faster", 0.35)
     out = diff_json(base, faster)
@@ -192,5 +209,145 @@ def test_halving_overlapped_generation_moves_no_phase_on_the_path(tmp_path):
     assert all(c["delta_s"] == 0 for c in out["critical"]), out["critical"]
     training = next(c for c in out["critical"] if c["name"] == "rl.grpo.policy_training")
     assert training["baseline_s"] == training["candidate_s"] == pytest.approx(0.7)
+    # generation made for iterations 1 and 2 counts (iteration 3 has no window): 0.7, 0.7 -> 0.35, 0.35
+    lengths = {(d["name"], d["bucket"]): d for d in out["durations"]}
+    generation = lengths[("rl.grpo.generation", "productive")]
+    assert (generation["baseline_s"], generation["candidate_s"]) == (0.7, 0.35)
+    assert generation["delta_s"] == 0.35 - 0.7 and generation["ratio"] == pytest.approx(0.35 / 0.7 - 1)
+    assert out["durations"][0] == generation
+    assert all(d["delta_s"] == 0 for d in out["durations"][1:]), out["durations"]
     verdict = invoke(["diff", str(base), str(faster), "--no-cache"]).stdout.splitlines()[0]
-    assert verdict == "median step +0.0% (1.000 s -> 1.000 s): no phase moved on the critical path"
+    assert verdict == (
+        "median step +0.0% (1.000 s -> 1.000 s): rl.grpo.generation (productive) -0.350 s shorter (median span "
+        "0.700 s -> 0.350 s); on the critical path: no phase moved"
+    )
+
+
+def sync_run(path, generation_s: float):
+    """A sync run: three steps of generation for `generation_s`, then 0.5 s of policy training, then the step ends."""
+    spans = []
+    for i in range(3):
+        t = 3.0 * i
+        spans += [
+            step(f"s{i}", i, t, t + generation_s + 0.5),
+            S(f"g{i}", "rl.grpo.generation", t, t + generation_s, parent=f"s{i}", bucket="productive"),
+            S(f"t{i}", "rl.grpo.policy_training", t + generation_s, t + generation_s + 0.5, parent=f"s{i}",
+              bucket="productive"),
+        ]  # fmt: skip
+    path.mkdir(parents=True, exist_ok=True)
+    write_trace(path / "run.trace", spans)
+    return path
+
+
+@pytest.mark.slow
+def test_only_generation_longer_is_the_phase_that_got_longer(tmp_path):
+    base, slower = sync_run(tmp_path / "base", 1.0), sync_run(tmp_path / "slower", 1.25)
+    out = diff_json(base, slower)
+    assert out["durations"] == [
+        {"name": "rl.grpo.generation", "bucket": "productive", "baseline_s": 1.0, "candidate_s": 1.25,
+         "delta_s": 1.25 - 1.0, "ratio": 1.25 / 1.0 - 1},
+        {"name": "rl.grpo.policy_training", "bucket": "productive", "baseline_s": 0.5, "candidate_s": 0.5,
+         "delta_s": 0.0, "ratio": 0.0},
+    ]  # fmt: skip
+    assert [list(d) for d in out["durations"]] == [DURATION_KEYS] * 2
+    # the step waits on both in turn: generation's time on the path grows by what it took longer, training's not
+    assert [(c["name"], c["delta_s"]) for c in out["critical"]] == [
+        ("rl.grpo.generation", 1.25 - 1.0),
+        ("rl.grpo.policy_training", 0.0),
+    ]
+    table = invoke(["diff", str(base), str(slower), "--no-cache"], width=80)
+    assert table.exit_code == 0, table.output
+    assert table.stdout.splitlines()[0] == (
+        "median step +16.7% (1.500 s -> 1.750 s): rl.grpo.generation (productive) +0.250 s longer (median span "
+        "1.000 s -> 1.250 s); on the critical path: rl.grpo.generation (productive) +0.250 s a step"
+    )
+    table_csv = invoke(["diff", str(base), str(slower), "--no-cache", "--format", "csv"])
+    rows = list(csv.reader(io.StringIO(table_csv.stdout)))
+    assert rows[0] == ["kind", "what", "bucket", "baseline", "candidate", "delta", "ratio"]
+    durations = [(what, bucket, *map(float, figures)) for kind, what, bucket, *figures in rows if kind == "duration"]
+    assert durations == [("rl.grpo.generation", "productive", 1.0, 1.25, 0.25, 0.25),
+                         ("rl.grpo.policy_training", "productive", 0.5, 0.5, 0.0, 0.0)]  # fmt: skip
+
+
+def phases_run(path, generation_tail_s: float, checkpoint: bool):
+    """Two steps of five phases one after another: generation (productive, 1 s) and its tail in the overhead bucket
+    (the weight sync: `generation_tail_s`), reward 0.25 s, advantage 0.125 s, a 0.25 s refit bubble; with
+    `checkpoint`, a 0.25 s checkpoint last."""
+    spans = []
+    for i in range(2):
+        t = 10.0 * i
+        phases = [("rl.grpo.generation", "productive", 1.0), ("rl.grpo.generation", "overhead", generation_tail_s),
+                  ("rl.grpo.reward", "productive", 0.25), ("rl.grpo.advantage", "overhead", 0.125),
+                  ("rl.idle.refit_bubble", "idle", 0.25)]  # fmt: skip
+        if checkpoint:
+            phases.append(("rl.grpo.checkpointing", "overhead", 0.25))
+        at = t
+        for n, (name, bucket, length) in enumerate(phases):
+            spans.append(S(f"p{i}.{n}", name, at, at + length, parent=f"s{i}", bucket=bucket))
+            at += length
+        spans.append(step(f"s{i}", i, t, at))
+    path.mkdir(parents=True, exist_ok=True)
+    write_trace(path / "run.trace", spans)
+    return path
+
+
+@pytest.mark.slow
+def test_durations_keep_a_names_buckets_apart_and_a_new_phase_has_no_ratio(tmp_path):
+    base = phases_run(tmp_path / "base", 0.25, checkpoint=False)
+    cand = phases_run(tmp_path / "cand", 0.5, checkpoint=True)
+    out = diff_json(base, cand)
+    # Two moved by 0.25 s: the checkpoint (none in the baseline: 0, so no ratio) and generation's overhead tail
+    # (0.25 -> 0.5); generation's productive spans did not move. Ties by name, then bucket order.
+    assert out["durations"] == [
+        {"name": "rl.grpo.checkpointing", "bucket": "overhead", "baseline_s": 0.0, "candidate_s": 0.25,
+         "delta_s": 0.25, "ratio": None},
+        {"name": "rl.grpo.generation", "bucket": "overhead", "baseline_s": 0.25, "candidate_s": 0.5,
+         "delta_s": 0.5 - 0.25, "ratio": 0.5 / 0.25 - 1},
+        {"name": "rl.grpo.advantage", "bucket": "overhead", "baseline_s": 0.125, "candidate_s": 0.125,
+         "delta_s": 0.0, "ratio": 0.0},
+        {"name": "rl.grpo.generation", "bucket": "productive", "baseline_s": 1.0, "candidate_s": 1.0,
+         "delta_s": 0.0, "ratio": 0.0},
+        {"name": "rl.grpo.reward", "bucket": "productive", "baseline_s": 0.25, "candidate_s": 0.25, "delta_s": 0.0,
+         "ratio": 0.0},
+        {"name": "rl.idle.refit_bubble", "bucket": "idle", "baseline_s": 0.25, "candidate_s": 0.25,
+         "delta_s": 0.0, "ratio": 0.0},
+    ]  # fmt: skip
+    # steps: 1 + 0.25 + 0.25 + 0.125 + 0.25 = 1.875 s; 1 + 0.5 + 0.25 + 0.125 + 0.25 + 0.25 = 2.375 s (+26.7%)
+    first = invoke(["diff", str(base), str(cand), "--no-cache"]).stdout.splitlines()[0]
+    assert first.startswith(
+        "median step +26.7% (1.875 s -> 2.375 s): rl.grpo.checkpointing (overhead) +0.250 s longer (median span "
+        "0.000 s -> 0.250 s); on the critical path: "
+    )
+
+
+@pytest.mark.slow
+def test_durations_count_each_span_of_the_report_rows_own_attempt_and_iteration(tmp_path):
+    def resource(process: str, run_id: str) -> dict:
+        return {"service.name": "toy", "service.instance.id": process, "host.name": "host", "process.pid": 1,
+                "goodput.run.id": run_id}  # fmt: skip
+
+    spans = [
+        # attempt a: iteration 0 kept; its iteration 1 (generation 1.5 s) superseded by attempt b's
+        step("a0", 0, 0, 2, process="a"),
+        S("ga0", "rl.grpo.generation", 0, 1, parent="a0", bucket="productive", process="a"),
+        step("a1", 1, 3, 5, process="a"),
+        S("ga1", "rl.grpo.generation", 3, 4.5, parent="a1", bucket="productive", process="a"),
+        # attempt b: iteration 1 fanned out to three workers, iteration 2; then a 9 s span of no iteration
+        step("b1", 1, 10, 12, process="b", trace="b"),
+        *[S(f"gb1.{w}", "rl.grpo.generation", 10, end, parent="b1", bucket="productive", process=f"b-w{w}",
+            trace="b") for w, end in enumerate([10.5, 10.5, 12])],
+        step("b2", 2, 13, 15, process="b", trace="b"),
+        S("gb2", "rl.grpo.generation", 13, 13.5, parent="b2", bucket="productive", process="b", trace="b"),
+        S("gb9", "rl.grpo.generation", 20, 29, bucket="productive", process="b", trace="b"),
+    ]  # fmt: skip
+    runs = {"a": "run-a", "b": "run-b", "b-w0": "run-b", "b-w1": "run-b", "b-w2": "run-b"}
+    path = tmp_path / "run"
+    path.mkdir()
+    write_trace(path / "run.otlp", spans, resources={p: resource(p, run) for p, run in runs.items()})
+    out = diff_json(path, path)
+    # the rows: iteration 0 of a (1 s), 1 of b (0.5, 0.5, 2), 2 of b (0.5): 0.5, 0.5, 0.5, 1, 2 -> 0.5; with the
+    # superseded 1.5 s and the 9 s of no iteration it would be 1
+    assert out["durations"] == [
+        {"name": "rl.grpo.generation", "bucket": "productive", "baseline_s": 0.5, "candidate_s": 0.5, "delta_s": 0.0,
+         "ratio": 0.0}
+    ]  # fmt: skip

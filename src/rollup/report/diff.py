@@ -4,9 +4,10 @@ Each side is summarised by medians over its iteration rows, not by totals: two r
 steps, and a median step shrugs off the one step that hit a slow checkpoint or a straggler. The figures compared are
 the report's that `figures.FIGURES` marks `in_diff`. The phases (span names, by bucket, from the `--by name`
 breakdown) are compared the same way, a phase absent from a step counting 0 there, and sorted by how much they
-moved. So does each phase's time on the critical path (SPEC section 14), which is what the verdict names: a phase's
+moved. So is each phase's time on the critical path (SPEC section 14), and the median length of its spans: a phase's
 share of the wall clock moves whenever a phase beside it does, its time on the path only when the step waited on it
-longer.
+longer, and its length only when the phase itself got longer or shorter, whether or not the step waited on it. The
+verdict names the phase whose length moved most and the one whose time on the path did.
 """
 
 from __future__ import annotations
@@ -21,15 +22,19 @@ from rollup.accounting.breakdown import charged_name_walls, name_share_columns
 from rollup.accounting.gpu_charge import charge_gpus
 from rollup.accounting.gpus import GpuOptions, gpu_model
 from rollup.accounting.rows import NS_PER_S, Figures
-from rollup.accounting.windows import iteration_windows, select_windows
+from rollup.accounting.span_seconds import SPAN_SECONDS_SPANS
+from rollup.accounting.windows import iteration_windows, select_windows, window_keys
 from rollup.base.schema import BUCKETS
 from rollup.critical.build import window_segments
 from rollup.critical.paths import window_seconds_on_path
+from rollup.store.attempts import ATTEMPT_SQL
 
 from .figures import FIGURES, Figure
 
 if TYPE_CHECKING:
+    from rollup.accounting.windows import Windows
     from rollup.store.span_store import SpanStore
+    from rollup.store.spanset import SpanSet
 
     from .build import Report
 
@@ -50,6 +55,7 @@ class Side:
     medians: dict[str, float | None]  # per DIFF_FIGURES key: nanoseconds for seconds figures, else the figure
     names_ns: dict[tuple[str, str], float]  # (name, bucket) -> median wall nanoseconds per iteration
     critical_ns: dict[tuple[str, str], float] = field(default_factory=dict)  # -> median nanoseconds on the path
+    durations_ns: dict[tuple[str, str], float] = field(default_factory=dict)  # -> median nanoseconds of its spans
     gpus: bool = False  # some process holds a GPU, or --gpus named some (SPEC section 12)
     gpu_goodput: float | None = None  # then the median of the iterations' GPU goodput
 
@@ -61,7 +67,8 @@ class Side:
 
 @dataclass(frozen=True)
 class PhaseChange:
-    """One span name's median wall seconds per step in one bucket, on each side (0 where it never ran)."""
+    """One span name's median in one bucket on each side (0 where it never ran): its wall seconds per step, its
+    seconds on the path per step, or the length of its spans."""
 
     name: str
     bucket: str
@@ -80,16 +87,23 @@ class PhaseChange:
     def delta_s(self) -> float:
         return (self.candidate_ns - self.baseline_ns) / NS_PER_S
 
+    @property
+    def ratio(self) -> float | None:
+        """candidate / baseline - 1 (SPEC section 9); None when the baseline is 0."""
+        return self.candidate_ns / self.baseline_ns - 1 if self.baseline_ns else None
+
 
 @dataclass(frozen=True)
 class Diff:
     """Two runs compared: each side, and the phases sorted by how much their median moved (largest absolute
-    change first; then bucket order and name, so ties read the same)."""
+    change first; then bucket order and name, so ties read the same; `durations`, a name's buckets together: name,
+    then bucket order)."""
 
     baseline: Side
     candidate: Side
     names: list[PhaseChange]
     critical: list[PhaseChange] = field(default_factory=list)
+    durations: list[PhaseChange] = field(default_factory=list)
 
     @property
     def gpus(self) -> bool:
@@ -115,7 +129,8 @@ class Diff:
         return None if before is None or after is None or before == 0 else after / before - 1
 
     def json(self) -> dict[str, Any]:
-        """SPEC section 9's object; with GPUs on both sides, `gpu_goodput` in each median, delta and ratio."""
+        """SPEC section 9's object with section 14's `critical` and `durations` after `names`; with GPUs on both
+        sides, `gpu_goodput` in each median, delta and ratio."""
         extra: list[dict[str, Any]] = [{}, {}, {}, {}]
         if self.gpus:
             extra = [{GPU_GOODPUT: value} for value in self.gpu_goodput()]
@@ -143,6 +158,17 @@ class Diff:
                     "delta_s": c.delta_s,
                 }
                 for c in self.critical
+            ],  # fmt: skip
+            "durations": [
+                {
+                    "name": d.name,
+                    "bucket": d.bucket,
+                    "baseline_s": d.baseline_s,
+                    "candidate_s": d.candidate_s,
+                    "delta_s": d.delta_s,
+                    "ratio": d.ratio,
+                }
+                for d in self.durations
             ],  # fmt: skip
         }
 
@@ -178,8 +204,9 @@ def measure(
     gpus: GpuOptions | None = None,
 ) -> Side:
     """A side of the diff straight from a store: `summarise(build_report(store, by="name", ...))` without the parts
-    of a report the diff does not compare (span-seconds, the time outside and between attempts, outliers); with
-    GPUs (SPEC section 12), the median of the iterations' GPU goodput too."""
+    of a report the diff does not compare (span-seconds, the time outside and between attempts, outliers), with
+    each phase's median seconds on the path and median span length (SPEC section 14); with GPUs (SPEC section 12),
+    the median of the iterations' GPU goodput too."""
     order = parse_precedence(precedence)
     spans = store.spans()
     windows = select_windows(iteration_windows(spans), iterations)
@@ -198,7 +225,32 @@ def measure(
     side = _side(paths, [Figures.from_ns(charge) for charge in charges], names)
     on_path = window_seconds_on_path(window_segments(spans, windows), len(windows))
     critical = _name_medians(on_path, len(windows))
-    return replace(side, gpus=model is not None, gpu_goodput=gpu_goodput, critical_ns=critical)
+    return replace(side, gpus=model is not None, gpu_goodput=gpu_goodput, critical_ns=critical,
+                   durations_ns=span_length_medians(spans, windows))  # fmt: skip
+
+
+def span_length_medians(spans: SpanSet, windows: Windows) -> dict[tuple[str, str], float]:
+    """Per (name, bucket), the median length in nanoseconds of the spans of `windows` (the report's rows): the
+    bucketed spans whose effective iteration is a row's iteration, in that row's attempt. The spans whose full
+    durations make the rows' span-seconds (SPEC sections 4 and 7), so a superseded or torn window's spans, and
+    those with no effective iteration (start-up: neither carrying nor inheriting `rl.iteration`), are not counted;
+    zero-length spans are (a length of 0 is what they took), and a span whose end precedes its start is zero-length
+    as everywhere.
+    One query, the median worked out in DuckDB: a long run has a million such spans."""
+    if not len(windows):
+        return {}
+    with spans.registered("diff_rows", window_keys(windows)) as rows:
+        found = spans.rows(
+            f"""
+            SELECT s.name, s.bucket, median(s.end_ns - s.start_ns)
+            FROM (
+                SELECT {ATTEMPT_SQL} AS attempt, eff_iteration, name, bucket, start_ns, end_ns
+                FROM {spans.lineage} WHERE {SPAN_SECONDS_SPANS}
+            ) s SEMI JOIN {rows} w ON w.attempt = s.attempt AND w.iteration = s.eff_iteration
+            GROUP BY ALL
+            """
+        )
+    return {(name, bucket): float(ns) for name, bucket, ns in found}
 
 
 def _side(paths: Sequence[str], rows: Sequence[Figures], names: Sequence[dict[tuple[str, str], int]]) -> Side:
@@ -234,14 +286,21 @@ def _median_with_zeros(present: list[int], rows: int) -> float:
 def compare(baseline: Side, candidate: Side) -> Diff:
     """The two sides compared (SPEC sections 9 and 14)."""
     return Diff(baseline, candidate, _changes(baseline.names_ns, candidate.names_ns),
-                _changes(baseline.critical_ns, candidate.critical_ns))  # fmt: skip
+                _changes(baseline.critical_ns, candidate.critical_ns),
+                _changes(baseline.durations_ns, candidate.durations_ns, name_first=True))  # fmt: skip
 
 
-def _changes(before: dict[tuple[str, str], float], after: dict[tuple[str, str], float]) -> list[PhaseChange]:
-    """Each (name, bucket) of either side, its medians on both (0 where absent), largest absolute change first."""
-    keys = sorted(set(before) | set(after), key=lambda k: (BUCKETS.index(k[1]), k[0]))
+def _changes(
+    before: dict[tuple[str, str], float], after: dict[tuple[str, str], float], *, name_first: bool = False
+) -> list[PhaseChange]:
+    """Each (name, bucket) of either side, its medians on both (0 where absent), largest absolute change first; ties
+    in bucket order, then by name (`name_first`: by name, then in bucket order)."""
+    if name_first:
+        keys = sorted(set(before) | set(after), key=lambda k: (k[0], BUCKETS.index(k[1])))
+    else:
+        keys = sorted(set(before) | set(after), key=lambda k: (BUCKETS.index(k[1]), k[0]))
     changes = [PhaseChange(*key, before.get(key, 0.0), after.get(key, 0.0)) for key in keys]
-    changes.sort(key=lambda n: -abs(n.delta_s))  # stable: ties keep bucket order, then name
+    changes.sort(key=lambda n: -abs(n.candidate_ns - n.baseline_ns))  # stable: ties keep the order above
     return changes
 
 
