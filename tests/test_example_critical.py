@@ -2,14 +2,18 @@
 14): one sync run with policy training 0.3 s longer and generation actor 1 0.15 s slower at its half of every
 rollout, on the session's Ray cluster, against the session's plain sync run.
 
-Why the figures hold. In sync mode policy training is the two ranks' sleeps at once with nothing after them but the
-refit, so each step's path holds the later rank's span whole: plan + 0.3 s + its lateness. Generation's halves are
-drawn from [0.20, 0.30]: with 0.15 s more, actor 1's half is [0.35, 0.45] and always ends after actor 0's (which
-ends by 0.30 plus a dispatch's lateness, NOISE_S below it), so the step waits on actor 1 alone for 0.05 s or more of
-each plain step, about 0.15 s on average, against a step of about 1.1 s: over STRAGGLER_SHARE. On the failed step
-actor 1's half hangs until its time-out anyway. Training's time on the path, about 0.5 s a step, then exceeds
-generation's (at most 0.45 s + lateness). In `diff` training's median on the path moves by EXTRA_S give or take the
-two runs' lateness (NOISE_S, as in test_example_slow_phase), generation's by at most the 0.15 s added.
+Why the figures hold. In sync mode policy training is the two ranks' sleeps at once, under the driver's
+`rl.grpo.policy_training.fan_out`, with nothing after them but the refit, so each step's path holds the later rank's
+span whole (plan + 0.3 s + its lateness) and 10% off training saves about 0.05 s a step; 10% off generation saves
+at most 10% of the later half, 0.045 s, and every other phase less. Generation's halves are drawn from [0.20, 0.30]:
+with 0.15 s more, actor 1's half is [0.35, 0.45] and always ends after actor 0's (which ends by 0.30 plus a
+dispatch's lateness, NOISE_S below it); on the failed step actor 1's half hangs until its time-out and is generated
+again after actor 0's has ended. So actor 1 ends every rollout's fan-out of `rl.grpo.generation` last, alone for
+0.05 s or more of each (SPEC section 14's straggler: the fan-out's last span, alone for its end minus the
+second-latest end), and is the worker the generation fleet waited on most. The step that validates fans
+`rl.grpo.generation` out once more, under `rl.grpo.evaluate`, which either actor may end last. In `diff` training's
+median on the path moves by EXTRA_S give or take the two runs' lateness (NOISE_S, as in test_example_slow_phase),
+generation's by at most the 0.15 s added.
 """
 
 from __future__ import annotations
@@ -18,11 +22,12 @@ import json
 
 import pytest
 
-from conftest import invoke, run_toy_job
-from examples.grpo_toy import job, schedule
+from conftest import TOY_STEPS, invoke, run_toy_job
+from examples.grpo_toy import fleets, job, schedule
 
 SLOWED, EXTRA_S, NOISE_S = "rl.grpo.policy_training", 0.3, 0.1
 STRAGGLER, LATE_S = 1, 0.15
+VALIDATING_STEPS = TOY_STEPS // schedule.VALIDATE_EVERY  # each fans generation out once more
 
 
 @pytest.fixture(scope="module")
@@ -50,8 +55,15 @@ def test_critical_names_the_slowed_phase_first_and_the_slow_worker_as_the_stragg
     assert table.exit_code == 0, table.output
     lines = table.stdout.splitlines()
     assert lines[1].startswith(f"speed up first: {SLOWED} (productive)")
-    stragglers = [line for line in lines if line.startswith("straggler:")]
-    assert len(stragglers) == 1 and stragglers[0].startswith(f"straggler: {straggler_process(slowed_run)} is on")
+    late = straggler_process(slowed_run)
+    generation = [row for row in payload["stragglers"] if row["fleet"] == fleets.GENERATION_FLEET]
+    most = max(generation, key=lambda row: row["alone_s"])
+    assert (most["process"], most["name"]) == (late, "rl.grpo.generation"), generation
+    assert most["slowest"] >= TOY_STEPS and most["fan_outs"] == TOY_STEPS + VALIDATING_STEPS, most
+    # Alone 0.35 - 0.30 s or more in each rollout, 0.35 + 0.10 - 0.30 s in the failed one, less lateness.
+    assert most["alone_s"] >= 0.05 * (TOY_STEPS - 1) + 0.15 - NOISE_S, most
+    waited_on = [line for line in lines if line.startswith(f"waited on most in {fleets.GENERATION_FLEET}:")]
+    assert len(waited_on) == 1 and waited_on[0].split(": ", 1)[1].startswith(f"{late} ended"), lines
 
 
 @pytest.mark.slow

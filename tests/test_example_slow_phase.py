@@ -80,13 +80,18 @@ def test_an_unknown_or_malformed_phase_is_a_usage_error_naming_the_phases(value,
     assert exited.value.code == 2
     stderr = capsys.readouterr().err
     assert "argument --slow-phase" in stderr and says in stderr
-    assert all(name in stderr for name in schedule.SLOWABLE_PHASES)
+    assert all(name in stderr for name in schedule.PLANNED_PHASES)
 
 
-def test_a_phase_is_named_as_the_trace_or_as_its_efficiency_category():
-    values = ["idle/refit_bubble:0.1", "rl.grpo.reward:0.05", "rl.grpo.reward:1"]
+def test_a_phase_is_named_as_the_trace_as_its_efficiency_category_or_by_its_last_part():
+    values = ["idle/refit_bubble:0.1", "rl.grpo.reward:0.05", "rl.grpo.reward:1", "policy_training:0.2"]
     options = job.parse_args([arg for value in values for arg in ("--slow-phase", value)])
-    assert options.slow_phase == [("rl.idle.refit_bubble", 0.1), ("rl.grpo.reward", 0.05), ("rl.grpo.reward", 1.0)]
+    assert options.slow_phase == [
+        ("rl.idle.refit_bubble", 0.1),
+        ("rl.grpo.reward", 0.05),
+        ("rl.grpo.reward", 1.0),
+        ("rl.grpo.policy_training", 0.2),
+    ]
 
 
 def test_every_slowable_phase_is_a_span_name_the_job_writes():
@@ -94,7 +99,7 @@ def test_every_slowable_phase_is_a_span_name_the_job_writes():
     result = invoke(["query", str(SAMPLE_SYNC), "--format", "json", "SELECT DISTINCT name FROM spans"])
     assert result.exit_code == 0, result.output
     written = {row["name"] for row in json.loads(result.stdout)}
-    assert set(schedule.SLOWABLE_PHASES) <= written
+    assert set(schedule.PLANNED_PHASES) <= written
 
 
 def test_the_plan_of_a_slowed_phase_grows_by_the_seconds_in_every_step():

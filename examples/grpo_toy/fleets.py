@@ -33,7 +33,7 @@ COLOCATED_SHARE = 0.5  # of its pair's GPU, for each of generation actor i and t
 GENERATION_FLEET = "grpo-generation"
 TRAINING_FLEET = "grpo-training"
 STREAM_FLEET, VALIDATION_FLEET = "grpo-rollout-stream", "grpo-validation"  # the async run's generation side
-N_ASYNC_GENERATION_ACTORS = 2  # the streaming rollout actor and the validation actor, a GPU each
+N_ASYNC_GENERATION_ACTORS = 2  # the rollout engine and the validation actor, a GPU each
 
 
 class NotEnoughGPUs(RuntimeError):
@@ -44,14 +44,14 @@ class NotEnoughGPUs(RuntimeError):
 class Layout:
     """The Ray options of every actor, in rank order, and the placement group they share when colocated."""
 
-    generation: list[dict[str, Any]]  # sync: the rollout ranks; async: the streaming actor, then the validation one
+    generation: list[dict[str, Any]]  # sync: the rollout ranks; async: the rollout engine, then the validation one
     training: list[dict[str, Any]]
     placement_group: Any | None = None
 
 
 def gpus_needed(mode: str, colocated: bool) -> int:
-    """GPUs the job holds: one per actor apart (sync: two rollout ranks, async: the stream and the validation
-    engine; plus the training ranks), one per pair colocated."""
+    """GPUs the job holds: one per actor apart (sync: two rollout ranks, async: the rollout engine and the
+    validation actor; plus the training ranks), one per pair colocated."""
     if colocated:
         return N_TRAINING_ACTORS
     generation = N_GENERATION_ACTORS if mode == "sync" else N_ASYNC_GENERATION_ACTORS

@@ -15,15 +15,20 @@ so a run takes a few seconds on two cores. The shape is that of a real job:
   GOODPUT_* choice; actors also get it through `runtime_env`, so the job runs inside a cluster started earlier too
   (with `RAY_ADDRESS` set, as `ray job submit` sets it, it joins that cluster rather than starting its own);
 - two fleets of Ray actors on GPUs Ray hands out (`fleets.py`): generation (`GenerationWorker`, or the async run's
-  streaming and validation actors) and training (`PolicyWorker`, the policy's data-parallel ranks), each actor on a
+  rollout engine and validation actor) and training (`PolicyWorker`, the policy's data-parallel ranks), each actor on a
   GPU of its own, or with `--colocated` generation rank i and training rank i on the same GPU; a cluster the job
   starts declares 4 GPUs (`ray.init(num_gpus=4)`, which needs none to be there);
 - one `rl.grpo.job` span over everything; `rl.startup` around `ray.init` and the set-up phases (`rl.setup.workers`,
   `rl.setup.collectives`, an `init/total` wait for the workers' `rl.grpo.load_model`);
 - per step `iteration_scope(step)` + `rl.grpo.step`, with leaves for generation (in the generation actors), reward,
-  logprob and policy training (in the training actors), advantage and checkpoint staging, an `idle/refit_bubble` wait,
-  validation under `evaluate_span("grpo")` every third step, and the checkpoint's `rl.checkpoint.finalize` tail on a
-  thread;
+  logprob and policy training (in the training actors, under the driver's unbucketed `rl.grpo.logprob.fan_out` and
+  `rl.grpo.policy_training.fan_out`, so the trace shows the driver waiting for them), advantage and checkpoint
+  staging, an `idle/refit_bubble` wait, validation under `evaluate_span("grpo")` every third step, and the
+  checkpoint's `rl.checkpoint.finalize` tail on a thread;
+- `--mode async` overlaps generation with training: step k hands the rollout engine batch k+2 as soon as its refit
+  is done, so batch k+1 generates beside step k's training; that batch's spans are children of step k with their own
+  `rl.iteration` k+1 (made ahead for step k+1), and step k+1 waits for it (`idle/buffer_starvation`) only when it is
+  late;
 - step 2's rollout loses a trajectory: it hangs until a time-out, tagged `wasted/failed_trajectory`, and is redone.
 
 `--colocated` (sync only: an async run generates while it trains, so its fleets never share GPUs) changes where the
@@ -41,6 +46,18 @@ one names that phase first:
     python -m examples.grpo_toy.job --out run/base/
     python -m examples.grpo_toy.job --out run/slow/ --slow-phase rl.grpo.policy_training:0.3
     goodput diff run/base/ run/slow/
+
+`--faster PHASE:PCT` (repeatable, one phase each) makes a phase PCT percent shorter in every step: each of its
+planned durations (after `--slow-phase` and `--straggler`) times `1 - PCT/100`, so a run with the same seed is the
+same job with that phase faster. PHASE is named as for `--slow-phase`, or by the span name's last part
+(`policy_training`, `generation`); PCT is above 0 and at most 100, with or without `%`. The median step it saves
+against a run without it is, give or take the machine's noise, what `goodput critical` predicts from that run
+(`saves_s` for 10%, `--speedup PHASE=PCT`):
+
+    python -m examples.grpo_toy.job --mode async --out run/base/
+    python -m examples.grpo_toy.job --mode async --out run/faster/ --faster policy_training:10
+    goodput critical run/base/ --speedup rl.grpo.policy_training=10%
+    goodput diff run/base/ run/faster/
 
 `--straggler RANK:SECONDS` makes one generation actor that much slower at its half of every rollout, a worker on a
 slow node: its peer finishes first and the step waits for it, which `goodput critical` names (with `--slow-phase`,
@@ -91,14 +108,15 @@ from examples.grpo_toy.schedule import (
     LOAD_MODEL_S,
     N_GENERATION_ACTORS,
     N_TRAINING_ACTORS,
-    SLOWABLE_PHASES,
+    PLANNED_PHASES,
     StepPlan,
+    faster,
     make_plan,
     slowed,
     straggling,
 )
 from examples.grpo_toy.trainer import Trainer
-from examples.grpo_toy.workers import GenerationWorker, PolicyWorker, StreamingGenerationWorker
+from examples.grpo_toy.workers import GenerationWorker, PolicyWorker, RolloutEngine
 from instrument import (
     RLSpanGroup,
     dispatch_with_trace_context,
@@ -114,9 +132,18 @@ EXPORTER_BY_MODE = {"sync": "otlp-file", "async": "json-file"}
 JSON_SUFFIXES = (".jsonl", ".json", ".ndjson")
 
 
+def phase_span_name(name: str) -> str | None:
+    """The span of the phase called `name`: its span name as the trace has it (`rl.grpo.policy_training`), its
+    efficiency category (`idle/refit_bubble`) or the span name's last part (`policy_training`); None for no phase."""
+    span_name = efficiency_span_name(name) if "/" in name else name  # idle/refit_bubble -> rl.idle.refit_bubble
+    if span_name in PLANNED_PHASES:
+        return span_name
+    return next((phase for phase in PLANNED_PHASES if phase.rpartition(".")[2] == name), None)
+
+
 def slow_phase(value: str) -> tuple[str, float]:
     """`NAME:SECONDS` as (span name, seconds); an unknown phase or a malformed value names the phases there are."""
-    phases = ", ".join(SLOWABLE_PHASES)
+    phases = ", ".join(PLANNED_PHASES)
     name, colon, seconds_text = value.rpartition(":")
     try:
         seconds = float(seconds_text)
@@ -127,10 +154,30 @@ def slow_phase(value: str) -> tuple[str, float]:
             f"expected NAME:SECONDS with SECONDS a number >= 0 (rl.grpo.generation:0.3), got {value!r}; "
             f"the phases are {phases}"
         )
-    span_name = efficiency_span_name(name) if "/" in name else name  # idle/refit_bubble -> rl.idle.refit_bubble
-    if span_name not in SLOWABLE_PHASES:
+    span_name = phase_span_name(name)
+    if span_name is None:
         raise argparse.ArgumentTypeError(f"no phase named {name!r}; the phases are {phases}")
     return span_name, seconds
+
+
+def faster_phase(value: str) -> tuple[str, float]:
+    """`PHASE:PCT` as (span name, percent): PCT a percentage above 0 and at most 100, with or without `%`, as
+    `goodput critical --speedup` takes it; an unknown phase or a malformed value names the phases there are."""
+    phases = ", ".join(PLANNED_PHASES)
+    name, colon, pct_text = value.rpartition(":")
+    try:
+        pct = float(pct_text.strip().removesuffix("%"))
+    except ValueError:
+        pct = math.nan
+    if not colon or not name or not 0 < pct <= 100:  # NaN fails the comparison too
+        raise argparse.ArgumentTypeError(
+            f"expected PHASE:PCT with PCT a percentage above 0 and at most 100 (policy_training:10, "
+            f"rl.grpo.generation:10%), got {value!r}; the phases are {phases}"
+        )
+    span_name = phase_span_name(name)
+    if span_name is None:
+        raise argparse.ArgumentTypeError(f"no phase named {name!r}; the phases are {phases}")
+    return span_name, pct
 
 
 def straggler(value: str) -> tuple[int, float]:
@@ -169,7 +216,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--mode",
         choices=["sync", "async"],
         default="sync",
-        help="sync: generate, then train; async: a streaming rollout runs one step ahead",
+        help="sync: generate, then train; async: the next step's generation runs beside this step's training",
     )
     parser.add_argument(
         "--colocated",
@@ -194,6 +241,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "every step; repeatable",
     )
     parser.add_argument(
+        "--faster",
+        type=faster_phase,
+        action="append",
+        default=[],
+        metavar="PHASE:PCT",
+        help="make the phase PHASE (policy_training, rl.grpo.generation, idle/refit_bubble, ...) PCT percent shorter "
+        "in every step, after --slow-phase and --straggler (policy_training:10, generation:10%%); repeatable, one "
+        "phase each",
+    )
+    parser.add_argument(
         "--straggler",
         type=straggler,
         default=None,
@@ -205,6 +262,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error("--steps must be at least 1")
     if not 1 <= options.resume_from <= options.steps:
         parser.error(f"--resume-from must be a step from 1 to {options.steps}")
+    named = [name for name, _ in options.faster]
+    twice = sorted({name for name in named if named.count(name) > 1})
+    if twice:
+        parser.error(f"--faster names {', '.join(twice)} more than once: give each phase one percentage")
     if options.colocated and options.mode == "async":
         parser.error("--colocated is for --mode sync: an async run generates while it trains, on GPUs of its own")
     if options.out is None:
@@ -237,7 +298,7 @@ def actor_runtime_env(service_name: str) -> dict[str, Any]:
 
 async def start_workers(mode: str, seed: int, layout: Layout) -> tuple[list[Any], list[Any]]:
     """Create both fleets' actors where `layout` puts them and wait until each has loaded its model: (generation,
-    training). Generation is two rollout ranks (sync), or a streaming rollout actor and a validation actor (async)."""
+    training). Generation is two rollout ranks (sync), or a rollout engine and a validation actor (async)."""
     with setup_span("workers"):
         if mode == "sync":
             options = {"runtime_env": actor_runtime_env(GENERATION_FLEET)}
@@ -246,9 +307,9 @@ async def start_workers(mode: str, seed: int, layout: Layout) -> tuple[list[Any]
                 for rank in range(N_GENERATION_ACTORS)
             ]
         else:
-            stream, validation = layout.generation
+            engine, validation = layout.generation
             generation = [
-                StreamingGenerationWorker.options(runtime_env=actor_runtime_env(STREAM_FLEET), **stream).remote(seed),
+                RolloutEngine.options(runtime_env=actor_runtime_env(STREAM_FLEET), **engine).remote(seed),
                 GenerationWorker.options(runtime_env=actor_runtime_env(VALIDATION_FLEET), **validation).remote(
                     0, 1, seed
                 ),
@@ -333,6 +394,7 @@ def main(argv: Sequence[str] | None = None, log: Callable[[str], None] = print) 
     plans = slowed(plans, extra_s)
     if options.straggler is not None:
         plans = straggling(plans, *options.straggler)
+    plans = faster(plans, dict(options.faster))  # last: a share of what the phase would otherwise take
     # Before ray.init: configure() leaves its choice in GOODPUT_* for every process started afterwards.
     instrument.configure(
         service_name="grpo-driver", span_groups="per_step", exporter=options.exporter, path=options.out

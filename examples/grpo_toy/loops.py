@@ -1,9 +1,15 @@
-"""The two training loops: sync (rollout, then train, every step) and async (a streaming rollout one step ahead).
+"""The two training loops: sync (rollout, then train, every step) and async (generation one step ahead).
 
 Both open the same step shape: `iteration_scope(step)` + `umbrella_span(U_STEP, "rl.grpo.step")` around reward,
 logprob, advantage, policy training, the refit wait, validation every few steps and checkpointing. They differ in
-where generation happens: inside the step under a rollout umbrella (sync), or in a streaming actor method that runs
-ahead of the trainer, consumed under a `streaming_umbrella_span` (async), with the trainer polling its buffer.
+where generation happens: inside the step under a rollout umbrella (sync), or on a rollout actor that runs ahead of
+the trainer (async): the trainer hands it batch k+1+ASYNC_STALENESS as soon as step k's refit has put the weights
+that batch may use on it, and step k awaits the batch it handed over earlier.
+
+Every wait of the driver is in the trace, so `goodput critical` can follow it (SPEC section 14): a remote phase's
+spans are children of a driver span that ends after them (the rollout umbrella, the trainer's fan-outs, the evaluate
+umbrella), a wait with nothing traced behind it is an idle span of its own (the refit), and a batch made ahead is
+generated under the step that asked for it, its own `rl.iteration` the step that uses it (made ahead for it).
 """
 
 from __future__ import annotations
@@ -12,21 +18,18 @@ import asyncio
 from typing import Any
 
 import numpy as np
+import ray
 
 from instrument import (
-    RL_IDLE_POLLS_ATTR,
     RLSpanGroup,
     dispatch_with_trace_context,
     efficiency_span,
     evaluate_span,
     iteration_scope,
-    safe_set_span_attributes,
-    start_efficiency_span,
-    streaming_umbrella_span,
     umbrella_span,
 )
 
-from .schedule import ASYNC_STALENESS, POLL_S, RETRY_S, StepPlan
+from .schedule import ASYNC_STALENESS, RETRY_S, StepPlan
 from .trainer import Trainer
 
 
@@ -73,8 +76,8 @@ async def train_on(trainer: Trainer, plan: StepPlan, tokens: np.ndarray) -> floa
     return await trainer.train(plan, tokens, advantages, logprobs)
 
 
-async def finish_step(trainer: Trainer, plan: StepPlan, refit_to: list[Any], validators: list[Any]) -> str:
-    await refit(refit_to, plan)
+async def validate_and_checkpoint(trainer: Trainer, plan: StepPlan, validators: list[Any]) -> str:
+    """The step's tail after the refit: validation every few steps, checkpoint staging every few others."""
     note = ""
     if plan.validation:
         note = f" val_reward={await validate(validators, plan):.3f}"
@@ -89,68 +92,57 @@ async def sync_loop(trainer: Trainer, workers: list[Any], plans: list[StepPlan],
         with iteration_scope(plan.step), umbrella_span(RLSpanGroup.U_STEP, "rl.grpo.step"):
             tokens = await sync_rollout(workers, plan)
             loss = await train_on(trainer, plan, tokens)
-            note = await finish_step(trainer, plan, workers, workers)
+            await refit(workers, plan)
+            note = await validate_and_checkpoint(trainer, plan, workers)
         log(f"step {plan.step}: loss={loss:+.4f}{note}")
 
 
-async def consume_rollouts(streamer: Any, plans: list[StepPlan], buffer: dict[int, np.ndarray]) -> None:
-    """Run one streaming call for the whole run and move each batch into `buffer` as it arrives.
+def generate_ahead(engine: Any, plan: StepPlan, after: int | None) -> Any:
+    """Hand batch `plan.step` to the rollout actor, to generate once batch `after` is done; its ref, not awaited.
 
-    The rollout umbrella is current only around the dispatch and each `__anext__`, never across the loop's other
-    awaits: the trainer's spans, in another task, must not nest under it.
+    Called inside an earlier step (or at the start of the first one): the batch's spans are children of that step
+    span with their own `rl.iteration` a later one, so a reader knows the step did not wait for them and the step
+    that uses the batch did.
     """
-    batches = [
-        {
-            "step": plan.step,
-            "seconds": plan.batch_generation_s,
-            "min_version": max(0, plan.step - 1 - ASYNC_STALENESS),
-            "fail_after_s": plan.fail_s if plan.failed else None,
-            "plant_nested_reward": plan.buggy,
-        }
-        for plan in plans
-    ]
-    with streaming_umbrella_span(RLSpanGroup.U_ROLLOUT, "rl.grpo.rollout") as activate:
-        with activate():
-            stream = dispatch_with_trace_context(streamer.stream_rollouts.options(num_returns="streaming"), batches)
-        while True:
-            with activate():
-                try:
-                    ref = await stream.__anext__()
-                except StopAsyncIteration:
-                    break
-            batch = await ref
-            buffer[batch["step"]] = batch["tokens"]
+    return dispatch_with_trace_context(
+        engine.generate_batch,
+        plan.step,
+        plan.batch_generation_s,
+        after=after,
+        fail_after_s=plan.fail_s if plan.failed else None,
+        plant_nested_reward=plan.buggy,
+    )
 
 
-async def wait_for_batch(step: int, buffer: dict[int, np.ndarray], consumer: asyncio.Task) -> np.ndarray:
-    """Poll the buffer until batch `step` is in it; a wait that needed any poll is one buffer_starvation span."""
-    starving, polls = None, 0
-    while step not in buffer:
-        if consumer.done():
-            consumer.result()  # the stream failed: raise its error here rather than poll forever
-            raise RuntimeError(f"the rollout stream ended without batch {step}")
-        if starving is None:
-            starving = start_efficiency_span("idle/buffer_starvation", **{RL_IDLE_POLLS_ATTR: 0})
-        polls += 1
-        safe_set_span_attributes(starving, {RL_IDLE_POLLS_ATTR: polls})
-        await asyncio.sleep(POLL_S)
-    if starving is not None:
-        starving.end()
-    return buffer.pop(step)
+async def wait_for_batch(batch: Any) -> np.ndarray:
+    """Batch `batch` (a ref): at once when it is there, else after an idle/buffer_starvation wait, which its
+    generation's end wakes."""
+    ready, _ = ray.wait([batch], timeout=0)
+    if ready:
+        return await batch
+    with efficiency_span("idle/buffer_starvation"):
+        return await batch
 
 
-async def async_loop(trainer: Trainer, streamer: Any, validator: Any, plans: list[StepPlan], log) -> None:
-    buffer: dict[int, np.ndarray] = {}
-    consumer = asyncio.create_task(consume_rollouts(streamer, plans, buffer))  # created outside any step
-    try:
-        for plan in plans:
-            with iteration_scope(plan.step), umbrella_span(RLSpanGroup.U_STEP, "rl.grpo.step"):
-                tokens = await wait_for_batch(plan.step, buffer, consumer)
-                loss = await train_on(trainer, plan, tokens)
-                note = await finish_step(trainer, plan, [streamer, validator], [validator])
-            log(f"step {plan.step}: loss={loss:+.4f}{note}")
-        await consumer
-    finally:
-        if not consumer.done():
-            consumer.cancel()
-            await asyncio.gather(consumer, return_exceptions=True)
+async def async_loop(trainer: Trainer, engine: Any, validator: Any, plans: list[StepPlan], log) -> None:
+    """Batch k may be generated with the weights of step k-1-ASYNC_STALENESS: the first 1+ASYNC_STALENESS batches
+    with the weights at hand, the next one as soon as each step's refit is done, so the next step's generation runs
+    beside this step's training."""
+    batches: dict[int, Any] = {}
+    ahead = ASYNC_STALENESS + 1
+
+    def hand_over(index: int) -> None:
+        if index < len(plans):
+            batches[plans[index].step] = generate_ahead(engine, plans[index], plans[index - 1].step if index else None)
+
+    for index, plan in enumerate(plans):
+        with iteration_scope(plan.step), umbrella_span(RLSpanGroup.U_STEP, "rl.grpo.step"):
+            if index == 0:
+                for first in range(ahead):
+                    hand_over(first)
+            tokens = await wait_for_batch(batches.pop(plan.step))
+            loss = await train_on(trainer, plan, tokens)
+            await refit([engine, validator], plan)
+            hand_over(index + ahead)  # this step's weights are on the engine: the batch that may use them
+            note = await validate_and_checkpoint(trainer, plan, [validator])
+        log(f"step {plan.step}: loss={loss:+.4f}{note}")

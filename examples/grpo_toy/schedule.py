@@ -22,10 +22,13 @@ the next step and is unbucketed, so it moves nothing. Logprob and training run o
 shard for the planned seconds at once, so each phase takes the step its planned seconds whichever process runs it;
 the driver's dispatch and wait only add noise.
 
-Async step k (one streaming actor generates batch k as soon as the weights are at most one step stale, i.e. after
+Async step k (one rollout actor generates batch k as soon as the weights are at most one step stale, i.e. after
 step k-2's refit, overlapping step k-1's training): no closed form, because batch k+1's generation covers part of
 step k's overhead. `_async_timeline` walks both clocks (the actor's and the trainer's) and `expected_goodput`
 charges the union of productive intervals inside each step window.
+
+`--slow-phase` adds seconds to a phase's planned durations (`slowed`), `--straggler` to one generation actor's
+(`straggling`), `--faster` takes a share off them (`faster`): each returns a new plan, the one a run of it sleeps.
 """
 
 from __future__ import annotations
@@ -36,9 +39,8 @@ from typing import Any
 
 import numpy as np
 
-N_GENERATION_ACTORS = 2  # sync mode; async mode has one streaming actor and one validation actor
+N_GENERATION_ACTORS = 2  # sync mode; async mode has one rollout engine and one validation actor
 N_TRAINING_ACTORS = 2  # both modes: the policy's data-parallel ranks; --colocated pairs rank i with generation i
-POLL_S = 0.01  # buffer-starvation poll interval (async trainer)
 LOAD_MODEL_S = 0.05
 COLLECTIVES_S = 0.03
 GENERATION_S = (0.20, 0.30)  # each actor's half of a rollout, drawn uniformly
@@ -66,7 +68,7 @@ class StepPlan:
     """What step `step` sleeps for, in seconds."""
 
     step: int
-    generation_s: tuple[float, ...]  # per sync actor; the async stream takes their max for the whole batch
+    generation_s: tuple[float, ...]  # per sync actor; the async rollout engine takes their max for the whole batch
     failed: bool  # one trajectory hangs and times out (actor 1's half in sync mode)
     train_s: float
     validation: bool
@@ -82,7 +84,7 @@ class StepPlan:
 
     @property
     def batch_generation_s(self) -> float:
-        """The async stream generates the whole batch in the time the sync pair takes for it."""
+        """The async rollout engine generates the whole batch in the time the sync pair takes for it."""
         return max(self.generation_s)
 
 
@@ -107,11 +109,11 @@ def make_plan(seed: int, steps: int, *, buggy: bool = False) -> list[StepPlan]:
     return plan
 
 
-# What `--slow-phase NAME:SECONDS` can lengthen: the span a phase opens (as the trace names it) and the StepPlan field
-# it sleeps for. Only phases planned per step: start-up, the finalize thread and the async trainer's buffer
-# starvation (a wait that follows from the others) are not. Generation is the rollout's (each actor's half, so the
-# batch); validation's generation and the failed step's retry keep their own durations.
-SLOWABLE_PHASES = {
+# What `--slow-phase` and `--faster` change: the span a phase opens (as the trace names it) and the StepPlan field it
+# sleeps for. Only phases planned per step: start-up, the finalize thread and the async trainer's buffer starvation
+# (a wait that follows from the others) are not. Generation is the rollout's (each actor's half, so the batch);
+# validation's generation and the failed step's retry keep their own durations.
+PLANNED_PHASES = {
     "rl.grpo.generation": "generation_s",
     "rl.grpo.reward": "reward_s",
     "rl.grpo.logprob": "logprob_s",
@@ -128,11 +130,11 @@ def slowed(plans: Sequence[StepPlan], extra_s: Mapping[str, float]) -> list[Step
     """`plans` with `extra_s[name]` seconds added to the phase whose span is `name`, in every step.
 
     The sleep is what grows, so the extra time lands inside that phase's span and `expected_goodput` of the result
-    stays the figure a run of it must show. Names outside `SLOWABLE_PHASES` raise KeyError.
+    stays the figure a run of it must show. Names outside `PLANNED_PHASES` raise KeyError.
     """
     changes: dict[str, float] = {}
     for name, seconds in extra_s.items():
-        changes[SLOWABLE_PHASES[name]] = changes.get(SLOWABLE_PHASES[name], 0.0) + seconds
+        changes[PLANNED_PHASES[name]] = changes.get(PLANNED_PHASES[name], 0.0) + seconds
 
     def one(plan: StepPlan) -> StepPlan:
         fields: dict[str, Any] = {}
@@ -144,10 +146,26 @@ def slowed(plans: Sequence[StepPlan], extra_s: Mapping[str, float]) -> list[Step
     return [one(plan) for plan in plans]
 
 
+def faster(plans: Sequence[StepPlan], pct: Mapping[str, float]) -> list[StepPlan]:
+    """`plans` with the phase whose span is `name` `pct[name]` percent shorter, in every step: each of its planned
+    durations times `1 - pct / 100`, the same job with that phase faster. Names outside `PLANNED_PHASES` raise
+    KeyError."""
+    factors = {PLANNED_PHASES[name]: 1.0 - share / 100.0 for name, share in pct.items()}
+
+    def one(plan: StepPlan) -> StepPlan:
+        fields: dict[str, Any] = {}
+        for field, factor in factors.items():
+            value = getattr(plan, field)
+            fields[field] = tuple(x * factor for x in value) if isinstance(value, tuple) else value * factor
+        return replace(plan, **fields)
+
+    return [one(plan) for plan in plans]
+
+
 def straggling(plans: Sequence[StepPlan], rank: int, extra_s: float) -> list[StepPlan]:
     """`plans` with generation actor `rank` `extra_s` seconds slower at its half of every rollout, as a worker on a
-    slow node would be: a straggler its peer waits for (`goodput critical` names it). The async stream generates
-    the whole batch, so its generation grows by the straggler's lateness. Ranks outside the actors raise
+    slow node would be: a straggler its peer waits for (`goodput critical` names it). The async rollout engine
+    generates the whole batch, so its generation grows by the straggler's lateness. Ranks outside the actors raise
     IndexError."""
     if not 0 <= rank < N_GENERATION_ACTORS:
         raise IndexError(rank)

@@ -3,11 +3,13 @@ training fleet.
 
 Reward (a rule-based environment on CPU), the group-relative advantage (a few numbers per group) and checkpoint staging
 are the driver's, as in NeMo-RL; logprob and training are handed to the `PolicyWorker` ranks, each of which opens the
-phase's span around its shard, and the driver waits on all of them inside the same step (it opens no span of its own
-for them: the workers' spans are the phase, and a second one here would count it twice). Each phase is one
-`managed_span` leaf around seeded numpy work and a sleep for the planned duration, so its bucket comes from its span
-group (reward and policy_update productive; logprob, advantage and checkpoint overhead). The phases are coroutines so
-the async loop's rollout consumer keeps running while the trainer "computes".
+phase's span around its shard. The driver waits on all of them inside a `<phase>.fan_out` span of its own, in no group
+and without a bucket (`span_cm`): the ranks' spans are its children and the driver's next phase starts after it, so
+the trace shows what the step waited on (SPEC section 14: without it, a faster training would seem to save nothing),
+and the ranks' spans alone are the phase, counted once. Each phase is one `managed_span` leaf around seeded numpy
+work and a sleep for the planned duration, so its bucket comes from its span group (reward and policy_update
+productive; logprob, advantage and checkpoint overhead). The phases are coroutines so the event loop keeps running
+while the trainer "computes".
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from instrument import (
     dispatch_with_trace_context,
     managed_span,
     remote_trace_context,
+    span_cm,
 )
 
 from .schedule import FINALIZE_S, StepPlan
@@ -66,9 +69,13 @@ class Trainer:
 
     async def logprob(self, plan: StepPlan, tokens: np.ndarray) -> np.ndarray:
         """Every rank scores its shard; the shards come back in rank order, so the batch's order is kept."""
-        shards = await asyncio.gather(
-            *(dispatch_with_trace_context(w.logprob, plan.step, tokens, plan.logprob_s) for w in self.policy_workers)
-        )
+        with span_cm("rl.grpo.logprob.fan_out"):
+            shards = await asyncio.gather(
+                *(
+                    dispatch_with_trace_context(w.logprob, plan.step, tokens, plan.logprob_s)
+                    for w in self.policy_workers
+                )
+            )
         return np.concatenate(shards)
 
     async def advantage(self, plan: StepPlan, rewards: np.ndarray) -> np.ndarray:
@@ -82,12 +89,13 @@ class Trainer:
 
     async def train(self, plan: StepPlan, tokens: np.ndarray, advantages: np.ndarray, logprobs: np.ndarray) -> float:
         """One update on every rank; the batch's loss is the mean of the ranks' (their shards are equal)."""
-        losses = await asyncio.gather(
-            *(
-                dispatch_with_trace_context(w.train, plan.step, tokens, advantages, logprobs, plan.train_s)
-                for w in self.policy_workers
+        with span_cm("rl.grpo.policy_training.fan_out"):
+            losses = await asyncio.gather(
+                *(
+                    dispatch_with_trace_context(w.train, plan.step, tokens, advantages, logprobs, plan.train_s)
+                    for w in self.policy_workers
+                )
             )
-        )
         return float(np.mean(losses))
 
     async def checkpoint(self, plan: StepPlan) -> None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from typing import Any
 
 import numpy as np
 import ray
@@ -126,11 +125,13 @@ class GenerationWorker:
 
 
 @ray.remote
-class StreamingGenerationWorker:
-    """The async loop's rollout worker: one streaming call yields every batch, each as soon as it is generated.
+class RolloutEngine:
+    """The async loop's rollout actor: one engine that generates the whole batch of each step, one batch at a time,
+    ahead of the trainer.
 
-    Batch k waits until the weights are at most `staleness` steps behind (version k-1-staleness); that wait is the
-    collector loop's `idle/refit_event_wait`, emitted unbucketed because it overlaps the trainer's own spans.
+    The trainer hands it batch k as soon as the weights batch k may use are on it (`loops.async_loop`), so the batch
+    starts when both those weights and the engine are ready: the trace shows both (the caller's refit before the
+    call, this process's previous generation). An async actor, so a refit is taken while a batch is generating.
     """
 
     def __init__(self, seed: int) -> None:
@@ -138,12 +139,13 @@ class StreamingGenerationWorker:
         self.rng = np.random.default_rng([seed, 99])
         self.weights = self.rng.standard_normal((HIDDEN, HIDDEN))
         self.version = 0
-        self._version_changed: asyncio.Condition | None = None
+        self.generated: set[int] = set()
+        self._batch_done: asyncio.Condition | None = None
 
     def _condition(self) -> asyncio.Condition:
-        if self._version_changed is None:  # created on the actor's event loop, not in __init__'s thread
-            self._version_changed = asyncio.Condition()
-        return self._version_changed
+        if self._batch_done is None:  # created on the actor's event loop, not in __init__'s thread
+            self._batch_done = asyncio.Condition()
+        return self._batch_done
 
     @accepts_trace_context
     async def load_model(self, seconds: float) -> int:
@@ -152,37 +154,42 @@ class StreamingGenerationWorker:
         return os.getpid()
 
     @accepts_trace_context
-    async def stream_rollouts(self, batches: list[dict[str, Any]]):
-        """Yield `{"step", "tokens"}` per batch. No span is open across a `yield`: each opens and ends in one step."""
+    async def generate_batch(
+        self,
+        step: int,
+        seconds: float,
+        *,
+        after: int | None = None,
+        fail_after_s: float | None = None,
+        plant_nested_reward: bool = False,
+    ) -> np.ndarray:
+        """Batch `step`, generated once batch `after` is (the engine is busy until then; an async actor may start
+        calls out of order). A hung trajectory first wastes `fail_after_s`, then the batch is generated again."""
         condition = self._condition()
-        for batch in batches:
-            step = batch["step"]
-            min_version = batch["min_version"]
-            if self.version < min_version:
-                with efficiency_span("idle/refit_event_wait"):
-                    async with condition:
-                        await condition.wait_for(lambda min_version=min_version: self.version >= min_version)
-            with iteration_scope(step):
-                if batch["fail_after_s"] is not None:
-                    with efficiency_span("wasted/failed_trajectory"):
-                        await asyncio.sleep(batch["fail_after_s"])
-                with managed_span(RLSpanGroup.GENERATION, "rl.grpo.generation"):
-                    started = time.perf_counter()
-                    tokens = _decode(self.rng, self.weights, TRAJECTORIES_PER_WORKER * N_GENERATION_ACTORS)
-                    if batch["plant_nested_reward"]:
-                        await asyncio.sleep(batch["seconds"] / 2)
-                        _score_inline(tokens, batch["seconds"] / 4)  # goodput: ignore[nested-bucket] (--buggy)
-                    await asyncio.sleep(max(0.0, batch["seconds"] - (time.perf_counter() - started)))
-            yield {"step": step, "tokens": tokens}
+        async with condition:
+            await condition.wait_for(lambda: after is None or after in self.generated)
+        with iteration_scope(step):
+            if fail_after_s is not None:
+                with efficiency_span("wasted/failed_trajectory"):
+                    await asyncio.sleep(fail_after_s)
+            with managed_span(RLSpanGroup.GENERATION, "rl.grpo.generation"):
+                started = time.perf_counter()
+                tokens = _decode(self.rng, self.weights, TRAJECTORIES_PER_WORKER * N_GENERATION_ACTORS)
+                if plant_nested_reward:
+                    await asyncio.sleep(seconds / 2)
+                    _score_inline(tokens, seconds / 4)  # goodput: ignore[nested-bucket] (--buggy)
+                await asyncio.sleep(max(0.0, seconds - (time.perf_counter() - started)))
+        async with condition:
+            self.generated.add(step)
+            condition.notify_all()
+        return tokens
 
     @accepts_trace_context
     async def update_weights(self, version: int, seconds: float) -> int:
+        """Refit: no span of its own, the driver's idle/refit_bubble span measures the wait."""
         await asyncio.sleep(seconds)
-        condition = self._condition()
-        async with condition:
-            self.weights = self.weights + 0.01 * self.rng.standard_normal(self.weights.shape)
-            self.version = version
-            condition.notify_all()
+        self.weights = self.weights + 0.01 * self.rng.standard_normal(self.weights.shape)
+        self.version = version
         return version
 
     async def close(self) -> int:
