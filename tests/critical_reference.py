@@ -104,8 +104,14 @@ def causes(spans: AttemptSpans, wakeup_ns: int) -> list[Causes]:
         if not found:
             return frozenset(), 0, frozenset(lower)
         latest = max(when for _, when, _ in found)
-        binding = frozenset((e, NONE if who == NONE else spans.name[who]) for e, when, who in found if when == latest)
-        return binding, at - latest, frozenset([*lower, *(e for e, when, _ in found if when < latest)])
+        owners: dict[int, set[int]] = {}
+        for e, when, who in found:
+            if when == latest:
+                owners.setdefault(e, set()).add(who)
+        # a cause reached two ways binds once, by the gap no speed-up shrinks when one of them is nobody's
+        binding = frozenset((e, NONE if NONE in who else spans.name[min(who)]) for e, who in owners.items())
+        others = {e for e, when, _ in found if when < latest} | set(lower)
+        return binding, at - latest, frozenset(others - set(owners))
 
     for row in range(len(spans)):
         start, end, p = spans.start[row], spans.end[row], parent[row]

@@ -357,22 +357,33 @@ def test_the_explanation_is_the_rule_read_literally_and_partitions_the_window(tr
 
 
 def test_a_cached_re_run_reads_the_answer_back_and_a_damaged_file_is_worked_out_again(tmp_path):
-    """The answer is kept beside the set's lineage (`rollup.store.derived`, `critical-*.arrow`): the re-run's JSON
-    is the first run's, and an attempt or a speed-up asked for keeps its own."""
+    """The answer is kept beside the set's lineage (`rollup.store.derived`, `critical-*.arrow`), and each attempt's
+    event graph (`critical-timing-*.arrow`): the re-run's JSON is the first run's, and a `--speedup` asked later
+    re-times the kept graph without working it out again, with the answer a fresh run gives."""
     restart = next(s for s in SAMPLES if s.name == "grpo_restart")
-    env = {"GOODPUT_CACHE_DIR": str(tmp_path / "cache")}
+    cache = tmp_path / "cache"
+    env = {"GOODPUT_CACHE_DIR": str(cache)}
+
+    def kept(what: str) -> list[Path]:
+        return sorted(
+            p for p in cache.rglob(f"*.derived/{what}-*.arrow") if p.name[len(what) + 1 :][0] in "0123456789abcdef"
+        )
+
     fresh = invoke(["critical", str(restart), "--format", "json", "--no-cache"]).stdout
     first = invoke(["critical", str(restart), "--format", "json"], env=env)
     assert first.exit_code == 0 and first.stdout == fresh
-    kept = sorted((tmp_path / "cache").rglob("*.derived/critical-*.arrow"))
-    assert len(kept) == 1
+    assert len(kept("critical")) == 1 and len(kept("critical-timing")) == 2  # the rows come from both attempts
     assert invoke(["critical", str(restart), "--format", "json"], env=env).stdout == fresh
-    kept[0].write_bytes(b"not arrow")
+    kept("critical")[0].write_bytes(b"not arrow")
     assert invoke(["critical", str(restart), "--format", "json"], env=env).stdout == fresh
     asked = ["--speedup", "rl.grpo.generation=10%"]
+    for timing in kept("critical-timing"):
+        timing.touch()
+    before = {p: p.stat().st_mtime_ns for p in kept("critical-timing")}
     sped = invoke(["critical", str(restart), "--format", "json", *asked], env=env)
     assert sped.stdout == invoke(["critical", str(restart), "--format", "json", *asked, "--no-cache"]).stdout
-    assert len(list((tmp_path / "cache").rglob("*.derived/critical-*.arrow"))) == 2
+    assert {p: p.stat().st_mtime_ns for p in kept("critical-timing")} == before  # read back, not written again
+    assert len(kept("critical")) == 1
 
 
 def test_a_nemo_lens_trace_is_explained_with_its_processes_apart(tmp_path):

@@ -31,7 +31,7 @@ from .causes import attempt_graph
 from .explain import explain_window, window_tops
 from .graph import NO_ITERATION, NONE, WAKEUP_NS, AttemptSpans, Dependencies
 from .paths import CriticalPaths, Speedup, decoded_segments, empty_segments, encoded_segments, summed_paths
-from .retime import SAVES_PCT, EventGraph, window_lengths
+from .retime import SAVES_PCT, EventGraph
 from .stragglers import Straggler, fan_out_stragglers, ranked
 
 if TYPE_CHECKING:
@@ -92,10 +92,55 @@ class _Attempt:
     rows_of: dict[int, list[int]]
     graph: EventGraph
 
+    def timing(self) -> _Timing:
+        """What re-timing this attempt's windows needs: its event graph, and per window the spans whose re-timed
+        envelope is its length (its step spans, else its spans)."""
+        bounds = [self.deps.steps.get(n) or self.rows_of.get(n, []) for n in self.iterations]
+        return _Timing(self.graph, self.spans.names, self.positions, bounds)
+
+
+@dataclass
+class _Timing:
+    """One attempt re-timed: its event graph, its names (by code), its windows' positions among all, and per window
+    the spans whose envelope is its length. Kept beside a cached lineage (`kept`), so a `--speedup` asked after a
+    first run reads it back rather than working the graph out again."""
+
+    graph: EventGraph
+    names: list[str]
+    positions: list[int]
+    bounds: list[list[int]]
+
     def lengths(self, keep: dict[int, Fraction] | None = None) -> list[int]:
+        """Each window's length with the own time of each name code in `keep` shortened (as recorded without)."""
+        times: Sequence[int] = self.graph.times if not keep else self.graph.retimed(keep)
+        return [max(times[2 * r + 1] for r in rows) - min(times[2 * r] for r in rows) if rows else 0
+                for rows in self.bounds]  # fmt: skip
+
+    _COLUMNS = ("times", "bind", "owner", "owner_name", "gap", "other_at", "other", "order", "row_names")
+
+    def kept(self) -> tuple[dict[str, array], dict[str, Any]]:
         graph = self.graph
-        times = graph.times if not keep else graph.retimed(keep)
-        return window_lengths(self.spans, self.deps, [(n, self.rows_of.get(n, [])) for n in self.iterations], times)
+        columns = {name: getattr(graph, name) for name in self._COLUMNS}
+        columns["positions"] = array("q", self.positions)
+        columns["bounds_at"] = array("q", [0])
+        columns["bounds"] = array("q")
+        for rows in self.bounds:
+            columns["bounds"].extend(rows)
+            columns["bounds_at"].append(len(columns["bounds"]))
+        extras = {"names": self.names, "ties": [[e, c, o] for e, tied in graph.ties.items() for c, o in tied]}
+        return columns, extras
+
+    @classmethod
+    def of_kept(cls, columns: dict[str, array], extras: dict[str, Any]) -> _Timing:
+        ties: dict[int, list[tuple[int, int]]] = {}
+        for e, c, o in extras["ties"]:
+            ties.setdefault(e, []).append((c, o))
+        c = columns
+        graph = EventGraph(c["times"], c["bind"], c["owner"], c["owner_name"], c["gap"], c["other_at"], c["other"],
+                           c["order"], ties, c["row_names"], len(extras["names"]))  # fmt: skip
+        at, rows = columns["bounds_at"], columns["bounds"]
+        bounds = [list(rows[at[i] : at[i + 1]]) for i in range(len(at) - 1)]
+        return cls(graph, extras["names"], list(columns["positions"]), bounds)
 
 
 def build_critical(store: SpanSource, options: CriticalOptions | None = None) -> CriticalPaths:
@@ -108,36 +153,64 @@ def build_critical(store: SpanSource, options: CriticalOptions | None = None) ->
     if missing is not None and options.exact:
         raise GoodputError(missing)
     walls = [end - start for start, end in windows.stretches]
+    built: dict[str, _Attempt] = {}
 
     def work() -> _Answer:
-        attempts = _attempts(spans, windows, options.wakeup_ns)
-        predicted = None
-        if options.speedup:
-            asked = {name: 1 - pct / 100 for name, pct in options.speedup}
-            predicted = [w - s for w, s in zip(walls, _savings(attempts, windows, asked), strict=True)]
-        return _Answer(_segments(windows, attempts), _saves(attempts, windows),
-                       _stragglers(spans, attempts, options.gpus), predicted)  # fmt: skip
+        built.update(_attempts(spans, windows, options.wakeup_ns))
+        timings = _timings(spans, windows, options.wakeup_ns, built)
+        return _Answer(_segments(windows, built), _saves(built, timings, windows),
+                       _stragglers(spans, built, options.gpus))  # fmt: skip
 
     stretches = windows.stretches
     key: list[str | bytes] = [
         stretches_key(stretches.starts, stretches.ends),
-        repr((options.wakeup_ns, options.speedup)),
+        repr(options.wakeup_ns),
         repr((options.gpus.gpus, options.gpus.place)),
     ]
-    answer = _Answer.kept(spans, key, work) if len(windows) else _Answer(empty_segments(), {}, [], [])
-    speedup = None if answer.predicted is None else Speedup(dict(options.speedup), walls, answer.predicted)
+    answer = _Answer.kept(spans, key, work) if len(windows) else _Answer(empty_segments(), {}, [])
+    speedup = None
+    if options.speedup and len(windows):
+        asked = {name: 1 - pct / 100 for name, pct in options.speedup}
+        timings = _timings(spans, windows, options.wakeup_ns, built)
+        predicted = [w - s for w, s in zip(walls, _savings(timings, windows, asked), strict=True)]
+        speedup = Speedup(dict(options.speedup), walls, predicted)
+    elif options.speedup:
+        speedup = Speedup(dict(options.speedup), [], [])
     return summed_paths(windows, answer.segments, answer.saves, answer.stragglers, speedup, missing)
+
+
+def _timings(spans: SpanSet, windows: Windows, wakeup_ns: int, built: dict[str, _Attempt]) -> dict[str, _Timing]:
+    """Each attempt's timing (`_Timing`), of the attempts in `built` or worked out, kept beside a cached lineage."""
+    positions: dict[str, list[int]] = {}
+    for position in range(len(windows)):
+        positions.setdefault(windows.run_ids[windows.attempts[position]], []).append(position)
+    out = {}
+    for run_id, at in positions.items():
+
+        def make(run_id: str = run_id) -> tuple[dict[str, array], dict[str, Any]]:
+            if run_id not in built:
+                built.update(_attempts(spans, windows, wakeup_ns, only=run_id))
+            return built[run_id].timing().kept()
+
+        starts = array("q", (windows.stretches.starts[p] for p in at))
+        ends = array("q", (windows.stretches.ends[p] for p in at))
+        key: list[str | bytes] = [stretches_key(starts, ends), repr((wakeup_ns, run_id))]
+        if run_id in built:
+            out[run_id] = built[run_id].timing()
+            kept_columns(spans, "critical-timing", key, make)  # kept for a later --speedup
+        else:
+            out[run_id] = _Timing.of_kept(*kept_columns(spans, "critical-timing", key, make))
+    return out
 
 
 @dataclass
 class _Answer:
     """What `build_critical` works out of the spans (the rest is summed from it), as kept for a re-run on cached
-    files: the segments, each phase's saving, the stragglers, a `--speedup`'s predicted window lengths."""
+    files: the segments, each phase's saving, the stragglers."""
 
     segments: pa.Table
     saves: dict[tuple[str, str], float]
     stragglers: list[Straggler]
-    predicted: list[int] | None
 
     @classmethod
     def kept(cls, spans: SpanSet, key: list[str | bytes], work: Callable[[], _Answer]) -> _Answer:
@@ -152,8 +225,6 @@ class _Answer:
             if encoded is None:
                 raise _NotKept
             columns, extras = encoded
-            if answer.predicted is not None:
-                columns["predicted"] = array("q", answer.predicted)
             extras["saves"] = [[name, bucket, ns] for (name, bucket), ns in answer.saves.items()]
             extras["stragglers"] = [s.kept() for s in answer.stragglers]
             return columns, extras
@@ -164,17 +235,18 @@ class _Answer:
             return made[0]
         if made:
             return made[0]
-        predicted = list(columns.pop("predicted")) if "predicted" in columns else None
         saves = {(name, bucket): ns for name, bucket, ns in extras.pop("saves")}
         stragglers = [Straggler.of_kept(row) for row in extras.pop("stragglers")]
-        return cls(decoded_segments(columns, extras), saves, stragglers, predicted)
+        return cls(decoded_segments(columns, extras), saves, stragglers)
 
 
 class _NotKept(Exception):
     """The answer worked out, whose span ids cannot be kept (`encoded_segments`)."""
 
 
-def _saves(attempts: dict[str, _Attempt], windows: Windows) -> dict[tuple[str, str], float]:
+def _saves(
+    attempts: dict[str, _Attempt], timings: dict[str, _Timing], windows: Windows
+) -> dict[tuple[str, str], float]:
     """Each phase's (a bucketed name's) `saves_s`, in nanoseconds: the median over the windows of what a 10% speed-up
     of its name saves. Only the phases whose own time binds a window's start or end somewhere are re-timed (the
     others' speed-up moves no window: 0); a phase off every path may save (a step that waits, in no span of its own,
@@ -192,7 +264,7 @@ def _saves(attempts: dict[str, _Attempt], windows: Windows) -> dict[tuple[str, s
     keep = 1 - SAVES_PCT / 100
     saves: dict[tuple[str, str], float] = {}
     for name in sorted({n for n, _ in bound}):
-        savings = _savings(attempts, windows, {name: keep})
+        savings = _savings(timings, windows, {name: keep})
         median = float(statistics.median(savings)) if savings else 0.0
         saves.update({(n, bucket): median for n, bucket in bound if n == name})
     return saves
@@ -203,13 +275,16 @@ def window_segments(spans: SpanSet, windows: Windows, wakeup_ns: int = WAKEUP_NS
     return _segments(windows, _attempts(spans, windows, wakeup_ns))
 
 
-def _attempts(spans: SpanSet, windows: Windows, wakeup_ns: int) -> dict[str, _Attempt]:
-    """Each attempt with windows among `windows`: its spans read, their dependencies worked out."""
+def _attempts(spans: SpanSet, windows: Windows, wakeup_ns: int, only: str | None = None) -> dict[str, _Attempt]:
+    """Each attempt with windows among `windows` (attempt `only`, if given): its spans read, their dependencies
+    worked out."""
     positions: dict[str, list[int]] = {}
     for position in range(len(windows)):
         positions.setdefault(windows.run_ids[windows.attempts[position]], []).append(position)
     out = {}
     for run_id, at in positions.items():
+        if only is not None and run_id != only:
+            continue
         read, deps, graph = attempt_graph(spans, f"{ATTEMPT_SQL} = {sql_text(run_id)}", wakeup_ns)
         rows_of: dict[int, list[int]] = {}
         for row, iteration in enumerate(read.eff_iteration):
@@ -252,16 +327,16 @@ def _segments(windows: Windows, attempts: dict[str, _Attempt]) -> pa.Table:
     return table.sort_by([("window", "ascending"), ("start_ns", "ascending")])
 
 
-def _savings(attempts: dict[str, _Attempt], windows: Windows, keep_by_name: dict[str, Fraction]) -> list[int]:
+def _savings(timings: dict[str, _Timing], windows: Windows, keep_by_name: dict[str, Fraction]) -> list[int]:
     """Each window's wall clock saved (nanoseconds, in the windows' order) when the own time of the spans of each
     name in `keep_by_name` is multiplied by its fraction, each attempt re-timed whole."""
     saved = [0] * len(windows)
-    for attempt in attempts.values():
-        codes = {attempt.spans.names.index(n): f for n, f in keep_by_name.items() if n in attempt.spans.names}
+    for timing in timings.values():
+        codes = {timing.names.index(n): f for n, f in keep_by_name.items() if n in timing.names}
         if not codes:
             continue
-        before, after = attempt.lengths(), attempt.lengths(codes)
-        for position, old, new in zip(attempt.positions, before, after, strict=True):
+        before, after = timing.lengths(), timing.lengths(codes)
+        for position, old, new in zip(timing.positions, before, after, strict=True):
             saved[position] = old - new
     return saved
 

@@ -175,56 +175,27 @@ def _event_graph(spans: SpanSet, table: str, causes: str, read: AttemptSpans, wa
     count = len(read)
     woken = pc.not_equal(int64_array(wakeup), pa.scalar(NONE, pa.int64()))
     wakes = pa.table({"row": pa.array(range(count), pa.int64()), "woke": int64_array(wakeup)}).filter(woken)
-    with spans.registered("critical_wakeups", wakes) as wakeups:
+    with spans.registered("critical_wakeups", wakes) as wakeups, spans.scratch("critical_edges") as edges:
+        # One statement per kind of cause, each a join DuckDB holds to the memory limit (one statement of them all
+        # ran out of memory where the report fits: bench/critical.py).
+        spans.run(f"CREATE TEMP TABLE {edges} (event BIGINT, cause BIGINT, at_ns BIGINT, owner BIGINT, lower BOOLEAN)")
+        for select in _edges_sql(table, wakeups):
+            spans.run(f"INSERT INTO {edges} {select}")
         spans.run(
             f"""
             CREATE TEMP TABLE {causes} AS
-            WITH remote AS (  -- the calls received: a parent in another process
-                SELECT row, start_ns, process, eparent, eparent_process, ask_key FROM {table}
-                WHERE eparent IS NOT NULL AND eparent_process IS DISTINCT FROM process
-            ),
-            by_end AS (SELECT row, process, eparent, {_key("end_ns", "row")} AS done_key FROM {table}),
-            made AS (  -- spans made ahead for window N: own iteration N, parent in an earlier window
-                SELECT t.row, t.iteration, t.end_ns FROM {table} t JOIN {table} p ON p.row = t.parent_row
-                WHERE NOT t.is_step AND t.iteration IS NOT NULL AND p.eff_iteration < t.iteration
-            ),
-            children AS ({_JOINED_SQL.format(table=table)}),
-            waking AS (SELECT w.row, x.end_ns, w.woke FROM {wakeups} w JOIN {table} x ON x.row = w.woke),
-            edges AS (
-                -- a start: its parent's start (unless a remote child's clock runs ahead of its caller's)
-                SELECT 2 * t.row AS event, 2 * t.eparent AS cause, p.start_ns AS at_ns, t.eparent AS owner,
-                       false AS lower
-                FROM {table} t JOIN {table} p ON p.row = t.eparent WHERE p.start_ns <= t.start_ns
-                UNION ALL  -- its sequence anchor's end
-                SELECT 2 * t.row, 2 * a.row + 1, a.end_ns, t.eparent, false
-                FROM {table} t JOIN {table} a ON a.row = t.anchor
-                UNION ALL  -- a call received: the process's previous span (it was busy), nobody's own time
-                SELECT 2 * r.row, (2 * (a.done_key % {_ROW_SPACE}) + 1)::BIGINT,
-                       (a.done_key // {_ROW_SPACE})::BIGINT, NULL, false
-                FROM remote r ASOF JOIN by_end a ON a.process IS NOT DISTINCT FROM r.process AND a.done_key <= r.ask_key
-                UNION ALL  -- a call received: the caller's previous span (the call was sent after it)
-                SELECT 2 * r.row, (2 * (a.done_key % {_ROW_SPACE}) + 1)::BIGINT,
-                       (a.done_key // {_ROW_SPACE})::BIGINT, r.eparent, false
-                FROM remote r ASOF JOIN by_end a
-                  ON a.process IS NOT DISTINCT FROM r.eparent_process AND a.eparent = r.eparent
-                     AND a.done_key <= r.ask_key
-                UNION ALL  -- a child of window N's step span: what was made ahead for window N, ended by its start
-                SELECT 2 * t.row, 2 * m.row + 1, m.end_ns, t.eparent, false
-                FROM {table} t JOIN {table} p ON p.row = t.eparent AND p.is_step
-                     JOIN made m ON m.iteration = p.iteration AND m.end_ns <= t.start_ns AND m.row <> t.row
-                UNION ALL  -- an end: its joined children's ends (its own tail after them)
-                SELECT 2 * parent + 1, 2 * child + 1, end_ns, parent, false FROM children
-                UNION ALL  -- a wait's end: its wakeup's end
-                SELECT 2 * row + 1, 2 * woke + 1, end_ns, row, false FROM waking
-                UNION ALL  -- an end: its start, with its own length when nothing else ends it, else from below
-                SELECT 2 * row + 1, 2 * row, start_ns, row,
-                       row IN (SELECT parent FROM children) OR row IN (SELECT row FROM waking)
-                FROM {table}
-            ),
-            latest AS (SELECT event, max(at_ns) FILTER (WHERE NOT lower) AS latest FROM edges GROUP BY event)
-            SELECT e.event, e.cause, coalesce(e.owner, {NONE}) AS owner, l.latest,
-                   NOT e.lower AND e.at_ns IS NOT DISTINCT FROM l.latest AS binding
-            FROM edges e JOIN latest l USING (event)
+            WITH latest AS (SELECT event, max(at_ns) FILTER (WHERE NOT lower) AS latest FROM {edges} GROUP BY event),
+            -- One cause reached two ways (a worker's sequence anchor that is also the span it was busy with) binds
+            -- once: by the larger of the two gaps, the one no speed-up shrinks (a start's owners are its parent or
+            -- nobody).
+            marked AS (
+                SELECT e.event, e.cause, e.owner, NOT e.lower AND e.at_ns IS NOT DISTINCT FROM l.latest AS binding,
+                       l.latest
+                FROM {edges} e JOIN latest l USING (event)
+            )
+            SELECT event, cause, CASE WHEN bool_or(owner IS NULL) THEN {NONE} ELSE min(owner) END AS owner,
+                   bool_or(binding) AS binding, any_value(latest) AS latest
+            FROM marked GROUP BY event, cause
             """
         )
     by_event = spans.arrow(
@@ -251,6 +222,52 @@ def _event_graph(spans: SpanSet, table: str, causes: str, read: AttemptSpans, wa
     for event, tied in ties.items():
         ties[event] = tied[1:]  # the first binds (`bind`)
     return _columns(read, by_event, others, ties)
+
+
+def _edges_sql(table: str, wakeups: str) -> list[str]:
+    """SQL, one SELECT per kind of cause: `(event, cause, at_ns, owner, lower)`, the cause event recorded at `at_ns`,
+    the gap after it the own time of span `owner` (NULL: nobody's), `lower` when it only bounds the event from below.
+    A start's causes, then an end's."""
+    remote = f"""(SELECT row, start_ns, process, eparent, eparent_process, ask_key FROM {table}
+                  WHERE eparent IS NOT NULL AND eparent_process IS DISTINCT FROM process)"""  # a call received
+    by_end = f"(SELECT row, process, eparent, {_key('end_ns', 'row')} AS done_key FROM {table})"
+    found_row, found_at = f"(2 * (a.done_key % {_ROW_SPACE}) + 1)::BIGINT", f"(a.done_key // {_ROW_SPACE})::BIGINT"
+    children = f"({_JOINED_SQL.format(table=table)})"
+    ends = f"(SELECT parent AS row FROM {children} UNION SELECT row FROM {wakeups})"
+    return [
+        # its parent's start (unless a remote child's clock runs ahead of its caller's)
+        f"""SELECT 2 * t.row, 2 * t.eparent, p.start_ns, t.eparent, false
+            FROM {table} t JOIN {table} p ON p.row = t.eparent WHERE p.start_ns <= t.start_ns""",
+        # its sequence anchor's end
+        f"""SELECT 2 * t.row, 2 * a.row + 1, a.end_ns, t.eparent, false
+            FROM {table} t JOIN {table} a ON a.row = t.anchor""",
+        # a call received: the process's previous span (it was busy), nobody's own time
+        f"""SELECT 2 * r.row, {found_row}, {found_at}, NULL, false
+            FROM {remote} r ASOF JOIN {by_end} a
+              ON a.process IS NOT DISTINCT FROM r.process AND a.done_key <= r.ask_key""",
+        # a call received: the caller's previous span (the call was sent after it)
+        f"""SELECT 2 * r.row, {found_row}, {found_at}, r.eparent, false
+            FROM {remote} r ASOF JOIN {by_end} a
+              ON a.process IS NOT DISTINCT FROM r.eparent_process AND a.eparent = r.eparent
+                 AND a.done_key <= r.ask_key""",
+        # a child of window N's step span: what was made ahead for window N (own iteration N, parent in an earlier
+        # window), ended by its start
+        f"""WITH made AS (
+                SELECT t.row, t.iteration, t.end_ns FROM {table} t JOIN {table} p ON p.row = t.parent_row
+                WHERE NOT t.is_step AND t.iteration IS NOT NULL AND p.eff_iteration < t.iteration
+            )
+            SELECT 2 * t.row, 2 * m.row + 1, m.end_ns, t.eparent, false
+            FROM {table} t JOIN {table} p ON p.row = t.eparent AND p.is_step
+                 JOIN made m ON m.iteration = p.iteration AND m.end_ns <= t.start_ns AND m.row <> t.row""",
+        # an end: its joined children's ends (its own tail after them)
+        f"SELECT 2 * parent + 1, 2 * child + 1, end_ns, parent, false FROM {children}",
+        # a wait's end: its wakeup's end
+        f"""SELECT 2 * w.row + 1, 2 * w.woke + 1, x.end_ns, w.row, false
+            FROM {wakeups} w JOIN {table} x ON x.row = w.woke""",
+        # an end: its start, with its own length when nothing else ends it, else only from below
+        f"""SELECT 2 * t.row + 1, 2 * t.row, t.start_ns, t.row, e.row IS NOT NULL
+            FROM {table} t LEFT JOIN {ends} e ON e.row = t.row""",
+    ]
 
 
 def _columns(
