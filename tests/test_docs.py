@@ -296,6 +296,17 @@ PICTURES: dict[str, list[Span]] = {
         leaf("r", "rl.grpo.reward", 2, 4, "productive", "reward", "s1"),
     ],
     "outliers": outliers_picture(),
+    "async-step": [
+        step("s4", 4, 0, 10),
+        leaf("rw", "rl.grpo.reward", 0, 1, "productive", "reward", "s4"),
+        Span("lf", "rl.grpo.logprob.fan_out", 1, 3, parent="s4"),
+        leaf("lp", "rl.grpo.logprob", 1.25, 3, "overhead", "logprob", "lf", process="trainer"),
+        leaf("ad", "rl.grpo.advantage", 3, 3.5, "overhead", "advantage", "s4"),
+        Span("tf", "rl.grpo.policy_training.fan_out", 3.5, 8, parent="s4"),
+        leaf("tr", "rl.grpo.policy_training", 3.7, 8, "productive", "policy_update", "tf", process="trainer"),
+        leaf("rf", "rl.idle.refit_bubble", 8, 10, "idle", "efficiency", "s4"),
+        Span("b5", "rl.grpo.generation", 0.5, 7, "productive", "generation", 5, "s4", process="engine"),
+    ],
 }
 
 
@@ -341,6 +352,13 @@ class Reports:
         return self.runs[options]
 
     def figures(self, label: str) -> dict[str, Any]:
+        if label.startswith("critical "):  # a phase on `goodput critical`'s paths: its seconds there and saving
+            result = CliRunner().invoke(app, ["critical", str(self.path), "--no-cache", "--format", "json"])
+            assert result.exit_code == 0, result.output
+            names = json.loads(result.stdout)["names"]
+            found = [n for n in names if n["name"] == label.split(" ", 1)[1]]
+            return {"critical": sum(n["critical_s"] for n in found), "saves": max((n["saves_s"] for n in found),
+                                                                                  default=0.0)}  # fmt: skip
         if label in ("total", "outside", "rework", "downtime", "job"):
             return figures_of(self.json()[label])
         found = re.fullmatch(r"(?:(\S+) )?iteration (\d+)(?: with (.+))?", label)

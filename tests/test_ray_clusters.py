@@ -251,21 +251,3 @@ def test_an_actor_on_a_cluster_started_before_the_job_records_the_gpus_ray_assig
         RESOURCE_GPU_IDS: {"arrayValue": {"values": [{"stringValue": gpu} for gpu in told["gpus"]]}}
     }
     assert held_in(traces, told["driver"]) == {}  # told nothing: Ray's ids are the workers'
-
-
-def test_critical_on_a_cluster_started_with_ray_start_is_the_local_output(tmp_path, started_cluster):
-    # `goodput critical --ray ADDRESS` as a user runs it beside a `ray start` cluster: its own process, a cache of
-    # its own, the windows walked as tasks on that cluster's workers.
-    sample = Path(__file__).resolve().parents[1] / "sample_traces" / "grpo_restart"
-    env = {**clean_environment(), "GOODPUT_CACHE_DIR": str(tmp_path / "cache"), "GOODPUT_RAY_RANGE_WINDOWS": "2"}
-    goodput = Path(sys.executable).with_name("goodput")
-
-    def critical(*extra: str) -> str:
-        done = subprocess.run([str(goodput), "critical", str(sample), "--format", "json", *extra], env=env,
-                              capture_output=True, text=True, timeout=240, check=False)  # fmt: skip
-        assert done.returncode == 0, done.stdout + done.stderr
-        return done.stdout
-
-    local = critical()
-    assert critical("--ray", started_cluster) == local
-    assert json.loads(local)["iterations"]

@@ -75,13 +75,6 @@ def test_the_critical_path_shown_is_the_one_printed(monkeypatch):
     )
 
 
-def test_the_lint_shown_is_the_lint_printed(monkeypatch):
-    monkeypatch.chdir(REPO)
-    result = run("lint", "docs/examples/lint_mistakes.py")
-    assert result.exit_code == 1
-    assert result.stdout.rstrip("\n") == block_after("On `docs/examples/lint_mistakes.py`, one of each:\n")
-
-
 def test_the_check_shown_is_the_check_printed(monkeypatch):
     monkeypatch.chdir(REPO)
     result = run("check", "sample_traces/grpo_buggy/", "--format", "markdown")
