@@ -163,16 +163,29 @@ def test_a_null_figure_has_no_sample_rather_than_a_zero(serve, state):
     assert minute is not None
     empty_minute = replace(minute, figures=Figures())  # no wall clock to divide
     recent = {"1m": empty_minute, "5m": None, "15m": None}  # the longer stretches: nothing read
-    # No complete iteration, no wall clock in the total, no GPUs held.
+    # No complete iteration, no wall clock in the total (so no seconds of it either), no GPUs held.
     unknown = replace(state, rows=(), total=Figures(), gpus=None, recent=recent, run_id="grpo-sync-7")
     server = serve()
     server.update(unknown)
     families = parsed(scrape(server))
     assert set(families) == FAMILIES  # each family is still described
-    for name in ("goodput_ratio", "goodput_gpu_ratio", "goodput_iteration"):
+    for name in ("goodput_wall_seconds", "goodput_ratio", "goodput_gpu_ratio", "goodput_iteration"):
         assert families[name].samples == [], name
-    assert len(families["goodput_wall_seconds"].samples) == 5
-    assert values(families["goodput_spans"]) == {None: SPANS_READ}
+    assert values(families["goodput_spans"]) == {None: SPANS_READ}  # always known
+
+
+def test_a_refresh_before_any_span_serves_the_spans_read_alone(serve, tmp_path):
+    """A real watcher's first refresh of a folder still empty: 0 spans read, and no other figure (a wall clock of
+    0 s by bucket once drew a drop to zero at every restart)."""
+    run = LiveRun([tmp_path])
+    try:
+        nothing = run.refresh()
+    finally:
+        run.close()
+    server = serve()
+    server.update(nothing)
+    samples = [(f.name, s.value) for f in parsed(scrape(server)).values() for s in f.samples]
+    assert samples == [("goodput_spans", 0.0)]
 
 
 def test_before_the_first_refresh_the_families_have_no_samples_and_an_update_replaces_the_last(serve, state):

@@ -196,12 +196,40 @@ def nothing_yet(tmp_path_factory) -> LiveState:
     return refresh(path, recent=dict.fromkeys(RECENT))
 
 
+WAITS = ("waiting for run/ to appear", "waiting for files in more/")
+
+
 def test_nothing_read_yet_says_what_the_watcher_waits_for(nothing_yet):
-    unread = replace(nothing_yet, newest_end_ns=None)
-    waiting = WatchStatus(10**18, 5.0, None, None, waiting_for=("run/", "more/"))
-    assert screen(unread, waiting, 80, 24)[0] == "waiting for run/, more/ to appear"
-    empty = replace(unread, spans=0, files=2)
+    unread = replace(nothing_yet, newest_end_ns=None, waits=WAITS)
+    assert screen(unread, WatchStatus(10**18, 5.0, None, None), 80, 24)[0] == "; ".join(WAITS)
+    empty = replace(unread, spans=0, files=2, waits=())
     assert screen(empty, WatchStatus(10**18, 5.0, None, None), 80, 24)[0] == "waiting for the first span in 2 files"
+
+
+def test_what_the_watcher_waits_for_is_said_at_the_top_while_it_waits_and_never_in_the_notes(sync_refresh):
+    header = f"{sync_refresh.spans} spans in 5 files; newest iteration 6; newest span 3 s ago"
+    waiting = screen(replace(sync_refresh, waits=WAITS), fresh(sync_refresh), 200, 50)
+    assert waiting[0] == f"{header}; {'; '.join(WAITS)}"
+    assert screen(sync_refresh, fresh(sync_refresh), 200, 50)[0] == header
+
+
+def test_a_real_watcher_says_what_it_waits_for_until_the_folder_and_a_file_appear(tmp_path):
+    """The waits are the watcher's own (`rollup.watch.waits`), said at every refresh while they hold; the tailer's
+    note of them, said once, is not among the notes (it stayed under the table after the folder appeared)."""
+    folder = tmp_path / "runs" / "live"
+    run = LiveRun([folder])
+    try:
+        first, second = run.refresh(), run.refresh()
+        assert first.waits == second.waits == (f"waiting for {folder} to appear",)
+        assert first.notes == second.notes == []
+        folder.mkdir(parents=True)
+        assert run.refresh().waits == (f"waiting for files in {folder}",)
+        for source in sorted(SYNC.iterdir()):
+            (folder / source.name).write_bytes(source.read_bytes())
+        ready = run.refresh()
+        assert ready.waits == () and ready.spans and not [note for note in ready.notes if "waiting" in note]
+    finally:
+        run.close()
 
 
 def test_a_run_without_iterations_shows_no_table_and_each_missing_goodput_as_a_dash(nothing_yet):
@@ -230,6 +258,24 @@ def test_goodput_now_is_the_reports_total_the_recent_stretches_and_the_gpus(sync
 def test_a_run_holding_no_gpu_has_no_gpu_goodput(long_refresh):
     assert long_refresh.gpus is None
     assert not any("GPU" in line for line in screen(long_refresh, fresh(long_refresh), 200, 50))
+
+
+@pytest.mark.parametrize(
+    ("ago_s", "orphans", "said"),
+    [
+        (3, 14, "check: 1 error, 3 warnings; 14 spans wait for a parent"),  # the run writes: parents still open
+        (3, 1, "check: 1 error, 16 warnings; 1 span waits for a parent"),
+        (3, 0, "check: 1 error, 17 warnings"),
+        (61, 14, "check: 1 error, 17 warnings"),  # a minute without a span: what is missing now is lost
+    ],
+)
+def test_orphan_spans_count_as_warnings_only_once_the_run_has_stopped_writing(sync_refresh, ago_s, orphans, said):
+    """SPEC section 13: while the run writes, a span whose parent was not read most likely has a parent still open
+    (the job span, its step): the screen says how many wait, and counts them among the warnings once the run
+    looks stopped (as its header says: no new span for a minute)."""
+    lines = screen(sync_refresh, fresh(sync_refresh, ago_s, errors=1, warnings=17, orphans=orphans), 200, 50)
+    assert lines[2] == said
+    assert ("has the job stopped?" in lines[0]) == (ago_s > 60)
 
 
 def test_the_check_counts_are_the_checks_summary_where_known(sync_refresh):

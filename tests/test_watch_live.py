@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import struct
 import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -21,8 +23,29 @@ from conftest import GOODPUT, invoke, json_report
 from rollup.base.errors import GoodputError
 from rollup.report.as_json import report_json
 from rollup.watch import LiveRun, watch_json
+from tracebuild import ORIGIN_NS, S, ns, step, write_trace
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
+
+
+def span_count(path: Path) -> int:
+    """The spans `goodput query` reads at `path`."""
+    result = invoke(["query", str(path), "--format", "json", "SELECT count(*) AS n FROM spans"])
+    assert result.exit_code == 0, result.output
+    return int(json.loads(result.stdout)[0]["n"])
+
+
+def young_run(at_s: float = 0.0, job: bool = True) -> list[S]:
+    """A job 10 s old from `at_s` (seconds from tracebuild's origin): two steps [1, 5) and [5, 9) s in, each with
+    3 s of productive generation. The windows' goodput is 6 / 8 = 75.0%; the run's, its whole 10 s, 6 / 10 = 60.0%.
+    Without its `job` span, each step names a parent not read (a job still running has not written it)."""
+    spans = [
+        step("s1", 1, at_s + 1, at_s + 5, parent="job"),
+        S("g1", "rl.grpo.generation", at_s + 1, at_s + 4, parent="s1", bucket="productive", group="generation"),
+        step("s2", 2, at_s + 5, at_s + 9, parent="job"),
+        S("g2", "rl.grpo.generation", at_s + 5, at_s + 8, parent="s2", bucket="productive", group="generation"),
+    ]
+    return [S("job", "rl.grpo.job", at_s, at_s + 10, group="job"), *spans] if job else spans
 
 
 def records(path: Path) -> list[bytes]:
@@ -205,18 +228,20 @@ def test_the_json_of_a_refresh_is_the_reports_rows_and_total(tmp_path):
     payload = json.loads(line)
     report = json_report(SAMPLES / "grpo_sync")
     assert list(payload) == ["kind", "spans", "files", "iterations", "total", "recent", "gpus"]
-    assert payload["kind"] == "watch" and payload["files"] == 5 and payload["spans"] == 88
+    assert payload["kind"] == "watch" and payload["files"] == 5
+    assert payload["spans"] == span_count(SAMPLES / "grpo_sync")
     assert payload["iterations"] == report["iterations"][-10:]
     assert payload["total"] == report["total"] and payload["gpus"] == report["gpus"]
-    # The last 15 minutes of a run shorter than that hold all of it: the job's wall clock and productive time.
+    # The last 15 minutes of a run shorter than a minute hold all of it, from its attempt's start (the time before
+    # the job is no one's): `report --last` of as long gives the same stretch, and the job's productive time.
     whole = payload["recent"]["15m"]
-    assert (
-        whole["end_ns"] == max(a["end_ns"] for a in report["attempts"])
-        or whole["end_ns"] >= report["iterations"][-1]["end_ns"]
-    )
+    (attempt,) = report["attempts"]
+    assert whole["start_ns"] == attempt["start_ns"] and whole["end_ns"] >= attempt["end_ns"]
+    assert whole == json_report(SAMPLES / "grpo_sync", "--last", "15m")["recent"]
     assert whole["productive_s"] == pytest.approx(report["job"]["productive_s"], abs=1e-9)
     one = payload["recent"]["1m"]
-    assert one["wall_s"] == 60.0
+    assert one == payload["recent"]["5m"] == whole
+    assert one["wall_s"] == (one["end_ns"] - one["start_ns"]) / 1e9 < 60.0
     assert one["wall_s"] == pytest.approx(sum(one[k] for k in ("productive_s", "overhead_s", "idle_s", "wasted_s",
                                                                  "unaccounted_s")), abs=1e-6)  # fmt: skip
 
@@ -279,7 +304,7 @@ def test_a_file_that_is_no_trace_is_skipped_with_a_note_once(tmp_path):
     try:
         first, second = run.refresh(), run.refresh()
         assert [n for n in first.notes if "README.md" in n] and not [n for n in second.notes if "README.md" in n]
-        assert second.spans == 88
+        assert second.spans == span_count(SAMPLES / "grpo_sync")
     finally:
         run.close()
 
@@ -307,41 +332,9 @@ def _started_watch(args: list[str]) -> tuple[subprocess.Popen, str]:
     return process, line.split("serving metrics at ")[1].strip()
 
 
-@pytest.mark.slow
-def test_the_metrics_endpoint_serves_the_latest_refresh_over_http(tmp_path):
-    folder = tmp_path / "run"
-    folder.mkdir()
-    driver, *workers = sorted((SAMPLES / "grpo_sync").iterdir())
-    (folder / driver.name).write_bytes(driver.read_bytes())
-    process, url = _started_watch([str(folder), "--format", "jsonl", "--interval", "0.2"])
+def _stopped(process: subprocess.Popen) -> None:
+    """Ctrl-C to a watch started by `_started_watch`: it ends with exit 0 (killed if it does not)."""
     try:
-        assert process.stdout is not None
-        first = json.loads(process.stdout.readline())
-        for worker in workers:
-            (folder / worker.name).write_bytes(worker.read_bytes())
-        for _ in range(200):  # the refresh that read the workers' files
-            payload = json.loads(process.stdout.readline())
-            if payload["spans"] == 88:
-                break
-        assert first["spans"] < payload["spans"] == 88
-        time.sleep(0.5)  # the next refreshes read nothing new: the same figures
-        with urllib.request.urlopen(url, timeout=10) as answer:
-            text = answer.read().decode()
-        from prometheus_client.parser import text_string_to_metric_families
-
-        samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
-                   for family in text_string_to_metric_families(text) for s in family.samples}  # fmt: skip
-        run_id = {"run_id": json_report(folder)["attempts"][0]["run_id"]}
-        assert samples[("goodput_spans", tuple(run_id.items()))] == 88
-        assert samples[("goodput_iteration", tuple(run_id.items()))] == 6
-        report = json_report(folder)
-        ratio = samples[("goodput_ratio", tuple(sorted({**run_id, "window": "total"}.items())))]
-        assert ratio == pytest.approx(report["total"]["goodput"])
-        assert "# TYPE goodput_wall_seconds gauge" in text
-        with pytest.raises(urllib.error.HTTPError) as refused:
-            urllib.request.urlopen(url.replace("/metrics", "/"), timeout=10)
-        assert refused.value.code == 404
-        refused.value.close()
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=20) == 0
     finally:
@@ -353,42 +346,162 @@ def test_the_metrics_endpoint_serves_the_latest_refresh_over_http(tmp_path):
                 stream.close()
 
 
-def test_ctrl_c_in_a_terminal_gives_the_screen_back_and_exits_0(tmp_path):
-    """The live screen in a real pseudo-terminal of 80 x 24: drawn on the alternate screen, never more than the
-    terminal, given back on Ctrl-C (exit 0)."""
-    import fcntl
-    import pty
-    import termios
+def _scraped(url: str) -> tuple[str, dict[tuple[str, tuple[tuple[str, str], ...]], float]]:
+    """An HTTP GET of `url`: the text served, and its samples as Prometheus' parser reads them, by name and labels."""
+    from prometheus_client.parser import text_string_to_metric_families
 
-    pid, fd = pty.fork()
-    if pid == 0:  # the child: goodput in the terminal
-        os.execv(str(GOODPUT), [str(GOODPUT), "watch", str(SAMPLES / "grpo_sync"), "--interval", "0.3"])
-    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
-    os.kill(pid, signal.SIGWINCH)
-    seen = b""
-    deadline = time.monotonic() + 60
-    while b"total" not in seen and time.monotonic() < deadline:
-        seen += _read(fd)
-    time.sleep(1)
-    seen += _read(fd, wait=0.2)
-    os.write(fd, b"\x03")  # Ctrl-C, as the terminal sends it
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        seen += _read(fd, wait=0.1)
-    else:
-        os.kill(pid, signal.SIGKILL)
-        raise AssertionError(seen.decode(errors="replace")[-2000:])
-    seen += _read(fd, wait=0.1)
-    os.close(fd)
-    text = seen.decode(errors="replace")
-    assert os.waitstatus_to_exitcode(status) == 0, text[-2000:]
-    assert "\x1b[?1049h" in text and "\x1b[?1049l" in text  # the alternate screen, entered and left
-    assert text.rindex("\x1b[?1049l") > text.rindex("total")
-    assert "63.6%" in text and "iter" in text
-    assert "Traceback" not in text
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        text = answer.read().decode()
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for family in text_string_to_metric_families(text) for s in family.samples}  # fmt: skip
+    return text, samples
+
+
+def _next_refresh(process: subprocess.Popen, spans: int) -> dict:
+    """The first JSON line of `process` (a `--format jsonl` watch) whose refresh read `spans` spans."""
+    assert process.stdout is not None
+    for _ in range(200):
+        payload = json.loads(process.stdout.readline())
+        if payload["spans"] == spans:
+            return payload
+    raise AssertionError(f"no refresh read {spans} spans: {payload}")
+
+
+@pytest.mark.slow
+def test_the_metrics_endpoint_serves_the_latest_refresh_over_http(tmp_path):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    driver, *workers = sorted((SAMPLES / "grpo_sync").iterdir())
+    (folder / driver.name).write_bytes(driver.read_bytes())
+    spans = span_count(SAMPLES / "grpo_sync")
+    process, url = _started_watch([str(folder), "--format", "jsonl", "--interval", "0.2"])
+    try:
+        assert process.stdout is not None
+        first = json.loads(process.stdout.readline())
+        for worker in workers:
+            (folder / worker.name).write_bytes(worker.read_bytes())
+        payload = _next_refresh(process, spans)  # the refresh that read the workers' files
+        assert first["spans"] < payload["spans"]
+        time.sleep(0.5)  # the next refreshes read nothing new: the same figures
+        text, samples = _scraped(url)
+        report = json_report(folder)
+        run_id = {"run_id": report["attempts"][0]["run_id"]}
+        assert samples[("goodput_spans", tuple(run_id.items()))] == spans
+        assert samples[("goodput_iteration", tuple(run_id.items()))] == report["iterations"][-1]["iteration"]
+        ratio = samples[("goodput_ratio", tuple(sorted({**run_id, "window": "total"}.items())))]
+        assert ratio == pytest.approx(report["total"]["goodput"])
+        assert "# TYPE goodput_wall_seconds gauge" in text
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(url.replace("/metrics", "/"), timeout=10)
+        assert refused.value.code == 404
+        refused.value.close()
+    finally:
+        _stopped(process)
+
+
+def test_metrics_have_no_sample_before_a_figure_and_a_young_runs_last_minute_is_all_of_it(tmp_path):
+    """A scrape before the first span: the spans read (0) and nothing else, no wall clock of 0 s. Then a job 10 s
+    old: its last 1, 5 and 15 minutes are its 10 s (SPEC section 13: time before the job is no one's), goodput
+    6 / 10, not 6 / 60 (a ramp from near zero in Grafana while the job was younger than a minute)."""
+    folder = tmp_path / "run"
+    folder.mkdir()
+    process, url = _started_watch([str(folder), "--format", "jsonl", "--interval", "0.2"])
+    try:
+        assert process.stdout is not None
+        assert json.loads(process.stdout.readline())["spans"] == 0
+        text, samples = _scraped(url)
+        assert samples == {("goodput_spans", ()): 0.0}
+        assert "# TYPE goodput_wall_seconds gauge" in text  # described, with no sample
+        write_trace(folder / "run.otlp", young_run())
+        payload = _next_refresh(process, len(young_run()))
+        assert payload["recent"]["1m"] == payload["recent"]["15m"]
+        assert (payload["recent"]["1m"]["start_ns"], payload["recent"]["1m"]["wall_s"]) == (ns(0), 10.0 - 0.0)
+        text, samples = _scraped(url)
+        ratios = {dict(labels)["window"]: value for (name, labels), value in samples.items() if name == "goodput_ratio"}
+        assert ratios == pytest.approx({"total": 6 / 8, "1m": 6 / 10, "5m": 6 / 10, "15m": 6 / 10})
+        wall = {dict(labels)["bucket"]: v for (name, labels), v in samples.items() if name == "goodput_wall_seconds"}
+        assert wall == pytest.approx({"productive": 6.0, "overhead": 0.0, "idle": 0.0, "wasted": 0.0,
+                                      "unaccounted": 8.0 - 6.0})  # fmt: skip
+    finally:
+        _stopped(process)
+
+
+# --- the screen in a real terminal ----------------------------------------------------------------------------------
+
+_ESCAPE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+class Terminal:
+    """`goodput ARGS` in a real pseudo-terminal of `columns` x `rows` (run in `cwd`), and the screens it draws:
+    rich's live screen starts each frame at the top (`ESC [H`), each line padded to the width."""
+
+    def __init__(self, args: list[str], cwd: Path | None = None, columns: int = 80, rows: int = 24) -> None:
+        import fcntl
+        import pty
+        import termios
+
+        self.pid, self.fd = pty.fork()
+        if self.pid == 0:  # the child: goodput in the terminal
+            if cwd is not None:
+                os.chdir(cwd)
+            os.execv(str(GOODPUT), [str(GOODPUT), *args])
+        fcntl.ioctl(self.fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
+        os.kill(self.pid, signal.SIGWINCH)
+        self.seen = b""
+        self.status: int | None = None
+
+    def text(self) -> str:
+        return self.seen.decode(errors="replace")
+
+    def frames(self) -> list[list[str]]:
+        """Every screen drawn whole so far, each as its lines without the padding."""
+        *drawn, _ = self.text().split("\x1b[H")
+        return [[line.rstrip() for line in _ESCAPE.sub("", frame).split("\r\n")] for frame in drawn[1:]]
+
+    def screen_where(self, wanted: Callable[[str], bool], timeout: float = 60) -> list[str]:
+        """The first screen (as its lines) of whose text `wanted` holds, drawn within `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for frame in self.frames():
+                if wanted("\n".join(frame)):
+                    return frame
+            self.seen += _read(self.fd)
+        raise AssertionError(self.text()[-2000:])
+
+    def screens_after(self, count: int, timeout: float = 60) -> list[list[str]]:
+        """The screens drawn until `count` more are whole."""
+        deadline, wanted = time.monotonic() + timeout, len(self.frames()) + count
+        while len(self.frames()) < wanted and time.monotonic() < deadline:
+            self.seen += _read(self.fd)
+        return self.frames()
+
+    def ctrl_c(self) -> int:
+        """Ctrl-C, as the terminal sends it: the exit code once the process ended."""
+        os.write(self.fd, b"\x03")
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            done, status = os.waitpid(self.pid, os.WNOHANG)
+            if done:
+                self.seen += _read(self.fd, wait=0.1)
+                self.status = status
+                return os.waitstatus_to_exitcode(status)
+            self.seen += _read(self.fd, wait=0.1)
+        raise AssertionError(self.text()[-2000:])
+
+    def __enter__(self) -> Terminal:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.status is None:
+            os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
+        os.close(self.fd)
+
+
+def _line(screen: list[str], start: str) -> str:
+    """The screen's line that starts with `start`."""
+    (line,) = [line for line in screen if line.startswith(start)]
+    return line
 
 
 def _read(fd: int, wait: float = 0.5) -> bytes:
@@ -401,6 +514,73 @@ def _read(fd: int, wait: float = 0.5) -> bytes:
         return os.read(fd, 65536)
     except OSError:
         return b""
+
+
+def test_ctrl_c_in_a_terminal_gives_the_screen_back_and_exits_0(tmp_path):
+    """The live screen in a real pseudo-terminal of 80 x 24: drawn on the alternate screen, never more than the
+    terminal, given back on Ctrl-C (exit 0)."""
+    with Terminal(["watch", str(SAMPLES / "grpo_sync"), "--interval", "0.3"]) as terminal:
+        screen = terminal.screen_where(lambda text: "total" in text)
+        time.sleep(1)
+        terminal.seen += _read(terminal.fd, wait=0.2)
+        assert terminal.ctrl_c() == 0, terminal.text()[-2000:]
+    text = terminal.text()
+    assert "\x1b[?1049h" in text and "\x1b[?1049l" in text  # the alternate screen, entered and left
+    assert text.rindex("\x1b[?1049l") > text.rindex("total")
+    assert all(len(frame) <= 24 and max(map(len, frame)) <= 80 for frame in terminal.frames())
+    goodput = json_report(SAMPLES / "grpo_sync")["total"]["goodput"]
+    assert _line(screen, "goodput ").startswith(f"goodput {100 * goodput:.1f}%") and "iter" in text
+    assert "Traceback" not in text
+
+
+def test_a_run_younger_than_a_minute_has_its_whole_run_as_its_last_minute_on_the_screen(tmp_path):
+    """SPEC section 13: the last 1, 5 and 15 minutes start no earlier than the job (its attempt's extent). A job
+    10 s old shows the goodput of those 10 s, 6 / 10, where the 50 s before it made it 6 / 60 (a run at 71% showed
+    `last 1m 30.0%`)."""
+    write_trace(tmp_path / "run" / "run.otlp", young_run())
+    with Terminal(["watch", "run", "--interval", "0.3"], cwd=tmp_path) as terminal:
+        screen = terminal.screen_where(lambda text: "total" in text)
+        assert terminal.ctrl_c() == 0, terminal.text()[-2000:]
+    assert _line(screen, "goodput ") == "goodput 75.0%; last 1m 60.0%, 5m 60.0%, 15m 60.0%"
+
+
+def test_a_folder_waited_for_is_said_until_it_appears_and_no_longer(tmp_path):
+    """`goodput watch runs/live/trace` before the job made the folder: the screen says what it waits for; once the
+    folder is there, it waits for files in it; once a trace is there, nothing is said of waiting, at the top or in
+    the notes under the table (the note once stayed there for good)."""
+    trace = tmp_path / "runs" / "live" / "trace"
+    with Terminal(["watch", "runs/live/trace", "--interval", "0.2"], cwd=tmp_path) as terminal:
+        assert terminal.screen_where(lambda text: "waiting" in text)[0] == "waiting for runs/live/trace to appear"
+        trace.mkdir(parents=True)
+        assert terminal.screen_where(lambda text: "files in" in text)[0] == "waiting for files in runs/live/trace"
+        write_trace(trace / "run.otlp", young_run())
+        terminal.screen_where(lambda text: "total" in text)
+        *_, last = terminal.screens_after(3)
+        assert terminal.ctrl_c() == 0, terminal.text()[-2000:]
+    assert "total" in "\n".join(last) and not [line for line in last if "waiting" in line]
+
+
+def test_spans_waiting_for_a_parent_are_no_warning_while_the_run_writes(tmp_path):
+    """A job still running has not written its job span (it ends last): its steps name a parent not read yet. While
+    the run writes, the screen's check does not count them as `orphan-span` warnings but says how many spans wait
+    for a parent; once it has written nothing for a minute, they are `goodput check`'s warnings."""
+    now_s = (time.time_ns() - ORIGIN_NS) / 1e9
+    write_trace(tmp_path / "live" / "run.otlp", young_run(now_s - 11, job=False))
+    findings = json.loads(invoke(["check", str(tmp_path / "live"), "--format", "json"]).stdout)
+    orphans = sum(f["rule"] == "orphan-span" for f in findings["findings"])
+    assert orphans == 2  # the two steps
+    errors, warnings = findings["summary"]["errors"], findings["summary"]["warnings"]
+    with Terminal(["watch", "live", "--interval", "0.3"], cwd=tmp_path) as terminal:
+        screen = terminal.screen_where(lambda text: "check:" in text)
+        assert terminal.ctrl_c() == 0, terminal.text()[-2000:]
+    assert "newest span" in "\n".join(screen)  # the run is writing
+    assert f"check: {errors} errors, {warnings - orphans} warnings; 2 spans wait for a parent" in screen
+    stopped = write_trace(tmp_path / "stopped" / "run.otlp", young_run(job=False))  # the same run, long ago
+    result = invoke(["watch", str(stopped), "--once"], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    screen = result.stdout.splitlines()
+    assert "has the job stopped?" in result.stdout
+    assert f"check: {errors} errors, {warnings} warnings" in screen and "parent" not in result.stdout
 
 
 @pytest.mark.slow
@@ -481,6 +661,26 @@ def test_the_last_seconds_of_a_report_are_its_windows_clipped_and_the_stretch_ch
         return {key: value for key, value in row.items() if key != "outliers"}
 
     assert [without_outliers(r) for r in last["iterations"][1:]] == [without_outliers(r) for r in kept[1:]]
+
+
+def test_the_last_stretch_of_a_run_younger_than_it_starts_with_the_job(tmp_path):
+    """SPEC section 13: `[T - DURATION, T]` starts no earlier than the first attempt's extent. A job of 10 s asked
+    for its last minute gives its 10 s (goodput 6 / 10, not 6 / 60); asked for its last 4 s, [6, 10] s."""
+    path = write_trace(tmp_path / "run.otlp", young_run())
+    minute = json_report(path, "--last", "1m")
+    (attempt,) = minute["attempts"]
+    assert minute["recent"]["start_ns"] == attempt["start_ns"] == ns(0)
+    assert minute["recent"]["end_ns"] == ns(10)
+    assert minute["recent"]["wall_s"] == minute["job"]["wall_s"] == 10.0 - 0.0
+    assert minute["recent"]["goodput"] == pytest.approx((3.0 + 3.0) / 10.0)
+    assert minute["recent"]["unaccounted_s"] == pytest.approx(10.0 - 6.0)
+    assert minute["job"] == json_report(path)["job"]  # the whole run, as without --last
+    last = json_report(path, "--last", "4s")["recent"]
+    assert (last["start_ns"], last["end_ns"], last["wall_s"]) == (ns(10 - 4), ns(10), 4.0)
+    assert last["productive_s"] == pytest.approx(8.0 - 6.0)  # g2's [6, 8) s
+    listed = invoke(["spans", str(path), "--last", "1m", "--format", "json"])
+    assert listed.exit_code == 0, listed.output
+    assert len(json.loads(listed.stdout)) == len(young_run())
 
 
 def test_spans_check_and_timeline_keep_the_spans_sharing_time_with_the_last_stretch(tmp_path):

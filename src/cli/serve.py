@@ -107,9 +107,9 @@ def _families(state: LiveState | None) -> list[GaugeMetricFamily]:
     """The gauges of one refresh (None: the families without samples), each sample labelled with the run's id when
     it has one attempt (`LiveState.run_id`).
 
-    A figure that is not known (a goodput with no wall clock to divide, a stretch with nothing read, a run without
-    GPUs, no complete iteration yet) has no sample rather than a 0: Grafana draws a gap, where a fake zero would
-    read as a run doing no work."""
+    A figure that is not known (the total's seconds and goodput before it has any wall clock, a stretch with
+    nothing read, a run without GPUs, no complete iteration yet) has no sample rather than a 0: Grafana draws a
+    gap, where a fake zero would read as a run doing no work. The spans read are always known (0 before any)."""
     run_id = None if state is None else state.run_id
     run_label = [] if run_id is None else ["run_id"]
     run_value = [] if run_id is None else [run_id]
@@ -136,7 +136,7 @@ def _families(state: LiveState | None) -> list[GaugeMetricFamily]:
     if state is None:
         return families
 
-    for figure in _WALL_PARTS:
+    for figure in _WALL_PARTS if state.total.wall_ns else ():  # no window yet: no wall clock to divide up
         seconds = figure.value(state.total)
         if seconds is not None:
             wall.add_metric([figure.key.removesuffix("_s"), *run_value], seconds)

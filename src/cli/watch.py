@@ -131,26 +131,31 @@ CHECK_EVERY_SPANS, CHECK_EVERY_S = 200_000, 60.0
 
 
 class _Checked:
-    """The screen's check counts: (errors, warnings) as of the last check of the watcher's spans."""
+    """The screen's check counts as of the last check of the watcher's spans: errors, warnings, and how many of the
+    warnings are `orphan-span` ones (the screen counts those only once the run has stopped writing: SPEC section
+    13)."""
 
     def __init__(self) -> None:
-        self.counts: tuple[int | None, int | None] = (None, None)
+        self.counts: tuple[int | None, int | None, int] = (None, None, 0)
         self._spans = -1
         self._at = 0.0
 
-    def of(self, run: Any, state: LiveState) -> tuple[int | None, int | None]:
+    def of(self, run: Any, state: LiveState) -> tuple[int | None, int | None, int]:
         now = time.monotonic()
         due = state.spans != self._spans and (state.spans < CHECK_EVERY_SPANS or now - self._at >= CHECK_EVERY_S)
         if due:
-            summary = run.check().summary
-            self.counts, self._spans, self._at = (summary["errors"], summary["warnings"]), state.spans, now
+            check = run.check()
+            orphans = sum(finding.rule == "orphan-span" for finding in check.findings)
+            self.counts = (check.summary["errors"], check.summary["warnings"], orphans)
+            self._spans, self._at = state.spans, now
         return self.counts
 
 
-def _status(interval: float, notes: list[str], counts: tuple[int | None, int | None]) -> Any:
+def _status(interval: float, notes: list[str], counts: tuple[int | None, int | None, int]) -> Any:
     from .views.watch import WatchStatus
 
-    return WatchStatus(time.time_ns(), interval, *counts, tuple(notes))
+    errors, warnings, orphans = counts
+    return WatchStatus(time.time_ns(), interval, errors, warnings, tuple(notes), orphans)
 
 
 def _print_refreshes(
@@ -169,6 +174,7 @@ def _print_refreshes(
 
     console = Console(highlight=False)
     checked = _Checked()
+    waits_said: set[str] = set()
     while not stop.is_set():
         said = len(notes)
         state = _refresh(run, server, notes)
@@ -179,7 +185,9 @@ def _print_refreshes(
             except BrokenPipeError:  # `goodput watch ... | head` has read enough: stop quietly, as `shell.emit` does
                 os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
                 return
-            shell.print_notices([f"note: {note}" for note in notes[said:]])
+            waits = [wait for wait in state.waits if wait not in waits_said]  # a log: each wait said once
+            waits_said.update(waits)
+            shell.print_notices([f"note: {note}" for note in [*waits, *notes[said:]]])
         else:
             size = console.size
             status = _status(interval, notes, checked.of(run, state))

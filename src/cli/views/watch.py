@@ -1,11 +1,11 @@
 """What `goodput watch` shows of each refresh (`rollup.watch.LiveState`, SPEC section 13): the screen it redraws, or
 the JSON Lines line it prints instead (`--format jsonl`).
 
-The screen fits the terminal exactly, top to bottom: what was read and how fresh it is, goodput now (the total, the
-last 1, 5 and 15 minutes of trace time, the GPUs'), the check's counts, the newest iterations' rows with the total,
-and the newest notes. The rows are the report's figures (`rollup.FIGURES`), each written as the report's table
-writes it. Too narrow for every column, the table loses columns from the right (unaccounted, then the buckets) and
-never cuts a figure; too short for every row, it loses the oldest rows first.
+The screen fits the terminal exactly, top to bottom: what was read and how fresh it is (and what the watcher still
+waits for), goodput now (the total, the last 1, 5 and 15 minutes of trace time, the GPUs'), the check's counts, the
+newest iterations' rows with the total, and the newest notes. The rows are the report's figures (`rollup.FIGURES`),
+each written as the report's table writes it. Too narrow for every column, the table loses columns from the right
+(unaccounted, then the buckets) and never cuts a figure; too short for every row, it loses the oldest rows first.
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ if TYPE_CHECKING:
 
 NOTES_SHOWN = 3  # the newest notes; the older ones were on the screen at earlier refreshes
 # A run that wrote no span for longer than this, and than this many refresh intervals, looks stopped: exporters
-# flush every few seconds, so a minute of silence is more than a slow step.
+# flush every few seconds, so a minute of silence is more than a slow step. Until then, a span whose parent was not
+# read is most likely under a span still open (the job's, its step's): the check's `orphan-span` counts wait for it.
 STOPPED_AFTER_NS = 60 * 10**9
 STOPPED_INTERVALS = 3
 
@@ -52,9 +53,9 @@ class WatchStatus:
     """What the watcher knows at a refresh besides the refresh itself (`LiveState`).
 
     `now_ns`: the watcher's own clock at the refresh (`time.time_ns()`), so the screen can say how long ago the
-    newest span ended. `errors` and `warnings`: `goodput check`'s counts as they stand (None: not known yet).
-    `notes`: one-line notes so far, oldest first (a file skipped, a folder waited for). `waiting_for`: the paths
-    named that do not exist yet.
+    newest span ended. `errors` and `warnings`: `goodput check`'s counts as they stand (None: not known yet);
+    `orphans`: how many of those warnings are `orphan-span` ones, each a span whose parent was not read. `notes`:
+    one-line notes so far, oldest first (a file skipped, a corrupt record).
     """
 
     now_ns: int
@@ -62,7 +63,7 @@ class WatchStatus:
     errors: int | None
     warnings: int | None
     notes: tuple[str, ...] = ()
-    waiting_for: tuple[str, ...] = ()
+    orphans: int = 0
 
 
 def watch_screen(state: LiveState, status: WatchStatus, width: int, height: int) -> RenderableType:
@@ -70,7 +71,7 @@ def watch_screen(state: LiveState, status: WatchStatus, width: int, height: int)
     now and the check's counts first (folded to the width), the newest notes last (each cut to the width), and
     between them the table of as many of the newest rows as the lines left hold. What does not fit the height goes
     from the bottom."""
-    top = _packed(_header(state, status), width) + _packed(_goodput(state), width) + _check(status, width)
+    top = _packed(_header(state, status), width) + _packed(_goodput(state), width) + _check(state, status, width)
     notes = [_cut(" ".join(note.splitlines()), width) for note in status.notes[-NOTES_SHOWN:]]
     lines = top + _table(state, width, height - len(top) - len(notes)) + notes
     return Group(*(Text(line, no_wrap=True, overflow="ellipsis") for line in lines[: max(height, 0)]))
@@ -86,23 +87,33 @@ def watch_json_line(state: LiveState) -> str:
 
 def _header(state: LiveState, status: WatchStatus) -> list[str]:
     """`1234 spans in 5 files`, the newest complete iteration, and how long ago the newest span ended (or that the
-    run looks stopped); what the watcher waits for."""
-    waiting = f"waiting for {', '.join(status.waiting_for)} to appear" if status.waiting_for else None
+    run looks stopped); what the watcher waits for, while it does (`LiveState.waits`)."""
     if state.newest_end_ns is None:
-        return [waiting or f"waiting for the first span in {count(state.files, 'file')}"]
+        return list(state.waits) or [f"waiting for the first span in {count(state.files, 'file')}"]
     newest = state.newest_iteration
     segments = [
         f"{count(state.spans, 'span')} in {count(state.files, 'file')}",
         "no complete iteration yet" if newest is None else f"newest iteration {newest}",
         _freshness(status.now_ns - state.newest_end_ns, status.interval_s),
     ]
-    return segments + ([waiting] if waiting else [])
+    return segments + list(state.waits)
+
+
+def looks_stopped(state: LiveState, status: WatchStatus) -> bool:
+    """Whether the run wrote no span for longer than max(STOPPED_AFTER_NS, STOPPED_INTERVALS intervals) of the
+    watcher's clock; not before its first span."""
+    if state.newest_end_ns is None:
+        return False
+    return _silent(status.now_ns - state.newest_end_ns, status.interval_s)
+
+
+def _silent(ago_ns: int, interval_s: float) -> bool:
+    return ago_ns > max(STOPPED_AFTER_NS, STOPPED_INTERVALS * interval_s * 1e9)
 
 
 def _freshness(ago_ns: int, interval_s: float) -> str:
-    """`newest span 3 s ago`; past max(STOPPED_AFTER_NS, STOPPED_INTERVALS intervals), the question whether the
-    job has stopped."""
-    if ago_ns > max(STOPPED_AFTER_NS, STOPPED_INTERVALS * interval_s * 1e9):
+    """`newest span 3 s ago`; once the run looks stopped (`looks_stopped`), the question whether the job has."""
+    if _silent(ago_ns, interval_s):
         return f"no new span for {_duration(ago_ns)}: has the job stopped?"
     return f"newest span {_duration(ago_ns)} ago"
 
@@ -132,10 +143,20 @@ def _goodput(state: LiveState) -> list[str]:
     return segments
 
 
-def _check(status: WatchStatus, width: int) -> list[str]:
-    """`check: 0 errors, 2 warnings`, as far as the counts are known."""
-    known = [count(n, noun) for n, noun in ((status.errors, "error"), (status.warnings, "warning")) if n is not None]
-    return _packed([f"check: {', '.join(known)}"], width) if known else []
+def _check(state: LiveState, status: WatchStatus, width: int) -> list[str]:
+    """`check: 0 errors, 2 warnings`, as far as the counts are known. While the run writes (`looks_stopped`), the
+    `orphan-span` warnings are not counted but said apart, `14 spans wait for a parent` (SPEC section 13): a parent
+    still open is written when it ends, and the job span ends last."""
+    warnings, waiting = status.warnings, 0
+    if warnings is not None and not looks_stopped(state, status):
+        warnings, waiting = warnings - status.orphans, status.orphans
+    known = [count(n, noun) for n, noun in ((status.errors, "error"), (warnings, "warning")) if n is not None]
+    if not known:
+        return []
+    said = [f"check: {', '.join(known)}"]
+    if waiting:
+        said.append(f"{count(waiting, 'span')} wait{'s' * (waiting == 1)} for a parent")
+    return _packed(said, width)
 
 
 def _share(figures: Figures | None) -> str:

@@ -1,5 +1,7 @@
 """The last stretch of a run (SPEC section 13): `--last DURATION` keeps `[T - DURATION, T]`, `T` the latest span end
-read, so the answer depends on the traces alone, not on when the command runs.
+read, so the answer depends on the traces alone, not on when the command runs. The stretch starts no earlier than
+the run's first attempt's extent: a run 30 s old has a last minute of 30 s, since the time before the job is no
+one's unaccounted time (a watcher's rolling stretches are cut the same way: `stretch_before`).
 
 The report's frames are clipped to the stretch (a window partly inside keeps its inside part), and the stretch as a
 whole is charged as a window is (`recent`): every instant of it, in a window or not, the interval goodput of
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import re
 from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -40,10 +43,19 @@ def parse_duration(text: str, option: str = "--last", *, zero: bool = False) -> 
 
 
 def last_stretch(spans: SpanSet, duration_ns: int) -> tuple[int, int] | None:
-    """`[T - duration, T]` of `spans`, T their latest span end (`SpanSet.newest_end_ns`); None when they hold no
-    span."""
+    """`[T - duration, T]` of `spans`, T their latest span end (`SpanSet.newest_end_ns`), starting no earlier than
+    their attempts' extents (`stretch_before`); None when they hold no span."""
     newest = spans.newest_end_ns()
-    return None if newest is None else (newest - duration_ns, newest)
+    return None if newest is None else stretch_before(newest, duration_ns, spans.attempts())
+
+
+def stretch_before(newest_ns: int, duration_ns: int, attempts: Sequence[Attempt]) -> tuple[int, int]:
+    """`[T - duration, T]`, T `newest_ns`, starting no earlier than the earliest start of the attempts' extents (the
+    first attempt's): before it the job had not begun, and charging that time as unaccounted would show a run
+    younger than the stretch at a fraction of its goodput (SPEC section 13)."""
+    start = newest_ns - duration_ns
+    begun = min((attempt.start_ns for attempt in attempts), default=start)
+    return min(max(start, begun), newest_ns), newest_ns
 
 
 def clip_windows(windows: Windows, stretch: tuple[int, int]) -> Windows:

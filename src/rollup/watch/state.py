@@ -5,7 +5,8 @@ rolling stretches of trace time, the GPUs. The three things a watch shows read i
 A figure not known yet is None, never a zero standing in for it: the latest span end before the first span, a
 rolling stretch before anything was read, the newest complete iteration before there is one, the GPUs of a run
 whose processes hold none, a goodput with no wall clock to divide (`Figures.goodput`). A reader shows a gap for it
-(`-` on the screen, null in the JSON, no sample at `/metrics`).
+(`-` on the screen, null in the JSON, no sample at `/metrics`). So do the total's seconds before it has a wall clock
+(no window yet): `/metrics` has no sample of them, the screen no table (the JSON writes the total as `report` does).
 """
 
 from __future__ import annotations
@@ -67,7 +68,9 @@ class LiveState:
     before the first span). `rows`: the newest WATCH_ROWS rows, oldest first. `total`: the total so far. `recent`:
     the rolling stretches by RECENT's labels, in its order (None: nothing read yet). `gpus`: None when no process
     holds a GPU. `run_id`: the run's id when it has one attempt (what `/metrics` labels its samples with), else
-    None. `report`: the whole report as it stands, as `report` builds it of the files. `notes`: this refresh's."""
+    None. `report`: the whole report as it stands, as `report` builds it of the files. `notes`: this refresh's.
+    `waits`: what the watcher waits for now, a sentence a path named that names no file yet (`waits.Waits`): said
+    while it holds, gone once the path names a file."""
 
     spans: int
     files: int
@@ -79,6 +82,7 @@ class LiveState:
     run_id: str | None
     report: Report
     notes: list[str] = field(default_factory=list)
+    waits: tuple[str, ...] = ()
 
     @classmethod
     def of(
@@ -90,6 +94,7 @@ class LiveState:
         newest_end_ns: int | None,
         notes: list[str],
         rows: int = WATCH_ROWS,
+        waits: tuple[str, ...] = (),
     ) -> LiveState:
         """The state of a refresh whose report is `report`, keeping its newest `rows` rows."""
         iterations, gpus = report.iterations, report.gpus
@@ -100,7 +105,7 @@ class LiveState:
         attempts = report.attempts
         run_id = attempts[0].run_id or None if len(attempts) == 1 else None
         held = None if gpus is None else LiveGpus(gpus, gpus.total())
-        return cls(spans, files, newest_end_ns, newest, report.total, recent, held, run_id, report, notes)
+        return cls(spans, files, newest_end_ns, newest, report.total, recent, held, run_id, report, notes, waits)
 
     @property
     def newest_iteration(self) -> int | None:

@@ -36,12 +36,13 @@ from rollup.base.connection import (
 from rollup.base.schema import ACCOUNTING_SCHEMA, SPAN_SCHEMA
 from rollup.read.tail import Tailer
 from rollup.report.build import ReportOptions, build_report
-from rollup.report.recent import Recent
+from rollup.report.recent import Recent, stretch_before
 from rollup.store.spanset import SpanSet
 
 from .kept import KeptRunner, KeptSweeps, charged
 from .spans import LiveSpans
 from .state import RECENT, LiveState
+from .waits import Waits, is_wait_note
 
 if TYPE_CHECKING:
     from rollup.checks.check import Check
@@ -66,6 +67,7 @@ class LiveRun:
             raise ValueError("a watcher reports every attempt, a row per window")
         self.options = options or ReportOptions()
         self.tailer = Tailer(paths, _READ_SCHEMA, poll_bytes=POLL_BYTES)
+        self.waits = Waits(paths)
         self._folder = tempfile.TemporaryDirectory(prefix="goodput-watch-")
         self._spill = SpillDirectory(Path(self._folder.name) / "spill")
         # A database file of its own: what the run holds beyond the memory limit stays on disk, not in memory.
@@ -94,7 +96,7 @@ class LiveRun:
         notes: list[str] = []
         while True:
             batch = self.tailer.poll()
-            notes.extend(batch.notes)
+            notes.extend(note for note in batch.notes if not is_wait_note(note))  # said while they hold: `waits`
             if batch.spans.num_rows or batch.reset:
                 touched = self.live.add(batch.spans, batch.reset)
                 self.runner.forget(touched)
@@ -108,13 +110,13 @@ class LiveRun:
         report = build_report(self.live, self.options, self.runner, self.sweeps)
         newest = _newest(self.live)
         recent: dict[str, Recent | None] = dict.fromkeys(RECENT)
-        if newest is not None:
-            stretches = [(newest - length, newest) for length in RECENT.values()]
+        if newest is not None:  # each stretch from the job's start at the earliest (`stretch_before`)
+            stretches = [stretch_before(newest, length, report.attempts) for length in RECENT.values()]
             with self.sliced(stretches) as spans:
                 charges = charged(spans, stretches, self.options.order)
             for (label, _), stretch, charge in zip(RECENT.items(), stretches, charges, strict=True):
                 recent[label] = Recent(*stretch, Figures.from_ns(charge))
-        return LiveState.of(report, recent, self.live.count, batch.files, newest, notes)
+        return LiveState.of(report, recent, self.live.count, batch.files, newest, notes, waits=self.waits.now())
 
     def check(self) -> Check:
         """`goodput check` of the spans read so far (the screen's counts): every rule over every span's own columns
