@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import invoke
-from examples.grpo_toy.restart import crash_and_resume
+from examples.grpo_toy.restart import Crash, crash_and_resume
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -22,12 +22,12 @@ STEPS, KILL_IN, RESUME_FROM = 4, 3, 2
 
 
 @pytest.fixture(scope="module")
-def restarted(ray_cluster, tmp_path_factory) -> tuple[Path, int]:
+def restarted(ray_cluster, tmp_path_factory) -> tuple[Path, Crash]:
     """Both attempts on the session's cluster: the first one's driver is SIGKILLed, Ray ends its actors."""
     out = tmp_path_factory.mktemp("restart") / "run"
     address = ray_cluster.get_runtime_context().gcs_address
-    killed_at = crash_and_resume(out, steps=STEPS, kill_in=KILL_IN, resume_from=RESUME_FROM, on=address)
-    return out, killed_at
+    crash = crash_and_resume(out, steps=STEPS, kill_in=KILL_IN, resume_from=RESUME_FROM, on=address)
+    return out, crash
 
 
 def query(path: Path, sql: str) -> list[dict]:
@@ -38,7 +38,8 @@ def query(path: Path, sql: str) -> list[dict]:
 
 @pytest.mark.slow
 def test_the_crashed_and_the_resumed_attempt_are_told_apart(restarted):
-    out, killed_at = restarted
+    out, crash = restarted
+    killed_at = crash.killed_at
     result = invoke(["report", str(out), "--format", "json"])
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout)
@@ -57,7 +58,8 @@ def test_the_crashed_and_the_resumed_attempt_are_told_apart(restarted):
     assert crashed["last_ns"] < resumed["job_start_ns"]  # ... and well before the relaunch began
 
     assert [a["run_id"] for a in payload["attempts"]] == [crashed["run_id"], resumed["run_id"]]
-    assert payload["attempts"][0]["superseded"] == list(range(RESUME_FROM, KILL_IN))  # its steps that were redone
+    # its steps that were redone, and the one it was killed in (SPEC 7's torn window: lost work, not outside)
+    assert payload["attempts"][0]["superseded"] == list(range(RESUME_FROM, KILL_IN + 1))
     assert payload["attempts"][1]["superseded"] == []
     assert [row["iteration"] for row in payload["iterations"]] == list(range(1, STEPS + 1))
 
@@ -66,12 +68,24 @@ def test_the_crashed_and_the_resumed_attempt_are_told_apart(restarted):
         "SELECT run_id, iteration, start_ns, end_ns FROM spans WHERE name = 'rl.grpo.step' ORDER BY start_ns",
     )
     first_try = [s for s in steps if s["run_id"] == crashed["run_id"] and RESUME_FROM <= s["iteration"] < KILL_IN]
-    rework_ns = sum(s["end_ns"] - s["start_ns"] for s in first_try)
-    assert payload["rework"]["wall_s"] == pytest.approx(rework_ns / 1e9, abs=1e-9)
+    (torn,) = query(  # the step it was killed in: its spans were read, its step span was not
+        out,
+        f"SELECT min(start_ns) AS start_ns, max(end_ns) AS end_ns FROM spans "
+        f"WHERE run_id = '{crashed['run_id']}' AND iteration = {KILL_IN}",  # a worker's spans carry the iteration
+    )
+    assert torn["start_ns"] is not None  # the workers' spans of the step in progress reached their files
+    rework_ns = sum(s["end_ns"] - s["start_ns"] for s in first_try) + (torn["end_ns"] - torn["start_ns"])
+    assert payload["rework"]["wall_s"] == pytest.approx(rework_ns / 1e9, abs=1e-6)
     assert payload["rework"]["wall_s"] > 0
 
-    # Downtime: from the crashed attempt's last span to the resumed attempt's job span (its extent's start).
-    downtime_ns = resumed["job_start_ns"] - crashed["last_ns"]
+    # Each attempt's extent reaches back to its processes' start (process.creation.time, SPEC 7): the job's wall
+    # clock is from the first process's launch to the last span, Ray's start-up included.
+    last_ns = max(a["last_ns"] for a in attempts)
+    assert payload["job"]["wall_s"] == pytest.approx((last_ns - crash.launched_at) / 1e9, abs=0.5)
+    assert payload["attempts"][0]["start_ns"] < crashed["first_ns"]
+    assert payload["attempts"][1]["start_ns"] < resumed["job_start_ns"]
+    # Downtime: from the crashed attempt's last span to the relaunched process's start (its extent's start).
+    downtime_ns = payload["attempts"][1]["start_ns"] - crashed["last_ns"]
     assert payload["downtime"]["wall_s"] == pytest.approx(downtime_ns / 1e9, abs=1e-9)
     assert payload["downtime"]["wall_s"] > 0
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from datetime import UTC
 
 import pytest
 from hypothesis import given, settings
@@ -34,6 +35,13 @@ RUN_ID = "goodput.run.id"
 
 def run(args: list[str]):
     return invoke(args, width=160)
+
+
+def creation_time(seconds: float) -> str:
+    """`process.creation.time` as `configure()` writes it (ISO 8601, UTC) for `seconds` from the traces' origin."""
+    from datetime import datetime
+
+    return datetime.fromtimestamp(ORIGIN_NS / 1e9 + seconds, tz=UTC).isoformat()
 
 
 def resource(process: str, run_id: str | None, key: str = RUN_ID) -> dict:
@@ -377,8 +385,10 @@ def restarted_jobs(draw) -> tuple[list[S], dict, list[tuple[float, float]]]:
     t, resume = 0.0, 1
     for k in range(draw(st.integers(1, 3))):
         process, trace = f"p{k}", f"t{k}"
+        ended = t
         t += draw(half_seconds)
         start = t
+        created = (ended + start) / 2 if draw(st.booleans()) else None  # the process started before its first span
         t += draw(half_seconds)
         first = draw(st.integers(1, resume))
         steps = draw(st.integers(0, 4))
@@ -393,11 +403,14 @@ def restarted_jobs(draw) -> tuple[list[S], dict, list[tuple[float, float]]]:
         t += draw(half_seconds)
         if draw(st.booleans()):
             own.append(S(f"job{k}", "rl.grpo.job", start, t, group="job", process=process, trace=trace))
-            extents.append((start, t))
+            extent = (start, t)
         else:
-            extents.append((min(s.start for s in own), max(s.end for s in own)))
+            extent = (min(s.start for s in own), max(s.end for s in own))
+        extents.append((min(extent[0], created if created is not None else extent[0]), extent[1]))
         spans += own
         resources[process] = resource(process, f"run-{k}")
+        if created is not None:
+            resources[process]["process.creation.time"] = creation_time(created)
         resume = max(first + steps, 1)
     return spans, resources, extents
 
@@ -430,13 +443,14 @@ def test_the_jobs_wall_clock_is_the_stretch_from_the_first_attempt_to_the_last(t
 def _attempts_of_rows(spans, folded: bool) -> list[Attempt]:
     """`attempts_of_folded` of every span of `spans` as a row of its own, or of the spans folded as a watcher folds
     them: a row per run id, process and job-or-not, from the earliest start to the latest end."""
-    rows = f"SELECT run_id, process, start_ns, end_ns, coalesce({IS_JOB_SQL}, false) AS is_job FROM {spans.own}"
+    rows = f"""SELECT run_id, process, start_ns, end_ns, coalesce({IS_JOB_SQL}, false) AS is_job, holding
+               FROM {spans.own}"""
     if folded:
-        rows = f"""SELECT run_id, process, min(start_ns) AS start_ns, max(end_ns) AS end_ns, is_job
-                   FROM ({rows}) GROUP BY run_id, process, is_job"""
+        rows = f"""SELECT run_id, process, min(start_ns) AS start_ns, max(end_ns) AS end_ns, is_job, holding
+                   FROM ({rows}) GROUP BY run_id, process, is_job, holding"""
     table = spans.arrow(rows)
     return attempts_of_folded(*(table.column(c).to_pylist() for c in ("run_id", "process", "start_ns", "end_ns",
-                                                                         "is_job")))  # fmt: skip
+                                                                         "is_job", "holding")))  # fmt: skip
 
 
 @pytest.mark.parametrize("unnamed", [False, True])

@@ -22,6 +22,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -47,10 +48,11 @@ def crash_and_resume(
     resume_from: int = 3,
     args: Sequence[str] = (),
     on: str | None = None,
-) -> int:
+) -> Crash:
     """Run the job into `out/`, SIGKILL it in step `kill_in`, relaunch it with `--resume-from resume_from`; returns
-    when the relaunch has finished, with the time of the kill (ns since the epoch). Each attempt starts a cluster of
-    its own, or both join the one at the address `on` (as jobs submitted to a cluster that outlives them)."""
+    when the relaunch has finished, with when the first attempt was launched and when it was killed. Each attempt
+    starts a cluster of its own, or both join the one at the address `on` (as jobs submitted to a cluster that
+    outlives them)."""
     command = [
         sys.executable, "-u", "-m", "examples.grpo_toy.job", "--steps", str(steps), "--seed", str(seed),
         "--out", f"{out}/", *args,
@@ -58,6 +60,7 @@ def crash_and_resume(
     env = job_environment()
     if on is not None:
         env["RAY_ADDRESS"] = on
+    launched_at = time.time_ns()
     first = subprocess.Popen(
         command, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         start_new_session=True,
@@ -78,7 +81,15 @@ def crash_and_resume(
     first.stdout.close()
     subprocess.run([*command, "--resume-from", str(resume_from)], cwd=REPO_ROOT, env=env, check=True,
                    stdout=subprocess.DEVNULL)  # fmt: skip
-    return killed_at
+    return Crash(launched_at, killed_at)
+
+
+@dataclass(frozen=True)
+class Crash:
+    """When the first attempt's process was launched and when it was killed, in nanoseconds since the epoch."""
+
+    launched_at: int
+    killed_at: int
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -14,7 +14,7 @@ from rollup.base.arrays import least_and_most, rising
 from rollup.store.attempts import Attempt
 
 from .intervals import Stretches
-from .windows import Windows, attempt_windows, latest_windows, select_windows
+from .windows import Windows, attempt_windows, latest_windows, select_windows, torn_windows
 
 if TYPE_CHECKING:
     from rollup.store.spanset import SpanSet
@@ -39,7 +39,8 @@ def report_frames(spans: SpanSet, iterations: tuple[int, int] | None) -> ReportF
     (all when None), superseded ones included; outside and the attempts stay the whole run's. Every attempt's
     windows are only held while they are sorted out here."""
     attempts = spans.attempts()
-    return frames_of(attempts, SortedWindows.of(attempt_windows(spans, [a.run_id for a in attempts])), iterations)
+    every = attempt_windows(spans, [a.run_id for a in attempts])
+    return frames_of(attempts, SortedWindows.of(every, torn_windows(spans, attempts, every)), iterations)
 
 
 @dataclass(frozen=True)
@@ -52,9 +53,12 @@ class SortedWindows:
     by_attempt: dict[str, Windows]
 
     @classmethod
-    def of(cls, every: Windows) -> SortedWindows:
+    def of(cls, every: Windows, torn: Windows | None = None) -> SortedWindows:
+        """`every` attempt's windows sorted out, with the `torn` ones (`windows.torn_windows`) superseded."""
         latest, superseded = latest_windows(every)
-        return cls(latest, superseded, every.by_attempt())
+        if torn is None or not len(torn):
+            return cls(latest, superseded, every.by_attempt())
+        return cls(latest, superseded.concat(torn), every.concat(torn).by_attempt())
 
 
 def frames_of(attempts: list[Attempt], windows: SortedWindows, iterations: tuple[int, int] | None) -> ReportFrames:

@@ -26,6 +26,7 @@ from .intervals import Stretches
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from rollup.store.attempts import Attempt
     from rollup.store.spanset import SpanSet
 
 
@@ -79,6 +80,14 @@ class Windows(Sequence[Window]):
             array("q", (self.attempts[i] for i in picked)),
             self.run_ids,
         )
+
+    def concat(self, other: Windows) -> Windows:
+        """These windows, then `other`'s (of the same attempts' run ids)."""
+        starts, ends = array("q", self.stretches.starts), array("q", self.stretches.ends)
+        starts.extend(other.stretches.starts)
+        ends.extend(other.stretches.ends)
+        return Windows(self.iterations + other.iterations, Stretches(starts, ends), self.attempts + other.attempts,
+                       self.run_ids)  # fmt: skip
 
     def by_attempt(self) -> dict[str, Windows]:
         """The windows of each attempt that has any, by run id, in the order held."""
@@ -181,6 +190,42 @@ def attempt_windows(spans: SpanSet, order: Sequence[str]) -> Windows:
         """
         table = _numbered(spans, f"{_steps_sql(spans.step_spans())} UNION ALL {envelopes}", order)
     return _windows_of(table, order)
+
+
+def torn_windows(spans: SpanSet, attempts: Sequence[Attempt], every: Windows) -> Windows:
+    """SPEC section 7's torn windows: in each attempt that a later attempt follows, the iteration in progress when it
+    ended (the highest iteration above its last window whose spans were read: its step span was not, the process
+    died before exporting it), as the envelope of its spans clipped to the attempt's extent. Each is superseded
+    (rework), whether or not a later attempt repeats the iteration: its work was lost, not outside any step. One
+    query, and only when there are several attempts."""
+    if len(attempts) < 2:
+        return every[:0]
+    last = every.by_attempt()
+    ended = {a.run_id: a for a in attempts[:-1] if a.run_id in last and len(last[a.run_id])}
+    if not ended:
+        return every[:0]
+    above = " OR ".join(f"({ATTEMPT_SQL} = {sql_text(run_id)} AND eff_iteration > {max(last[run_id].iterations)})"
+                        for run_id in ended)  # fmt: skip
+    rows = spans.rows(
+        f"""
+        SELECT attempt, arg_max(iteration, iteration), arg_max(start_ns, iteration), arg_max(end_ns, iteration)
+        FROM (SELECT {ATTEMPT_SQL} AS attempt, eff_iteration AS iteration, min(start_ns) AS start_ns,
+                     max(end_ns) AS end_ns
+              FROM {spans.lineage} WHERE {above} GROUP BY ALL)
+        GROUP BY attempt ORDER BY attempt
+        """
+    )
+    order = list(every.run_ids)
+    iterations, starts, ends, positions = array("q"), array("q"), array("q"), array("q")
+    for run_id, iteration, start, end in rows:
+        attempt = ended[run_id]
+        start, end = max(start, attempt.start_ns), min(end, attempt.end_ns)
+        if end > start:
+            iterations.append(iteration)
+            starts.append(start)
+            ends.append(end)
+            positions.append(order.index(run_id))
+    return Windows(iterations, Stretches(starts, ends), positions, every.run_ids)
 
 
 def step_windows(spans: SpanSet, order: Sequence[str]) -> Windows | None:

@@ -23,7 +23,7 @@ from instrument.wire import (
     span_name_regex,
 )
 
-SCHEMA_VERSION = 5  # part of the cache key: bump it whenever a reader's output changes
+SCHEMA_VERSION = 6  # part of the cache key: bump it whenever a reader's output changes
 
 ATTRIBUTE_MAP = pa.map_(pa.string(), pa.string())
 # A span's events (`record_exception` writes one named `exception`) and links, attribute values rendered as the

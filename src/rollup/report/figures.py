@@ -92,7 +92,7 @@ FIGURES: tuple[Figure, ...] = (
         for b in BUCKETS
     ),
     Figure("unaccounted_s", "unacct s", "s", lambda f: f.unaccounted_s, ("unaccounted_s",),
-           lambda f: f.unaccounted_ns, drop=2, in_diff=True, stacked=True),
+           lambda f: f.unaccounted_ns, drop=2, in_diff=True, outlier=True, stacked=True),
     Figure("goodput", "goodput", "share", lambda f: f.goodput, ("goodput",), short="good-put", whole_run=False,
            in_diff=True),
     *(Figure(f"span_{b}_s", None, "s", _span_bucket(b), ("span_seconds", b), spans=True) for b in BUCKETS),

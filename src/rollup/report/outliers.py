@@ -1,10 +1,11 @@
 """Iterations that stand out (SPEC section 10): a figure more than three robust standard deviations above its median.
 
 The median absolute deviation (MAD), scaled by 1.4826, estimates the standard deviation of normally distributed
-figures without letting the outliers themselves widen it, as a plain standard deviation would. A figure is an outlier
-when it exceeds the median of that figure over the rows by more than 3 x 1.4826 x MAD and by more than 1 ms (a
-millisecond above a steady median is noise, not a slow step). Fewer than 8 rows, or a MAD of 0, flag nothing: too
-few to know what is normal, or a figure that never varies.
+figures without letting the outliers themselves widen it, as a plain standard deviation would. A figure (the wall
+clock, a bucket's seconds, the unaccounted seconds) is an outlier when it exceeds the median of that figure over the
+rows by more than 3 x 1.4826 x MAD, by more than 1 ms and by more than 5% of the rows' median wall clock (a 3 ms
+wobble in a 700 ms step is noise, not a slow step). Fewer than 8 rows, or a MAD of 0, flag nothing: too few to know
+what is normal, or a figure that never varies.
 """
 
 from __future__ import annotations
@@ -16,11 +17,12 @@ from typing import Any
 from rollup.base.schema import BUCKETS
 
 # The figures of a row that can be outliers, as the row's JSON names them.
-OUTLIER_FIGURES = ("wall_s", *(f"{b}_s" for b in BUCKETS))
+OUTLIER_FIGURES = ("wall_s", *(f"{b}_s" for b in BUCKETS), "unaccounted_s")
 MIN_ROWS = 8
 MAD_SCALE = 1.4826
 MAD_FACTOR = 3.0
 MIN_EXCESS_NS = 1_000_000
+MIN_EXCESS_OF_WALL = 0.05  # of the rows' median wall clock
 
 
 def compared_groups(indices: Sequence[int], kinds: Sequence[int]) -> list[array]:
@@ -65,13 +67,14 @@ def outliers_of_columns(columns: Mapping[str, Sequence[int]], count: int) -> dic
     import pyarrow.compute as pc
 
     flags = None  # each row's outlying figures as bits, bit k for OUTLIER_FIGURES[k]
+    least = max(MIN_EXCESS_NS, MIN_EXCESS_OF_WALL * _median(pc.cast(_int64(columns["wall_s"]), pa.float64())))
     for bit, figure in enumerate(OUTLIER_FIGURES):
         values = pc.cast(_int64(columns[figure]), pa.float64())
         middle = pa.scalar(_median(values), pa.float64())
         mad = _median(pc.abs(pc.subtract(values, middle)))
         if mad == 0:
             continue
-        bar = pa.scalar(max(MAD_FACTOR * MAD_SCALE * mad, MIN_EXCESS_NS), pa.float64())
+        bar = pa.scalar(max(MAD_FACTOR * MAD_SCALE * mad, least), pa.float64())
         out = pc.if_else(
             pc.greater(pc.subtract(values, middle), bar), pa.scalar(1 << bit, pa.int64()), pa.scalar(0, pa.int64())
         )

@@ -7,8 +7,10 @@ attempt's window supersedes an earlier one's for the same iteration, and the tim
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from rollup.base.errors import GoodputError
@@ -31,7 +33,9 @@ LATEST = "latest"
 class Attempt:
     """One attempt: its run id (`""` when unnamed), its extent `[start_ns, end_ns]`, and what ran in it.
 
-    The extent is the envelope of the attempt's job spans, else of all its spans. `first_iteration` and
+    The extent is the envelope of the attempt's job spans, else of all its spans, reaching back to the earliest
+    `process.creation.time` of its processes when that is earlier (the start-up before the first span, Ray's
+    included, is the attempt's even when a crash lost its job span). `first_iteration` and
     `last_iteration` are its lowest and highest iteration with a window (superseded ones included), None when it
     has none; `superseded` the iterations whose window a later attempt's replaced.
     """
@@ -65,12 +69,34 @@ class Queried(Protocol):
     def rows(self, sql: str) -> list[tuple[Any, ...]]: ...
 
 
+# SQL: the `process.creation.time` a span's `holding` carries (SPEC section 7), as epoch nanoseconds; NULL without one
+# or when it is not an ISO 8601 time.
+CREATED_NS_SQL = "epoch_ns(try_cast(json_extract_string(holding, '$.\"process.creation.time\"') AS TIMESTAMPTZ))"
+
+
+def created_ns(holding: str | None) -> int | None:
+    """`CREATED_NS_SQL` of one `holding` text, in Python."""
+    if not holding:
+        return None
+    text = json.loads(holding).get("process.creation.time")
+    if not isinstance(text, str):
+        return None
+    try:
+        when = datetime.fromisoformat(text.strip())
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)  # DuckDB reads a time without a zone as UTC
+    delta = when - datetime(1970, 1, 1, tzinfo=UTC)
+    return (delta.days * 86_400 + delta.seconds) * 10**9 + delta.microseconds * 1_000
+
+
 def find_attempts(spans: Queried) -> list[Attempt]:
     """Every attempt of `spans`, ordered by its first span's start (then run id), windows not yet known."""
     rows = spans.rows(
         f"""
         SELECT {ATTEMPT_SQL} AS attempt,
-               coalesce(min(start_ns) FILTER (WHERE {IS_JOB_SQL}), min(start_ns)),
+               least(coalesce(min(start_ns) FILTER (WHERE {IS_JOB_SQL}), min(start_ns)), min({CREATED_NS_SQL})),
                coalesce(max(end_ns) FILTER (WHERE {IS_JOB_SQL}), max(end_ns)),
                min(start_ns) AS first_span_ns, count(DISTINCT process)
         FROM {spans.own} GROUP BY ALL ORDER BY first_span_ns, attempt
@@ -85,24 +111,32 @@ def attempts_of_folded(
     starts: Sequence[int],
     ends: Sequence[int],
     is_job: Sequence[bool],
+    holdings: Sequence[str | None],
 ) -> list[Attempt]:
     """`find_attempts` worked out in Python from spans folded to a few rows (a watcher's summary, where a query of
     them costs milliseconds at each refresh): each row spans of one run id and process, job spans or not, from their
-    earliest start to their latest end (a span alone is such a row too). An attempt's extent is the envelope of its
-    job spans, else of all its spans; ordered by the first span's start, then run id."""
-    found: dict[str, list[Any]] = {}  # attempt -> [start, end, job start, job end, first start, processes]
-    for run_id, process, start, end, job in zip(run_ids, processes, starts, ends, is_job, strict=True):
-        held = found.setdefault(run_id or "", [start, end, None, None, start, set()])
+    earliest start to their latest end (a span alone is such a row too), and their process's `holding`. An attempt's
+    extent is the envelope of its job spans, else of all its spans, reaching back to its processes' earliest
+    creation time; ordered by the first span's start, then run id."""
+    # attempt -> [start, end, job start, job end, first start, processes, earliest creation]
+    found: dict[str, list[Any]] = {}
+    for run_id, process, start, end, job, holding in zip(run_ids, processes, starts, ends, is_job, holdings,
+                                                         strict=True):  # fmt: skip
+        held = found.setdefault(run_id or "", [start, end, None, None, start, set(), None])
         held[0], held[1], held[4] = min(held[0], start), max(held[1], end), min(held[4], start)
         if job:
             held[2] = start if held[2] is None else min(held[2], start)
             held[3] = end if held[3] is None else max(held[3], end)
         if process is not None:
             held[5].add(process)
+        created = created_ns(holding)
+        if created is not None:
+            held[6] = created if held[6] is None else min(held[6], created)
     made = [
-        Attempt(run_id, s if js is None else js, e if je is None else je, first, len(held_by))
-        for run_id, (s, e, js, je, first, held_by) in found.items()
-    ]
+        Attempt(run_id, min(s if js is None else js, c if c is not None else s if js is None else js),
+                e if je is None else je, first, len(held_by))
+        for run_id, (s, e, js, je, first, held_by, c) in found.items()
+    ]  # fmt: skip
     return sorted(made, key=lambda a: (a.first_span_ns, a.run_id))
 
 

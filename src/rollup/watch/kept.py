@@ -20,7 +20,7 @@ from rollup.accounting.intervals import merged_stretches
 from rollup.accounting.parts import ReportPart
 from rollup.accounting.rows import IterationRows
 from rollup.accounting.sweep_few import charge_few
-from rollup.accounting.windows import Windows, attempt_windows, kinds_with_names, step_windows
+from rollup.accounting.windows import Windows, attempt_windows, kinds_with_names, step_windows, torn_windows
 from rollup.base.arrays import column_sum
 from rollup.base.schema import BUCKETS
 from rollup.checks.parts import CheckPart, check_frames
@@ -142,7 +142,7 @@ class KeptSweeps:
 
     def __init__(self, run: SlicedRun) -> None:
         self.run = run
-        self._sorted: tuple[tuple[Any, ...], SortedWindows] | None = None  # the windows, and what they were of
+        self._sorted: tuple[tuple[Any, ...], Windows] | None = None  # every attempt's windows, and what they were of
         self.kinds = Held(1, values=True)  # each stretch's kind, and its names
         self._names: dict[frozenset[str], frozenset[str]] = {}  # each set of names once
         self._hash_of: dict[str, int] = {}  # a name's part of a kind (KIND_SQL), by name
@@ -152,17 +152,19 @@ class KeptSweeps:
     def frames(self, spans: SpanSet, iterations: tuple[int, int] | None) -> ReportFrames:
         """`frames.report_frames` of the watcher's spans: the attempts (`SpanSet.attempts`, which the watcher answers
         from its summary); the windows sorted out kept while the attempts are the same and no step span arrived, when
-        every attempt's are its step spans' (`windows.step_windows`)."""
+        every attempt's are its step spans' (`windows.step_windows`). An attempt a later one follows has its torn
+        window (`windows.torn_windows`) worked out at every refresh: the spans of the step it died in may still
+        arrive (a worker's late batch), and a run watched has one attempt, mostly, which asks nothing."""
         attempts = spans.attempts()
         order = [attempt.run_id for attempt in attempts]
         key = (self.run.live.summary.steps_version, tuple(order))
         if self._sorted is not None and self._sorted[0] == key:
-            windows = self._sorted[1]
+            found = self._sorted[1]
         else:
             every = step_windows(spans, order)
-            windows = SortedWindows.of(every if every is not None else attempt_windows(spans, order))
-            self._sorted = (key, windows) if every is not None else None
-        return frames_of(attempts, windows, iterations)
+            found = every if every is not None else attempt_windows(spans, order)
+            self._sorted = (key, found) if every is not None else None
+        return frames_of(attempts, SortedWindows.of(found, torn_windows(spans, attempts, found)), iterations)
 
     def window_kinds(self, spans: SpanSet, starts: Sequence[int], ends: Sequence[int]) -> array:
         starts, ends = _int64s(starts), _int64s(ends)

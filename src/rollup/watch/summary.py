@@ -78,7 +78,7 @@ class Summary:
     def attempts(self) -> list[Attempt]:
         """`SpanSet.attempts`, worked out from the few folded rows in Python (`attempts.attempts_of_folded`: a
         query of them costs milliseconds, each refresh)."""
-        columns = ("run_id", "process", "start_ns", "end_ns", "live_is_job")
+        columns = ("run_id", "process", "start_ns", "end_ns", "live_is_job", "holding")
         return attempts_of_folded(*(self._folded.column(c).to_pylist() for c in columns))
 
     def step_spans(self) -> SpanSet:
