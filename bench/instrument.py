@@ -7,8 +7,10 @@ the caller has the result): a dispatched call that ends 10 spans, with and witho
 trip of an empty actor call (bar: at most 10% of that round trip). And what the end-of-step guarantee costs the step
 loop (a step span and every span ended before it are in the process's file when the step span ends): a step of 10,
 30 and 100 leaf spans written to a framed protobuf file, the step's end timed with the guarantee against the same
-step with the SDK's batching alone, in one run (bar: a few hundred microseconds a step).
-Usage: python bench/instrument.py [--spans N] [--repeats R] [--calls N] [--steps N] [--no-ray]
+step with the SDK's batching alone, in one run (bar: a few hundred microseconds a step). And what the first step's
+end costs against the next ones' in a fresh process, with configure() preparing the exporter and without (bar: the
+one-time costs, tens of milliseconds, move into configure(); the first end stays dearer by creating the file).
+Usage: python bench/instrument.py [--spans N] [--repeats R] [--calls N] [--steps N] [--processes N] [--no-ray]
 """
 
 from __future__ import annotations
@@ -52,8 +54,13 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--calls", type=int, default=300, help="actor calls per measurement of the Ray figures")
     parser.add_argument("--steps", type=int, default=300, help="steps per measurement of the end-of-step figures")
+    parser.add_argument("--processes", type=int, default=7, help="fresh processes per first-export figure")
     parser.add_argument("--no-ray", action="store_true", help="skip the end-of-call figures")
+    parser.add_argument("--first-export-child", nargs=2, metavar=("KIND", "PREPARED"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.first_export_child:
+        first_export_child(*args.first_export_child)
+        return
 
     provider = instrument.configure(exporter=DiscardExporter(), span_groups="per_step", service_name="bench")
     tracer = provider.get_tracer("bench")
@@ -127,6 +134,7 @@ def main() -> None:
     )
 
     end_of_step(args.steps, args.repeats)
+    first_export(args.processes)
     if not args.no_ray:
         end_of_call(args.calls, args.repeats)
 
@@ -179,6 +187,72 @@ def end_of_step(steps: int, repeats: int) -> None:
                 f"{without:6.1f} us without ({with_it - without:+.1f} us a step; bar a few hundred)"
             )
     instrument.shutdown()
+
+
+FIRST_EXPORT_STEPS = 20  # steps of 10 leaf spans each, in every fresh process of `first_export`
+
+
+def first_export(processes: int) -> None:
+    """The first step's end against the next ones' (median), in fresh processes: the one-time costs of a first
+    export (importing and first using the encoder, the trace folder) are paid once per process, so each sample is a
+    process of its own. With configure() preparing the exporter, and without (its preparation made a no-op in that
+    process), interleaved; medians over `processes` processes of each kind; and what configure() itself took."""
+    import json
+    import statistics
+    import subprocess
+
+    print(f"\nfirst export: {processes} fresh processes each, steps of 10 leaf spans, median (a file in a new folder)")
+    for kind in ("otlp-file", "json-file"):
+        samples: dict[str, list[dict[str, float]]] = {"prepared": [], "unprepared": []}
+        for _ in range(processes):
+            for prepared in samples:
+                child = subprocess.run(
+                    [sys.executable, __file__, "--first-export-child", kind, prepared],
+                    capture_output=True, text=True, check=True,
+                )  # fmt: skip
+                samples[prepared].append(json.loads(child.stdout))
+        for prepared, runs in samples.items():
+            first, following, configure_ms = (
+                statistics.median(run[key] for run in runs) for key in ("first_us", "next_us", "configure_ms")
+            )
+            print(
+                f"  {kind:9s} {prepared:10s}: the first step's end {first:9.1f} us, the next ones' {following:6.1f} us "
+                f"(first {first - following:+9.1f} us); configure() {configure_ms:6.1f} ms"
+            )
+
+
+def first_export_child(kind: str, prepared: str) -> None:
+    """One fresh process of `first_export`: configure(), then FIRST_EXPORT_STEPS steps, each step's end timed."""
+    import json
+    import statistics
+    import tempfile
+
+    from instrument import exporters, iteration_scope, umbrella_span
+    from instrument.provider import configure
+
+    if prepared == "unprepared":
+        exporters._LazyFileExporter.prepare = lambda self, *args, **kwargs: None  # type: ignore[method-assign]
+    trace_dir = os.path.join(tempfile.mkdtemp(prefix="goodput-bench-first-"), "run")  # a folder not there yet
+    start = time.perf_counter()
+    configure(exporter=kind, path=trace_dir, span_groups="per_step", service_name="bench-first")
+    configure_ms = (time.perf_counter() - start) * 1e3
+    ends = []
+    for step in range(FIRST_EXPORT_STEPS):
+        with iteration_scope(step):
+            span = umbrella_span(RLSpanGroup.U_STEP, "rl.grpo.step")
+            span.__enter__()
+            for _ in range(10):
+                with managed_span(RLSpanGroup.GENERATION, "rl.grpo.generation"):
+                    pass
+            start_ns = time.perf_counter_ns()
+            span.__exit__(None, None, None)
+            ends.append(time.perf_counter_ns() - start_ns)
+    instrument.shutdown()
+    print(
+        json.dumps(
+            {"configure_ms": configure_ms, "first_us": ends[0] / 1e3, "next_us": statistics.median(ends[1:]) / 1e3}
+        )
+    )
 
 
 WORK_S = 0.0005  # what each span wraps in the second case: GIL-free work, as a GPU kernel or an RPC is

@@ -1,23 +1,30 @@
-"""configure() end to end: real files, real child processes inheriting the choice through GOODPUT_* variables;
-and the SDK's OTEL_BSP_* variables, read as the SDK reads them and never a reason for configure() to raise.
+"""configure() end to end: real files, real child processes inheriting the choice through GOODPUT_* variables; the
+process's start on its resource and the exporter prepared; and the SDK's OTEL_BSP_* variables, read as the SDK reads
+them and never a reason for configure() to raise.
 """
 
 from __future__ import annotations
 
+import datetime
 import json
 import logging
 import os
+import re
 import socket
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
 import instrument
 from conftest import BatchRecorder, instrument_warnings, read_framed_spans, read_json_lines_spans
-from instrument import RLSpanGroup, managed_span, umbrella_span
+from instrument import RLSpanGroup, managed_span, process_start, umbrella_span
 from instrument.provider import STATE
+from instrument.wire import RESOURCE_PROCESS_CREATION_TIME
+
+IMPORTED_AT_S = time.time()  # this test process started before this module was imported
 
 
 def run_child(code: str) -> subprocess.CompletedProcess:
@@ -163,6 +170,91 @@ def test_an_unusable_exporter_named_by_the_environment_falls_back_to_files(tmp_p
 def test_an_unusable_exporter_the_job_asks_for_is_an_error_at_once(tmp_path):
     with pytest.raises(ValueError, match="unknown exporter 'zipkin'"):
         instrument.configure(span_groups="all", exporter="zipkin", path=tmp_path / "t.otlp")
+
+
+# --- process.creation.time, and the exporter prepared by configure() ---------------------------------------------
+
+ISO_8601_UTC_MS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
+
+
+def creation_time_s(value: str) -> float:
+    assert ISO_8601_UTC_MS.fullmatch(value), value
+    return datetime.datetime.fromisoformat(value).timestamp()
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="the start is read from Linux's /proc")
+def test_the_resource_says_when_the_process_started():
+    instrument.configure(span_groups="all", exporter=BatchRecorder())
+    assert STATE.provider is not None
+    started_s = creation_time_s(STATE.provider.resource.attributes[RESOURCE_PROCESS_CREATION_TIME])
+    assert IMPORTED_AT_S - 3600 < started_s < IMPORTED_AT_S  # when pytest started, not when configure() ran
+
+
+def test_where_the_os_cannot_say_the_first_configure_stands_in(monkeypatch):
+    monkeypatch.setattr(process_start, "_started_from_proc", lambda: None)
+    monkeypatch.setattr(process_start, "_answer", None)
+    before_s = time.time()
+    instrument.configure(span_groups="all", exporter=BatchRecorder())
+    after_s = time.time()
+    assert STATE.provider is not None
+    first = STATE.provider.resource.attributes[RESOURCE_PROCESS_CREATION_TIME]
+    assert before_s - 0.001 <= creation_time_s(str(first)) <= after_s
+    instrument.configure(span_groups="all", exporter=BatchRecorder())  # again: the process did not start again
+    assert STATE.provider.resource.attributes[RESOURCE_PROCESS_CREATION_TIME] == first
+
+
+@pytest.mark.parametrize("through", ["argument", "OTEL_RESOURCE_ATTRIBUTES"])
+def test_the_jobs_own_creation_time_wins(monkeypatch, through):
+    if through == "argument":
+        instrument.configure(exporter=BatchRecorder(), resource_attributes={"process.creation.time": "2020-01-01"})
+    else:
+        monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", "team=rl,process.creation.time=2020-01-01")
+        instrument.configure(exporter=BatchRecorder())
+    assert STATE.provider is not None
+    assert STATE.provider.resource.attributes[RESOURCE_PROCESS_CREATION_TIME] == "2020-01-01"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="the start is read from Linux's /proc")
+def test_a_process_that_configures_late_is_written_with_its_start_not_its_configure(tmp_path):
+    path = tmp_path / "late.jsonl"
+    child = f"""
+        import time
+        time.sleep(0.5)  # a job's imports and model loading, before it configures
+        import instrument
+        from instrument import RLSpanGroup, managed_span
+        instrument.configure(service_name="late", span_groups="all", path={str(path)!r})
+        with managed_span(RLSpanGroup.GENERATION, "rl.grpo.generation"):
+            pass
+    """
+    spawned_s = time.time()
+    run_child(child)
+    record = json.loads(path.read_text().splitlines()[0])
+    resource = {a["key"]: a["value"] for a in record["resourceSpans"][0]["resource"]["attributes"]}
+    started_s = creation_time_s(resource[RESOURCE_PROCESS_CREATION_TIME]["stringValue"])
+    assert spawned_s - 0.02 <= started_s < spawned_s + 0.5  # a clock tick (10 ms) each side of when it was spawned
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("exporter", "encoder"),
+    [("otlp-file", "instrument.otlp_encode"), ("json-file", "opentelemetry.exporter.otlp.json.common.trace_encoder")],
+)
+def test_configure_prepares_the_encoder_and_a_process_that_exports_nothing_still_leaves_nothing(
+    tmp_path, exporter, encoder
+):
+    # The first export would import the encoder (tens of ms of a first step's end: bench/instrument.py); a fresh
+    # process, so that nothing imported it before configure().
+    trace_dir = tmp_path / "run"
+    child = f"""
+        import sys
+        import instrument
+        assert {encoder!r} not in sys.modules
+        instrument.configure(service_name="idle", span_groups="all", exporter={exporter!r}, path={str(trace_dir)!r})
+        print({encoder!r} in sys.modules)
+    """
+    assert run_child(child).stdout.strip() == "True"
+    assert not trace_dir.exists()  # nor a folder: the first export makes both
 
 
 # --- OTEL_BSP_*: read as the SDK reads them, never a reason for configure() to raise ----------------------------------

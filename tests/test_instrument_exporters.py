@@ -237,29 +237,53 @@ def test_export_after_shutdown_fails_quietly(tmp_path, exporter_class):
 
 
 @pytest.mark.parametrize("exporter_class", [FramedProtobufFileExporter, JsonLinesFileExporter])
-def test_unwritable_path_logs_and_fails(tmp_path, caplog, exporter_class):
+def test_an_unwritable_path_is_logged_once_with_its_cause_and_the_spans_counted(tmp_path, caplog, exporter_class):
     blocker = tmp_path / "not_a_dir"
     blocker.write_text("a regular file")
     exporter = exporter_class(blocker / "traces" / "job.otlp")
-    with caplog.at_level(logging.WARNING, logger="instrument"):
+    with caplog.at_level(logging.DEBUG, logger="instrument"):
         assert exporter.export(finished_spans()) is SpanExportResult.FAILURE
-        assert exporter.export(finished_spans()) is SpanExportResult.FAILURE  # still failing, still not raising
-    messages = [r.getMessage() for r in caplog.records if r.name == "instrument"]
-    assert len(messages) == 2 and "could not write 2 spans" in messages[0] and "not_a_dir" in messages[0]
+        assert exporter.export(finished_spans(3)) is SpanExportResult.FAILURE  # still failing, still not raising
+        warned = [r for r in caplog.records if r.name == "instrument" and r.levelno >= logging.WARNING]
+        (first,) = warned
+        assert "could not write 2 spans" in first.getMessage() and "not_a_dir" in first.getMessage()
+        assert "Not a directory" in first.getMessage()  # the cause, as the OS says it
+        assert first.exc_info is None  # and no traceback
+        assert exporter.spans_not_written == 2 + 3
+        caplog.clear()
+        exporter.shutdown()
+    (said,) = [r.getMessage() for r in caplog.records if r.name == "instrument" and r.levelno >= logging.WARNING]
+    assert "5 spans of this process were not written" in said and "Not a directory" in said
     assert exporter.file_path is None
-    exporter.shutdown()
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (Linux) to fail a write")
 @pytest.mark.parametrize("exporter_class", [FramedProtobufFileExporter, JsonLinesFileExporter])
-def test_failed_write_on_a_full_disk_logs_and_fails(tmp_path, caplog, exporter_class):
+def test_failed_writes_on_a_full_disk_are_logged_once_and_counted(tmp_path, caplog, exporter_class):
     full = tmp_path / "full.otlp"
     full.symlink_to("/dev/full")  # opens fine, every write fails with ENOSPC
     exporter = exporter_class(full)
     with caplog.at_level(logging.WARNING, logger="instrument"):
-        assert exporter.export(finished_spans()) is SpanExportResult.FAILURE
-    assert any(r.name == "instrument" and "could not write" in r.getMessage() for r in caplog.records)
+        for _ in range(5):
+            assert exporter.export(finished_spans()) is SpanExportResult.FAILURE
+    (said,) = [r.getMessage() for r in caplog.records if r.name == "instrument"]
+    assert "could not write 2 spans" in said and "No space left on device" in said
+    assert exporter.spans_not_written == 5 * 2
     exporter.shutdown()
+
+
+@pytest.mark.parametrize("count", [1, 3])
+def test_a_json_line_is_the_official_exporters_line(count):
+    """The JSON Lines exporter writes itself (to count a failed write rather than log a traceback per batch), but its
+    line is the one `opentelemetry-exporter-otlp-json-file` writes for the same spans, byte for byte."""
+    import io
+
+    from opentelemetry.exporter.otlp.json.file import FileSpanExporter
+
+    spans = finished_spans(count)
+    official = io.StringIO()
+    FileSpanExporter(stream=official).export(spans)
+    assert JsonLinesFileExporter("unused.jsonl")._encode(spans) == official.getvalue().encode("utf-8")
 
 
 PARTIAL_WRITE_JOB = textwrap.dedent(
@@ -305,7 +329,8 @@ def test_record_torn_by_a_failed_write_is_cut_off(tmp_path, exporter_class, read
         timeout=120,
     )
     assert job.returncode == 0, job.stderr
-    assert "goodput: could not write 1 span" in job.stderr
+    assert "goodput: could not write 1 span to" in job.stderr
+    assert "2 spans of this process were not written" in job.stderr  # limited2 and limited3, said at shutdown
     names = [s.name if hasattr(s, "name") else s["name"] for s in read_spans(path)]
     assert names == ["limited0", "limited1", "after"]  # the torn third record is gone; later records still parse
 

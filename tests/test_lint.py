@@ -174,6 +174,44 @@ def test_carriers_dispatched_and_not_across_files(tmp_path):
     assert found == [("loop.py", "undispatched-carrier", 6), ("loop.py", "dispatch-undecorated", 8)]
 
 
+def test_a_carrier_method_called_through_options_is_flagged_as_a_bare_remote_is(tmp_path):
+    # `.options(...).remote()` drops the carrier just as `.remote()` does (SPEC section 15): the user's report of
+    # workers that wrote nothing came from calls of this shape.
+    (tmp_path / "loop.py").write_text(
+        textwrap.dedent("""\
+        import ray
+        from instrument import accepts_trace_context, dispatch_with_trace_context
+
+
+        @ray.remote
+        class Worker:
+            @accepts_trace_context
+            def generate(self, batch):
+                return batch
+
+            def refit(self, weights):
+                return weights
+
+
+        def loop(worker):
+            ray.get(worker.generate.options(num_returns=1).remote([1]))  # 16
+            ray.get(worker.generate.options(name="a").options(num_returns=1).remote([1]))  # 17: chained
+            ray.get(dispatch_with_trace_context(worker.generate.options(num_returns=1), [1]))  # the carrier goes
+            ray.get(worker.refit.options(name="r").remote([2]))  # no carrier to hand over: fine
+            Worker.options(num_gpus=1).remote()  # an actor, not a method
+    """)
+    )
+    result = invoke(["lint", str(tmp_path), "--format", "json"])
+    assert result.exit_code == 1, result.output
+    findings = json.loads(result.stdout)["findings"]
+    assert [(f["rule"], f["line"]) for f in findings] == [("undispatched-carrier", 16), ("undispatched-carrier", 17)]
+    assert (
+        "generate accepts a trace context (@accepts_trace_context) but is called with .options(...).remote()"
+        in (findings[0]["message"])
+    )
+    assert "call dispatch_with_trace_context(worker.generate.options(num_returns=1), ...)" in findings[0]["message"]
+
+
 def test_an_efficiency_span_started_and_never_ended(tmp_path):
     payload = lint_of(
         tmp_path,

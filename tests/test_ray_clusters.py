@@ -1,7 +1,9 @@
 """Workers as real clusters run them (SPEC section 2): an actor that never calls configure(), and a driver that ends
 the way jobs end (os._exit right after the last ray.get; ray.kill then ray.shutdown), on a cluster the job starts
 itself and on one started before it with `ray start --head`, where no variable of the driver reaches the workers;
-there, too, an actor records the GPUs Ray assigned it (SPEC section 12) and the driver none.
+there, too, an actor records the GPUs Ray assigned it (SPEC section 12) and the driver none. And actors whose
+decorated method is called with no carrier (`.options(...).remote()`, a bare `.remote()`): recorded, GPUs and all,
+where the job started the cluster; said once in each worker's log, and the job unharmed, where it did not.
 
 Each driver is a real process running a real script; the trace files it leaves are read back with goodput itself.
 """
@@ -9,6 +11,7 @@ Each driver is a real process running a real script; the trace files it leaves a
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import signal
@@ -141,6 +144,12 @@ def _free_ports(count: int) -> list[int]:
             sock.close()
 
 
+@dataclasses.dataclass(frozen=True)
+class StartedCluster:
+    address: str
+    temp_dir: Path  # Ray's logs are under it: session_latest/logs/
+
+
 @pytest.fixture(scope="module")
 def started_cluster():
     """A cluster started before the job, as `ray start --head` starts one: its own temp dir and ports, in a session
@@ -173,7 +182,7 @@ def started_cluster():
                 assert time.monotonic() < deadline, "ray start did not come up"
                 time.sleep(0.5)
         time.sleep(2)  # the raylet registers after the GCS listens
-        yield address
+        yield StartedCluster(address, Path(temp_dir))
     finally:
         for sig, grace in ((signal.SIGTERM, 5), (signal.SIGKILL, 20)):
             with contextlib.suppress(ProcessLookupError):
@@ -188,7 +197,7 @@ def started_cluster():
 
 @pytest.mark.parametrize("ending", ["exit", "kill"])
 def test_a_cluster_started_before_the_job_loses_no_worker_span(tmp_path, started_cluster, ending):
-    traces, run_id = run_driver(tmp_path, ending, started_cluster, clean_environment())
+    traces, run_id = run_driver(tmp_path, ending, started_cluster.address, clean_environment())
     assert_every_worker_span_arrived(traces, run_id)
 
 
@@ -237,7 +246,7 @@ def test_an_actor_on_a_cluster_started_before_the_job_records_the_gpus_ray_assig
     script.write_text(GPU_DRIVER)
     traces = tmp_path / "traces"
     result = subprocess.run(
-        [sys.executable, str(script), started_cluster, str(traces)],
+        [sys.executable, str(script), started_cluster.address, str(traces)],
         env=clean_environment(),
         capture_output=True,
         text=True,
@@ -251,3 +260,92 @@ def test_an_actor_on_a_cluster_started_before_the_job_records_the_gpus_ray_assig
         RESOURCE_GPU_IDS: {"arrayValue": {"values": [{"stringValue": gpu} for gpu in told["gpus"]]}}
     }
     assert held_in(traces, told["driver"]) == {}  # told nothing: Ray's ids are the workers'
+
+
+CARRIERLESS_DRIVER = textwrap.dedent(
+    """
+    import json, os, sys, time
+    import ray
+    import instrument
+    from instrument import RLSpanGroup, accepts_trace_context, iteration_scope, managed_span, umbrella_span
+
+    address, trace_dir, temp_dir = sys.argv[1:4]
+    instrument.configure(service_name="driver", span_groups="all", exporter="otlp-file", path=trace_dir)
+    if address == "start":
+        ray.init(num_cpus=1, num_gpus=4, include_dashboard=False, logging_level="ERROR", _temp_dir=temp_dir)
+    else:
+        ray.init(address=address, logging_level="ERROR")
+
+
+    @ray.remote(num_cpus=0, num_gpus=1)
+    class Policy:  # never calls instrument.configure(), and no call hands it a carrier
+        @accepts_trace_context
+        def train(self, step):
+            with managed_span(RLSpanGroup.POLICY_UPDATE, "rl.toy.policy_update"):
+                time.sleep(0.01)
+            return os.getpid(), step
+
+
+    policies = [Policy.remote() for _ in range(4)]
+    answers = []
+    with umbrella_span(RLSpanGroup.U_JOB, "rl.toy.job"):
+        for step in range(1, 3):
+            with iteration_scope(step), umbrella_span(RLSpanGroup.U_STEP, "rl.toy.step"):
+                refs = [policy.train.options(name="train").remote(step) for policy in policies[:2]]  # the issue's
+                refs += [policy.train.remote(step) for policy in policies[2:]]  # and the bare call
+                answers += ray.get(refs)
+    instrument.shutdown()
+    print(json.dumps({"workers": sorted({pid for pid, _ in answers}), "steps": sorted(step for _, step in answers)}))
+    os._exit(0)  # as jobs end: the workers' spans must be in their files already
+    """
+)
+
+
+def run_carrierless_driver(tmp_path: Path, address: str) -> tuple[Path, list[int]]:
+    """Run the driver whose actors get no carrier; the folder of traces it left and its workers' pids. The job
+    itself must come through whole: exit 0, every step of every worker answered."""
+    script = tmp_path / "carrierless_driver.py"
+    script.write_text(CARRIERLESS_DRIVER)
+    traces = tmp_path / "traces"
+    temp_dir = tempfile.mkdtemp(prefix="rc", dir="/tmp")  # short: Ray's socket paths must fit in 107 bytes
+    result = subprocess.run(
+        [sys.executable, str(script), address, str(traces), temp_dir],
+        env=clean_environment(),
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    told = json.loads(result.stdout.splitlines()[-1])
+    assert len(told["workers"]) == 4 and told["steps"] == [1, 1, 1, 1, 2, 2, 2, 2]
+    return traces, told["workers"]
+
+
+def test_workers_called_without_a_carrier_on_a_cluster_the_job_starts_are_recorded_gpus_and_all(tmp_path):
+    # ray.init() after configure(): the workers inherit the driver's GOODPUT_* variables, so they record from those.
+    traces, workers = run_carrierless_driver(tmp_path, "start")
+    spans = spans_of(traces)
+    trained = [row for row in spans if row["name"] == "rl.toy.policy_update"]
+    assert len(trained) == 4 * 2
+    assert all(row["service"] == "Policy" and row["parent_span_id"] is None for row in trained)  # roots of their own
+    assert {row["run_id"] for row in spans} == {row["run_id"] for row in spans if row["service"] == "driver"}
+    assert sorted(path.name for path in traces.iterdir() if path.name.startswith("Policy-")) == sorted(
+        f"Policy-{socket.gethostname()}-{pid}.otlp" for pid in workers
+    )
+    report = invoke(["report", str(traces), "--format", "json"])
+    assert report.exit_code == 0, report.output
+    assert json.loads(report.stdout)["gpus"]["count"] == 4  # each worker's ray.get_gpu_ids(), one GPU apiece
+
+
+def test_workers_called_without_a_carrier_on_a_cluster_started_before_the_job_say_so_once(tmp_path, started_cluster):
+    # No variable of the driver reaches these workers and no carrier comes: nothing can be recorded, and each says so.
+    traces, workers = run_carrierless_driver(tmp_path, started_cluster.address)
+    assert [path.name for path in traces.iterdir() if not path.name.startswith("driver-")] == []
+    logs = started_cluster.temp_dir / "session_latest" / "logs"
+    for pid in workers:
+        (err,) = logs.glob(f"worker-*-{pid}.err")
+        said = [line for line in err.read_text().splitlines() if "goodput" in line]
+        assert len(said) == 1, said  # once, though the worker was called twice
+        assert "Policy.train was called with no goodput trace carrier" in said[0]
+        assert "nothing of this worker is recorded" in said[0]

@@ -3,13 +3,15 @@
 A training job spreads over a driver, Ray workers and forked helpers; if they shared one file their records would
 interleave and the file would not parse. So each process resolves its own file at its first export (`trace_file_path`),
 opens it only then (a process that exports nothing leaves no file), and writes each batch as one record under a lock.
-Write failures are logged and reported as FAILURE, never raised: a full disk must not stop the training loop.
+Write failures are logged once, counted and reported as FAILURE, never raised: a full disk must not stop the training
+loop, nor fill its log.
 """
 
 from __future__ import annotations
 
 import abc
 import contextlib
+import json
 import os
 import pathlib
 import re
@@ -19,10 +21,14 @@ import sys
 import threading
 import weakref
 from collections.abc import Sequence
-from typing import IO, Any
+from typing import IO
 
+from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from opentelemetry.trace import SpanContext
+from opentelemetry.util.types import AttributeValue
 
 from ._log import logger
 from .wire import ENV_TRACE_OWNER_PID, OTEL_EXPORTER_OTLP_PROTOCOL, OTEL_EXPORTER_OTLP_TRACES_PROTOCOL
@@ -76,9 +82,14 @@ _live_exporters: weakref.WeakSet[_LazyFileExporter] = weakref.WeakSet()
 class _LazyFileExporter(SpanExporter, abc.ABC):
     """Shared life cycle of the file exporters: resolve and open on the first non-empty batch, one record per batch.
 
-    Subclasses say how to open the file (`_open`) and how to write one batch (`_write_batch`); this class owns the
-    lock, the error handling and shutdown. A batch that fails part-way is cut off the file again, so a write error
-    leaves no torn record in the middle of a file (readers only tolerate a torn *final* record).
+    Subclasses say how to encode one batch as one record (`_encode`); this class owns the file, the lock, the error
+    handling and shutdown. A batch that fails part-way is cut off the file again, so a write error leaves no torn
+    record in the middle of a file (readers only tolerate a torn *final* record).
+
+    A write that fails (a full disk, a folder that cannot be made) is logged once, with its cause and no traceback,
+    and the spans of every batch not written are counted (`spans_not_written`, logged by `shutdown()`): a job that
+    fills its disk would otherwise log a line per batch for the rest of its run. Later batches are still tried, so
+    a trace goes on once there is room again.
     """
 
     suffix = ""
@@ -88,9 +99,12 @@ class _LazyFileExporter(SpanExporter, abc.ABC):
         self._service_name = service_name
         self._created_pid = os.getpid()
         self._lock = threading.Lock()
-        self._file: IO[Any] | None = None
+        self._file: IO[bytes] | None = None
         self._file_path: pathlib.Path | None = None
         self._is_shut_down = False
+        self.spans_not_written = 0
+        self._first_failure: str | None = None
+        self._prepared: tuple[int, pathlib.Path] | None = None  # (pid, the file `prepare` resolved for it)
         _live_exporters.add(self)
 
     @property
@@ -98,49 +112,93 @@ class _LazyFileExporter(SpanExporter, abc.ABC):
         """The file this process writes, or None until the first span has been exported."""
         return self._file_path
 
+    def prepare(self, resource: Resource | None = None) -> None:
+        """Pay now what the first export would pay on the job's clock (configure() calls this): importing and first
+        using the encoder (tens of milliseconds: `bench/instrument.py`), on a span of `resource`, and resolving the
+        file's name. The folder and the file are still made by the first export, so a process that exports nothing
+        leaves nothing on disk. Never raises: what fails here fails again at the first export, reported there."""
+        try:
+            self._encode([_sample_span(resource)])
+            self._prepared = (os.getpid(), self._resolve_path())
+        except Exception:
+            logger.debug("goodput: preparing the %s exporter failed", self.suffix, exc_info=True)
+
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        """Append `spans` as one record; FAILURE (logged, never raised) after shutdown or on a write error."""
+        """Append `spans` as one record; FAILURE (counted, logged once, never raised) after shutdown or on an error."""
         if not spans:
             return SpanExportResult.SUCCESS
         with self._lock:
             if self._is_shut_down:
                 logger.debug("goodput: %d spans exported after shutdown were dropped", len(spans))
                 return SpanExportResult.FAILURE
+            try:
+                record = self._encode(spans)
+            except Exception as error:  # an encoding bug must not reach the training loop either
+                self._not_written(len(spans), f"could not encode them ({type(error).__name__}: {error})", error)
+                return SpanExportResult.FAILURE
+            if not record:
+                return SpanExportResult.SUCCESS
             size_before = None
             try:
                 if self._file is None:
                     self._open_file()
                 assert self._file is not None
                 size_before = os.fstat(self._file.fileno()).st_size
-                self._write_batch(spans)
+                self._file.write(record)
+                self._file.flush()
             except OSError as error:
-                where = self._file_path or self._target
-                logger.warning("goodput: could not write %s to %s: %s", _spans(len(spans)), where, error)
+                self._not_written(len(spans), str(error))
                 if size_before is not None:
                     self._discard_file(size_before)
-                return SpanExportResult.FAILURE
-            except Exception:  # an encoding bug must not reach the training loop either
-                logger.exception("goodput: could not encode %s for %s", _spans(len(spans)), self._file_path)
                 return SpanExportResult.FAILURE
         return SpanExportResult.SUCCESS
 
     def shutdown(self) -> None:
-        """Close the file; later exports return FAILURE. Safe to call twice."""
+        """Close the file and say how many spans were not written; later exports return FAILURE. Safe twice."""
         with self._lock:
+            if self._is_shut_down:
+                return
             self._is_shut_down = True
             self._close_file()
+            if self.spans_not_written:
+                count = self.spans_not_written
+                logger.warning(
+                    "goodput: %s of this process %s not written to %s (%s)",
+                    _spans(count), "was" if count == 1 else "were", self._where(), self._first_failure,
+                )  # fmt: skip
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         """Nothing to do: every record is flushed as it is written."""
         return True
 
-    def _open_file(self) -> None:
+    def _not_written(self, count: int, cause: str, error: BaseException | None = None) -> None:
+        """Count `count` spans lost; the first loss is logged with its cause (with the traceback only for an encoding
+        bug, which is ours), later ones only at debug level."""
+        self.spans_not_written += count
+        if self._first_failure is not None:
+            logger.debug("goodput: %s not written to %s: %s", _spans(count), self._where(), cause)
+            return
+        self._first_failure = cause
+        logger.warning(
+            "goodput: could not write %s to %s: %s; the job goes on, and spans that cannot be written are dropped "
+            "and counted (shutdown() says how many)",
+            _spans(count), self._where(), cause, exc_info=error,
+        )  # fmt: skip
+
+    def _where(self) -> pathlib.Path | str | os.PathLike[str]:
+        return self._file_path or self._target
+
+    def _resolve_path(self) -> pathlib.Path:
         forked = os.getpid() != self._created_pid
-        path = trace_file_path(
+        return trace_file_path(
             self._target, self.suffix, self._service_name, owner_pid=self._created_pid if forked else None
         )
+
+    def _open_file(self) -> None:
+        prepared, self._prepared = self._prepared, None  # once: a reopen after a failed write resolves it again
+        path = prepared[1] if prepared is not None and prepared[0] == os.getpid() else self._resolve_path()
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = self._open(path)
+        self._file = open(path, "ab")  # noqa: SIM115 - closed by shutdown() or after a failed write
         self._file_path = path
 
     def _discard_file(self, size_before: int) -> None:
@@ -161,18 +219,27 @@ class _LazyFileExporter(SpanExporter, abc.ABC):
                     logger.warning("goodput: closing %s failed, its last spans may be lost: %s", self._file_path, error)
 
     def _reset_after_fork(self) -> None:
-        """In a forked child: forget the parent's file and lock, so the child resolves and opens a file of its own."""
+        """In a forked child: forget the parent's file, lock and losses, so the child resolves and opens a file of
+        its own and counts only what it loses itself."""
         self._lock = threading.Lock()
         self._file = None  # the parent's file object; every record was flushed, so dropping it loses nothing
         self._file_path = None
+        self.spans_not_written = 0
+        self._first_failure = None
 
     @abc.abstractmethod
-    def _open(self, path: pathlib.Path) -> IO[Any]:
-        """Open `path` for appending in the format's mode."""
+    def _encode(self, spans: Sequence[ReadableSpan]) -> bytes:
+        """`spans` as one record of the format, ready to append; empty when there is nothing to write."""
 
-    @abc.abstractmethod
-    def _write_batch(self, spans: Sequence[ReadableSpan]) -> None:
-        """Write `spans` to the open file as one record and flush it."""
+
+def _sample_span(resource: Resource | None) -> ReadableSpan:
+    """A finished span of `resource` shaped as a job's are (a group, an iteration, a bucket), for `prepare`."""
+    context = SpanContext(trace_id=1, span_id=1, is_remote=False)
+    attributes: dict[str, AttributeValue] = {"rl.span_group": "step", "rl.iteration": 0, "rl.bucket": "productive"}
+    return ReadableSpan(
+        name="goodput.prepare", context=context, resource=resource or Resource.get_empty(), attributes=attributes,
+        start_time=1, end_time=2, instrumentation_scope=InstrumentationScope("goodput.prepare"),
+    )  # fmt: skip
 
 
 def _reset_exporters_after_fork() -> None:
@@ -194,53 +261,31 @@ class FramedProtobufFileExporter(_LazyFileExporter):
 
     suffix = ".otlp"
 
-    def _open(self, path: pathlib.Path) -> IO[Any]:
-        return open(path, "ab")
-
-    def _write_batch(self, spans: Sequence[ReadableSpan]) -> None:
+    def _encode(self, spans: Sequence[ReadableSpan]) -> bytes:
         from .otlp_encode import encode_request
 
         message = encode_request(spans)
-        assert self._file is not None
-        self._file.write(struct.pack(">I", len(message)) + message)
-        self._file.flush()
+        return struct.pack(">I", len(message)) + message
 
 
 class JsonLinesFileExporter(_LazyFileExporter):
     """OTLP JSON Lines: one `{"resourceSpans": ...}` object per line, ids in hex, as the OTLP file exporter spec says.
 
-    The encoding is the official `opentelemetry-exporter-otlp-json-file` exporter's, writing into a stream we open
-    lazily; this class only adds the per-process file, the lazy open and the error handling around it.
+    The line is the official `opentelemetry-exporter-otlp-json-file` exporter's: its encoder
+    (`opentelemetry-exporter-otlp-json-common`, which it depends on) and its compact `json.dumps`. The write is ours,
+    as for the framed files: that exporter logs a traceback for every batch a full disk refuses, and its package
+    imports its metrics exporter too, a tenth of a second of a first export (`bench/instrument.py`).
     """
 
     suffix = ".jsonl"
 
-    def __init__(self, path: str | os.PathLike[str] | None = None, *, service_name: str = "unknown_service") -> None:
-        super().__init__(path, service_name=service_name)
-        self._json_exporter: SpanExporter | None = None
+    def _encode(self, spans: Sequence[ReadableSpan]) -> bytes:
+        from opentelemetry.exporter.otlp.json.common.trace_encoder import encode_spans
 
-    def _open(self, path: pathlib.Path) -> IO[Any]:
-        from opentelemetry.exporter.otlp.json.file import FileSpanExporter
-
-        stream = open(path, "a", encoding="utf-8", newline="\n")  # noqa: SIM115 - closed by the exporter's shutdown
-        self._json_exporter = FileSpanExporter(stream=stream)
-        return stream
-
-    def _write_batch(self, spans: Sequence[ReadableSpan]) -> None:
-        assert self._json_exporter is not None
-        # The official exporter writes one line and flushes; it logs its own exceptions and only reports FAILURE.
-        if self._json_exporter.export(spans) is not SpanExportResult.SUCCESS:
-            raise OSError("the OTLP JSON file exporter reported a failed write")
-
-    def _close_file(self, quiet: bool = False) -> None:
-        json_exporter, self._json_exporter = self._json_exporter, None
-        if json_exporter is not None:
-            json_exporter.shutdown()  # it does not own the stream, so this only marks it shut down
-        super()._close_file(quiet)
-
-    def _reset_after_fork(self) -> None:
-        self._json_exporter = None
-        super()._reset_after_fork()
+        data = encode_spans(spans)
+        if not data.resource_spans:
+            return b""
+        return (json.dumps(data.to_dict(), separators=(",", ":")) + "\n").encode("utf-8")
 
 
 def _otlp_collector_exporter() -> SpanExporter:

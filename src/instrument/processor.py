@@ -48,6 +48,7 @@ class CountingBatchSpanProcessor(BatchSpanProcessor):
     def __init__(self, exporter: SpanExporter, *, flush_on_step: bool = False, **kwargs: Any) -> None:
         super().__init__(exporter, **kwargs)
         self.flush_on_step = flush_on_step
+        self._span_exporter = exporter
         self.dropped = 0
         self._capacity = kwargs.get("max_queue_size") or DEFAULT_MAX_QUEUE_SIZE
         self._queue = getattr(self._batch_processor, "_queue", None)
@@ -67,6 +68,12 @@ class CountingBatchSpanProcessor(BatchSpanProcessor):
                 self._wake_writer()
         elif IN_DISPATCHED_CALL.get():
             self._wake_writer()
+
+    @property
+    def not_written(self) -> int:
+        """Spans the exporter could not write (the file exporters count them: `exporters`); 0 for another one."""
+        count = getattr(self._span_exporter, "spans_not_written", 0)
+        return count if isinstance(count, int) else 0
 
     def _wake_writer(self) -> None:
         if self._writer is None or self._writer_pid != os.getpid():  # none yet, or the parent's before a fork

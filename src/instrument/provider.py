@@ -24,6 +24,7 @@ from opentelemetry.sdk.trace.export import SpanExporter
 from ._log import logger, warn_once
 from .gpus import GpuSpec, with_holdings
 from .groups import EveryGroupBut, group_gate, resolve_span_groups
+from .process_start import process_creation_time
 from .processor import DEFAULT_MAX_QUEUE_SIZE, CountingBatchSpanProcessor
 from .wire import (
     BAGGAGE_EXPORTER,
@@ -45,6 +46,7 @@ from .wire import (
     OTEL_RESOURCE_ATTRIBUTES,
     OTEL_SERVICE_NAME,
     OTEL_TRACES_EXPORTER,
+    RESOURCE_PROCESS_CREATION_TIME,
     RESOURCE_RUN_ID,
     RL_ITERATION_ATTR,
 )
@@ -179,6 +181,8 @@ def _resource(service_name: str | None, resource_attributes: Mapping[str, Any] |
         attributes["service.name"] = ray_worker_name() or "goodput"
     attributes.update(resource_attributes or {})
     resource = Resource.create(attributes)
+    if RESOURCE_PROCESS_CREATION_TIME not in resource.attributes:  # the job's own value (argument or OTEL_*) wins
+        resource = resource.merge(Resource({RESOURCE_PROCESS_CREATION_TIME: process_creation_time()}))
     if "service.instance.id" not in (resource_attributes or {}) and "service.instance.id=" not in os.environ.get(
         OTEL_RESOURCE_ATTRIBUTES, ""
     ):
@@ -328,7 +332,10 @@ def configure(
     provider.add_span_processor(_IterationStampProcessor())
     # A file is written in this process, at the cost of an encode and a write a step: a crash then loses at most the
     # step in progress. An exporter to a Collector keeps the SDK's batching (a network round trip a step is not).
-    on_step = isinstance(span_exporter, (FramedProtobufFileExporter, JsonLinesFileExporter))
+    on_step = False
+    if isinstance(span_exporter, (FramedProtobufFileExporter, JsonLinesFileExporter)):
+        on_step = True
+        span_exporter.prepare(provider.resource)  # what the first step's end would pay (the encoder), paid here
     processor = CountingBatchSpanProcessor(span_exporter, flush_on_step=on_step, **_batch_settings())
     provider.add_span_processor(processor)
 
@@ -378,8 +385,10 @@ def force_flush(timeout_millis: int = 30_000) -> bool:
 
 
 def dropped_spans() -> int:
-    """Spans lost to a full export queue since the last `configure`."""
-    return STATE.processor.dropped if STATE.processor is not None else 0
+    """Spans lost since the last `configure`: dropped by a full export queue, or not written (a write that failed:
+    a full disk; the file exporters count them)."""
+    processor = STATE.processor
+    return processor.dropped + processor.not_written if processor is not None else 0
 
 
 atexit.register(shutdown)

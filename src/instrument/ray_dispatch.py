@@ -27,7 +27,7 @@ from .context import (
 )
 from .processor import IN_DISPATCHED_CALL, flush_ended_spans
 from .provider import STATE
-from .worker_setup import configure_from_carrier, service_name_of
+from .worker_setup import configure_from_carrier, configure_without_carrier, service_name_of
 
 __all__ = [
     "TRACE_CARRIER_KWARG",
@@ -146,10 +146,11 @@ def accepts_trace_context(method: _F) -> _F:
     and the carrier is declared on the wrapper's own `__signature__`. Either stacking order works.
     """
     service = service_name_of(method)
+    name = getattr(method, "__qualname__", service)
     wrapper = wrap_in_context(
         method,
-        lambda kwargs: _dispatched_call(_carrier_parent(kwargs, service)),
-        lambda kwargs: nullcontext(functools.partial(_dispatched_call, _carrier_parent(kwargs, service))),
+        lambda kwargs: _dispatched_call(_carrier_parent(kwargs, service, name)),
+        lambda kwargs: nullcontext(functools.partial(_dispatched_call, _carrier_parent(kwargs, service, name))),
     )
     functools.update_wrapper(wrapper, method)
     del wrapper.__wrapped__  # type: ignore[attr-defined]
@@ -161,12 +162,15 @@ def accepts_trace_context(method: _F) -> _F:
     return cast(_F, wrapper)
 
 
-def _carrier_parent(kwargs: dict[str, Any], service: str) -> Any | None:
-    """Pop the carrier out of a call's kwargs and return the context it names, if any; a process that was never
-    configured is configured like the caller first (`worker_setup`)."""
+def _carrier_parent(kwargs: dict[str, Any], service: str, method: str) -> Any | None:
+    """Pop the carrier out of a call's kwargs and return the context it names, if any. A Ray worker that was never
+    configured is configured like the caller first, else from the job's settings in its environment, else says once
+    that it records nothing (`worker_setup`)."""
     parent = remote_trace_parent(kwargs.pop(TRACE_CARRIER_KWARG, None))
-    if parent is not None and STATE.provider is None:
-        configure_from_carrier(parent, service)
+    if STATE.provider is None:
+        if parent is not None:
+            configure_from_carrier(parent, service)
+        configure_without_carrier(service, method)  # nothing once configured above
     return parent
 
 

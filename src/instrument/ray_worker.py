@@ -19,6 +19,14 @@ def _ray_of_a_worker() -> Any | None:
     return ray if worker_module.global_worker.mode == worker_module.WORKER_MODE else None
 
 
+def is_ray_worker() -> bool:
+    """Whether this process is a Ray worker (an actor or a task), read without importing Ray."""
+    try:
+        return _ray_of_a_worker() is not None
+    except Exception:  # a Ray without these internals
+        return False
+
+
 def ray_worker_name() -> str | None:
     """The class of the Ray actor, or the function of the Ray task, this process runs; None elsewhere.
 

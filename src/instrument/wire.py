@@ -24,6 +24,8 @@ RL_CHECKPOINT_ASYNC_ATTR = RL_CHECKPOINT_ASYNC_SAVE_ATTR  # NeMo-RL's name for i
 
 RESOURCE_RUN_ID = "goodput.run.id"  # the attempt a process belongs to (SPEC section 7)
 NEMO_RUN_ID = "nemo.run.id"  # what NeMo-RL's nemo-lens sets instead
+# OpenTelemetry's own (ISO 8601): the process's start, so an attempt's extent reaches back to it (SPEC section 7).
+RESOURCE_PROCESS_CREATION_TIME = "process.creation.time"
 # What a process holds (SPEC section 12): its GPUs' ids on its host.name, else a count of GPUs of its own; its fleet.
 RESOURCE_GPU_IDS = "goodput.gpu.ids"
 RESOURCE_GPUS = "goodput.gpus"

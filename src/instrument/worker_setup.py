@@ -6,6 +6,11 @@ environment of whoever started it, so there the choice travels with each trace c
 (`wire.BAGGAGE_*`): a worker that never called `configure()` is configured from the first carrier it receives,
 under the name of its actor class or task function. What the worker holds (its GPUs, its fleet) never travels:
 configure() reads it in the worker itself, from Ray's ids or the worker's own `GOODPUT_GPUS` (`gpus.py`).
+
+A decorated method called with no carrier (a bare `.remote()`, an `.options(...).remote()`) has nothing to follow:
+the worker is then configured from the job's settings in its environment where a cluster the job started put them
+there (its spans are roots of their own trace), and otherwise says once, in its log, that nothing of it is recorded
+and why: a worker silently left out would make the job look smaller than it is (its GPUs uncounted).
 """
 
 from __future__ import annotations
@@ -17,16 +22,28 @@ from typing import Any
 from opentelemetry import baggage
 
 from ._log import logger, warn_once
+from .ray_worker import is_ray_worker
 from .wire import (
     BAGGAGE_EXPORTER,
     BAGGAGE_RUN_ID,
     BAGGAGE_SPAN_GROUPS,
     BAGGAGE_TRACE_OWNER,
     BAGGAGE_TRACE_PATH,
+    ENV_EXPORTER,
+    ENV_RUN_ID,
+    ENV_SPAN_GROUPS,
     ENV_TRACE_OWNER_PID,
+    ENV_TRACE_PATH,
 )
 
 _adopt_lock = threading.Lock()
+
+# What configure() leaves in the environment of the processes a job starts (it always writes the groups and the run
+# id): a worker that finds one of them is a worker of a cluster the job started, or one given the job's settings.
+_JOB_SETTINGS = (ENV_SPAN_GROUPS, ENV_RUN_ID, ENV_EXPORTER, ENV_TRACE_PATH)
+
+# The process (by pid) that found no carrier and no settings and said so: later calls skip the look.
+_said_unrecorded_pid = 0
 
 
 def service_name_of(function: Any) -> str:
@@ -70,3 +87,34 @@ def configure_from_carrier(context: Any, service_name: str) -> None:
             except Exception:
                 warn_once("configure-from-carrier", "goodput: could not configure this worker like its caller")
                 logger.debug("goodput: configure from carrier failed", exc_info=True)
+
+
+def configure_without_carrier(service_name: str, method: str) -> None:
+    """In a Ray worker never configured, whose decorated `method` was called with no goodput set-up to follow (no
+    carrier, or one without goodput's baggage): configure it from the job's settings in its environment, else warn
+    once that nothing of this worker is recorded and why. Nothing in a driver or any other process, where a
+    decorated function called directly is the caller's own code. Never raises."""
+    global _said_unrecorded_pid
+    from .provider import STATE, configure
+
+    if STATE.provider is not None or _said_unrecorded_pid == os.getpid() or not is_ray_worker():
+        return
+    with _adopt_lock:
+        if STATE.provider is not None:  # another thread of this actor got here first
+            return
+        if not any(os.environ.get(name) for name in _JOB_SETTINGS):
+            _said_unrecorded_pid = os.getpid()
+            warn_once(
+                "no-carrier",
+                "goodput: %s was called with no goodput trace carrier (a bare .remote() or .options(...).remote(), "
+                "not dispatch_with_trace_context inside a recording span) and this worker's environment has none of "
+                "the job's GOODPUT_* settings (a cluster started before the job: ray start, ray job submit, KubeRay): "
+                "nothing of this worker is recorded until a call brings a carrier or it calls instrument.configure()",
+                method,
+            )  # fmt: skip
+            return
+        try:
+            configure(service_name=service_name)
+        except Exception:  # an exporter the environment names that this node cannot build, and no fallback
+            warn_once("configure-without-carrier", "goodput: could not configure this worker from its environment")
+            logger.debug("goodput: configure from the environment failed", exc_info=True)

@@ -381,12 +381,17 @@ class Linter(ast.NodeVisitor):
                      f"site with umbrella_{'span' if api == 'managed_span' else 'trace_fn'}() and {alias}")  # fmt: skip
 
     def _remote(self, node: ast.Call) -> None:
-        method = node.func.value if isinstance(node.func, ast.Attribute) else None
-        if isinstance(method, ast.Attribute):
-            call = f"dispatch_with_trace_context({ast.unparse(method)}, ...)"
+        handle = node.func.value if isinstance(node.func, ast.Attribute) else None
+        method, called = handle, ".remote()"
+        # `worker.generate.options(...).remote(...)`: the method is under the `.options` call (they may chain).
+        while isinstance(method, ast.Call) and isinstance(method.func, ast.Attribute) and method.func.attr == "options":
+            method, called = method.func.value, ".options(...).remote()"
+        if isinstance(method, ast.Attribute) and handle is not None:
+            call = f"dispatch_with_trace_context({ast.unparse(handle)}, ...)"
             finding = self.finding("undispatched-carrier", node, f"{method.attr} accepts a trace context "
-                                   "(@accepts_trace_context) but is called with .remote(): its spans start a trace "
-                                   f"of their own; call {call}")  # fmt: skip
+                                   f"(@accepts_trace_context) but is called with {called}: its spans start a trace "
+                                   "of their own, or are not recorded at all on a cluster started before the job; "
+                                   f"call {call}")  # fmt: skip
             self.cross_file.append(CrossFile(finding, method.attr))
 
     def _dispatched(self, node: ast.Call) -> None:
