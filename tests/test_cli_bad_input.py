@@ -7,11 +7,23 @@ iteration is an empty result with a note.
 from __future__ import annotations
 
 import json
+import re
+import struct
 
 import pytest
+import zstandard
 
 from conftest import WIDTHS, invoke, one_error_line
-from tracebuild import S, service_processes, step, three_steps, to_json_record, two_steps, write_trace
+from tracebuild import (
+    S,
+    service_processes,
+    step,
+    three_steps,
+    to_json_record,
+    to_request,
+    two_steps,
+    write_trace,
+)
 
 
 def test_query_needs_a_path_and_sql():
@@ -168,4 +180,167 @@ def test_an_error_in_a_pretty_printed_document_names_its_real_line_and_the_id_as
     assert result.exit_code == 2
     assert one_error_line(result.stderr) == (
         f"Error: {path}: line {line}: a span has spanId 'ABCDEF012345678Z', expected an 8-byte span id"
+    )
+
+
+# --- a corrupt record is named where it is, in the user's words -------------------------------------------------------
+
+BAD_TRACE_ID = "ZZZZ" + "0" * 28
+
+
+def _line_of(text: str, needle: str) -> int:
+    """The number of the (only) line of `text` holding `needle`."""
+    (line,) = [number for number, content in enumerate(text.splitlines(), 1) if needle in content]
+    return line
+
+
+def _snake_case(value):
+    """A record with proto field names (`resource_spans`, `string_value`), as proto3 JSON also writes it."""
+    if isinstance(value, dict):
+        return {re.sub(r"(?<!^)(?=[A-Z])", "_", key).lower(): _snake_case(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_snake_case(item) for item in value]
+    return value
+
+
+@pytest.mark.parametrize("names", ["otlp", "proto-field-names", "tempo-batches"])
+def test_a_bad_id_in_a_pretty_printed_document_is_named_at_its_own_line_not_where_its_text_first_occurs(
+    tmp_path, names
+):
+    """The resource holds an attribute with the very text of the bad trace id, lines before the span's."""
+    record = to_json_record([step("s1", 1, 0, 10), S("g", "rl.grpo.generation", 1, 2, parent="s1")],
+                            {"driver": {"service.name": "svc", "note": BAD_TRACE_ID}})  # fmt: skip
+    record["resourceSpans"][0]["scopeSpans"][0]["spans"][1]["traceId"] = BAD_TRACE_ID
+    key = "traceId"
+    if names == "proto-field-names":
+        record, key = _snake_case(record), "trace_id"
+    elif names == "tempo-batches":
+        record = {"batches": record["resourceSpans"]}
+    text = json.dumps(record, indent=2)
+    line = _line_of(text, f'"{key}": "{BAD_TRACE_ID}"')
+    assert text.index(BAD_TRACE_ID) < text.index(f'"{key}": "{BAD_TRACE_ID}"')  # the resource's comes first
+    path = tmp_path / "pretty.json"
+    path.write_text(text)
+    result = invoke(["report", str(path)], width=120)
+    assert result.exit_code == 2
+    assert one_error_line(result.stderr) == (
+        f"Error: {path}: line {line}: a span has traceId '{BAD_TRACE_ID}', expected a 16-byte trace id"
+    )
+
+
+def _three_spans() -> list[S]:
+    return [step("s1", 1, 0, 10), S("g", "rl.grpo.generation", 1, 2, parent="s1"), S("r", "rl.grpo.reward", 3, 4)]
+
+
+def _write_json(path, records: list[dict], shape: str) -> str:
+    """`records` as JSON Lines, or merged into one pretty-printed document; the text written."""
+    if shape == "jsonl":
+        text = "".join(json.dumps(record) + "\n" for record in records)
+    else:
+        text = json.dumps({"resourceSpans": [rs for record in records for rs in record["resourceSpans"]]}, indent=2)
+    path.write_text(text)
+    return text
+
+
+# Without the cache, JSON Lines are read by DuckDB alone first (`duckdb_json`), which hands a file it doubts to the
+# careful reader; the cache is filled by the careful reader alone. Both must word the error alike.
+@pytest.mark.parametrize("cache", [[], ["--no-cache"]])
+@pytest.mark.parametrize("shape", ["jsonl", "json-document"])
+def test_a_bad_span_time_is_named_at_its_own_line(tmp_path, shape, cache):
+    records = [to_json_record([span]) for span in _three_spans()]
+    records[2]["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["startTimeUnixNano"] = "soon"
+    path = tmp_path / f"run.{shape}"
+    line = _line_of(_write_json(path, records, shape), '"soon"')
+    assert line > 1
+    result = invoke(["report", str(path), *cache], width=120)
+    assert result.exit_code == 2
+    assert one_error_line(result.stderr) == (
+        f"Error: {path}: line {line}: a span has startTimeUnixNano 'soon', expected an integer count of nanoseconds"
+    )
+
+
+def test_a_bad_event_time_in_a_pretty_printed_document_is_named_at_its_own_line(tmp_path):
+    record = to_json_record(_three_spans())
+    span = record["resourceSpans"][0]["scopeSpans"][0]["spans"][1]
+    span["events"] = [{"timeUnixNano": str(10**18), "name": "ok"}, {"timeUnixNano": "later", "name": "exception"}]
+    path = tmp_path / "events.json"
+    path.write_text(text := json.dumps(record, indent=2))
+    result = invoke(["query", str(path), "SELECT count(*) FROM spans"], width=120)
+    assert result.exit_code == 2
+    assert one_error_line(result.stderr) == (
+        f"Error: {path}: line {_line_of(text, 'later')}: a span event has timeUnixNano 'later', expected an integer "
+        "count of nanoseconds"
+    )
+
+
+def _corrupt_int(record: dict, where: str, key: str = "tokens", value="notanint") -> None:
+    """Give `record` an attribute `key` whose intValue is `value`: on its second span, its resource or an event."""
+    resource_spans = record["resourceSpans"][0]
+    entry = {"key": key, "value": {"intValue": value}}
+    if where == "resource":
+        resource_spans["resource"]["attributes"].append(entry)
+    elif where == "event":
+        resource_spans["scopeSpans"][0]["spans"][1]["events"] = [{"name": "e", "attributes": [entry]}]
+    else:
+        resource_spans["scopeSpans"][0]["spans"][1]["attributes"].append(entry)
+
+
+EXPECTED_INT = "expected a 64-bit integer (as a string or a number)"
+
+
+@pytest.mark.parametrize("cache", [[], ["--no-cache"]])
+@pytest.mark.parametrize(
+    ("shape", "where", "key", "value", "said"),
+    [
+        ("jsonl", "span", "tokens", "notanint", "attribute 'tokens' has intValue 'notanint'"),
+        ("jsonl", "span", "rl.iteration", "3x", "attribute 'rl.iteration' has intValue '3x'"),
+        ("jsonl", "span", "tokens", 1.5, "attribute 'tokens' has intValue '1.5'"),
+        ("jsonl", "span", "tokens", "99999999999999999999", "attribute 'tokens' has intValue '99999999999999999999'"),
+        ("jsonl", "resource", "process.pid", "pid-7", "attribute 'process.pid' has intValue 'pid-7'"),
+        ("json-document", "span", "tokens", "notanint", "attribute 'tokens' has intValue 'notanint'"),
+        ("json-document", "resource", "gpu.count", "two", "attribute 'gpu.count' has intValue 'two'"),
+    ],
+)
+def test_an_int_value_that_is_no_integer_is_an_error_naming_the_attribute_and_its_line(
+    tmp_path, shape, where, key, value, said, cache
+):
+    """Not an attribute quietly left empty (which would drop a span's iteration without a word): corruption before
+    the end of a file is an error (SPEC section 3), for DuckDB's direct read and the careful reader alike."""
+    records = [to_json_record(_three_spans()[:1]), to_json_record(_three_spans()[1:])]  # the second: line 2 of JSONL
+    _corrupt_int(records[1], where, key, value)
+    path = tmp_path / f"run.{shape}"
+    text = _write_json(path, records, shape)
+    line = _line_of(text, json.dumps(value)) if shape == "json-document" else 2
+    result = invoke(["report", str(path), *cache], width=120)
+    assert result.exit_code == 2
+    suffix = ", in a resource" if where == "resource" else ""
+    assert one_error_line(result.stderr) == f"Error: {path}: line {line}: {said}, {EXPECTED_INT}{suffix}"
+
+
+def test_an_int_value_that_is_no_integer_in_an_event_is_named_when_events_are_read(tmp_path):
+    record = to_json_record(_three_spans())
+    _corrupt_int(record, "event")
+    path = tmp_path / "events.json"
+    path.write_text(text := json.dumps(record, indent=2))
+    result = invoke(["query", str(path), "SELECT count(*) FROM spans"], width=120)
+    assert result.exit_code == 2
+    assert one_error_line(result.stderr) == (
+        f"Error: {path}: line {_line_of(text, 'notanint')}: attribute 'tokens' has intValue 'notanint', "
+        f"{EXPECTED_INT}, in an event"
+    )
+
+
+@pytest.mark.parametrize("compression", ["plain", "zstd"])
+def test_a_corrupt_protobuf_record_says_what_was_expected_not_the_readers_own_class(tmp_path, compression):
+    good = to_request(_three_spans()).SerializeToString()
+    garbage = b"\xff" * 40
+    framed = b"".join(struct.pack(">I", len(body)) + body for body in (good, garbage, good))
+    path = tmp_path / ("run.otlp.zst" if compression == "zstd" else "run.otlp")
+    path.write_bytes(zstandard.ZstdCompressor().compress(framed) if compression == "zstd" else framed)
+    result = invoke(["report", str(path)], width=120)
+    assert result.exit_code == 2
+    where = f"byte {4 + len(good)}" + (" of the decompressed content" if compression == "zstd" else "")
+    assert one_error_line(result.stderr) == (
+        f"Error: {path}: {where}: record of 40 bytes is not an OTLP protobuf trace record (a TracesData or "
+        "ExportTraceServiceRequest message): wire format was corrupt"
     )

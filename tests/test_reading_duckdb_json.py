@@ -198,6 +198,12 @@ def one_span_line(**changes) -> dict:
     return {"resourceSpans": [{"resource": {"attributes": []}, "scopeSpans": [{"spans": [span]}]}]}
 
 
+def with_resource_attribute(key: str, value: dict) -> dict:
+    line = one_span_line()
+    line["resourceSpans"][0]["resource"]["attributes"].append({"key": key, "value": value})
+    return line
+
+
 HANDED_OVER = {
     "snake-case": b'{"resource_spans": [{"scope_spans": [{"spans": [{"trace_id": "' + b"ab" * 16 + b'"}]}]}]}\n',
     "no-resource-spans": json.dumps(one_span_line()).encode() + b'\n{"resourceLogs": []}\n',
@@ -213,6 +219,13 @@ HANDED_OVER = {
     ).encode()
     + b"\n",
     "time-with-exponent": json.dumps(one_span_line(startTimeUnixNano=1.7e18)).encode() + b"\n",
+    # An intValue that is no integer, in an attribute the accounting does not even read: the careful reader's error.
+    "int-value-not-an-int": json.dumps(
+        one_span_line(attributes=[{"key": "tokens", "value": {"intValue": "notanint"}}])
+    ).encode()
+    + b"\n",
+    "resource-int-value-past-64-bits": json.dumps(with_resource_attribute("n", {"intValue": "9" * 20})).encode()
+    + b"\n",
     "torn-tail": json.dumps(one_span_line()).encode() + b'\n{"resourceSpans": [{"scop',
     "not-utf8": json.dumps(one_span_line(name="caf\u00e9"), ensure_ascii=False).encode().replace(b"\xc3\xa9", b"\xe9")
     + b"\n",
@@ -250,6 +263,8 @@ def test_a_handed_over_file_still_loads_as_the_careful_reader_reads_it(tmp_path,
         ("not-utf8", "not a trace file"),
         ("short-id", "line 1: a span has spanId 'abcd'"),
         ("no-span", "not a trace file"),
+        ("int-value-not-an-int", "line 1: attribute 'tokens' has intValue 'notanint', expected a 64-bit integer"),
+        ("resource-int-value-past-64-bits", f"line 1: attribute 'n' has intValue '{'9' * 20}', expected a 64-bit"),
     ],
 )
 def test_report_without_cache_words_bad_json_lines_as_the_careful_reader_does(tmp_path, name, message):

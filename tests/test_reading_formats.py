@@ -839,6 +839,47 @@ def test_missing_or_unreadable_path_is_an_input_error(tmp_path):
             plan_chunks(str(locked))
 
 
+CUT_BEFORE_FIRST = "the file was cut before its first complete record, so nothing in it is read"
+KILLED = "(the file was cut short, by a job or Collector still writing or killed)"
+
+
+def _one_record_cut(tmp_path: Path, name: str) -> Path:
+    """A file of one record (of 40 spans with random-looking text, so that it compresses little), cut at two
+    thirds: a job killed while it wrote its first export."""
+    spans = [S(f"s{i}", "rl.grpo.generation", i, i + 1, attrs={"blob": hex_id(f"blob{i}", 64) * 32}) for i in range(40)]
+    base, _, compression = name.partition(".")[2].partition(".")
+    plain = write_trace(tmp_path / "whole", spans, "framed" if base == "otlp" else "jsonl").read_bytes()
+    data = {"gz": gzip.compress, "zst": COMPRESSIONS["zstd"], "": lambda data: data}[compression](plain)
+    path = tmp_path / name
+    path.write_bytes(data[: len(data) * 2 // 3])
+    return path
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("run.jsonl", "truncated final record at byte 0 (line 1) skipped (no newline and not valid JSON): {cut}"),
+        ("run.otlp", "truncated final record at byte 0 skipped (length {length} bytes, only {present} present): {cut}"),
+        ("run.jsonl.zst", "the zstd stream ends inside its last frame {killed} before its first complete record, so "
+                          "nothing in it is read"),
+        ("run.otlp.gz", "the gzip stream ends inside its last member {killed} before its first complete record, so "
+                        "nothing in it is read"),
+    ],
+)  # fmt: skip
+def test_a_file_cut_before_its_first_complete_record_says_so_and_is_skipped(tmp_path, name, expected):
+    """SPEC 3's torn final record with nothing before it: skipped with one warning that says nothing was read (not
+    "the records before the cut are used", of which there are none), not an error: one worker killed in its first
+    export must not fail a report of the whole run."""
+    path = _one_record_cut(tmp_path, name)
+    length = struct.unpack(">I", (tmp_path / "whole").read_bytes()[:4])[0]
+    result = invoke(["report", str(path), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    warnings = [line for line in result.stderr.splitlines() if str(path) in line]
+    text = expected.format(cut=CUT_BEFORE_FIRST, killed=KILLED, length=length, present=path.stat().st_size - 4)
+    assert warnings == [f"{path}: {text}"]
+    assert json.loads(result.stdout)["iterations"] == []
+
+
 def test_an_unterminated_line_that_is_no_record_is_not_a_trace(tmp_path):
     """Only the torn start of a trace record is a truncated final record; other text without a newline is not."""
     (tmp_path / "note.txt").write_bytes(b"{ this is not JSON")

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 
+import duckdb
 import pytest
 
 from conftest import invoke
+from rollup.read.values import host_pid, host_pid_sql, process_key, process_key_sql
 from tracebuild import S, write_trace
 
 RUN = "grpo-20261130-abc123"
@@ -97,3 +99,64 @@ def test_a_host_without_a_pid_and_neither_under_one_service_are_two_processes(tm
     path = write_trace(tmp_path / f"shared.{shape}", spans, shape, resources=shared)
     rows = json.loads(invoke(["report", str(path), "--by", "process", "--format", "json"]).stdout)["iterations"]
     assert sorted(row["process"] for row in rows) == ["inst [7]", "inst [?]", "inst [node-1]"]
+
+
+# A host alone whose text is a pid's (digits), or a host's and a pid's (a colon: `node:7`, an IPv6 address), beside
+# the process it would be mistaken for: each pair is two processes (SPEC section 1), whatever the text.
+LOOKALIKES = {
+    "host-digits": {"service.name": "svc", "host.name": "7"},
+    "pid": {"service.name": "svc", "process.pid": 7},
+    "host-with-colon": {"service.name": "svc", "host.name": "node:7"},
+    "host-and-pid": {"service.name": "svc", "host.name": "node", "process.pid": 7},
+    "ipv6-host": {"service.name": "svc", "host.name": "fe80::1"},
+}
+
+
+@pytest.mark.parametrize("shape", ["framed", "jsonl", "json-document"])
+def test_a_host_alone_is_never_taken_for_a_pid_or_a_host_and_pid(tmp_path, shape):
+    spans = [S("step1", "rl.grpo.step", 0, 10, iteration=1, process="pid")]
+    spans += [S(f"g-{p}", "rl.grpo.generation", 1, 5, parent="step1", bucket="productive", process=p)
+              for p in LOOKALIKES]  # fmt: skip
+    path = write_trace(tmp_path / f"run.{shape}", spans, shape, resources=LOOKALIKES)
+    for extra in ([], ["--no-cache"]):
+        rows = json.loads(invoke(["report", str(path), "--by", "process", "--format", "json", *extra]).stdout)
+        assert sorted(row["process"] for row in rows["iterations"]) == [
+            "svc@7",  # pid 7 alone
+            "svc@7:",  # host 7 alone: an empty pid after it
+            "svc@fe80::1:",
+            "svc@node:7",  # host node, pid 7
+            "svc@node:7:",  # host node:7 alone
+        ]
+        assert all(row["productive_s"] == 5.0 - 1.0 for row in rows["iterations"])  # none merged with another
+    shared = {p: {**r, "service.instance.id": "inst"} for p, r in LOOKALIKES.items()}
+    path = write_trace(tmp_path / f"shared.{shape}", spans, shape, resources=shared)
+    rows = json.loads(invoke(["report", str(path), "--by", "process", "--format", "json"]).stdout)["iterations"]
+    assert sorted(row["process"] for row in rows) == [
+        "inst [7:]", "inst [7]", "inst [fe80::1:]", "inst [node:7:]", "inst [node:7]"
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "resource",
+    [
+        *LOOKALIKES.values(),
+        {"service.name": "svc", "host.name": "node-1"},
+        {"service.name": "svc"},
+        {"service.instance.id": "i", "host.name": "12"},
+        {"host.name": "", "process.pid": "3"},
+        {"host.name": "h\n:x"},
+        {"host.name": "٣"},  # a digit, but not an ASCII one: no pid looks like it
+        {},
+    ],
+)
+def test_duckdb_tells_processes_apart_exactly_as_python_does(resource):
+    """The direct JSON reader's SQL (`process_key_sql`, `host_pid_sql`) against the careful reader's Python."""
+    texts = {key: str(value) for key, value in resource.items()}
+    attributes = [{"k": key, "v": value} for key, value in texts.items()]
+
+    def value(key: str) -> str:
+        return f"list_filter(attrs, lambda e: e.k = '{key}')[-1].v"
+
+    relation = "(SELECT $a::STRUCT(k VARCHAR, v VARCHAR)[] AS attrs)"
+    sql = f"SELECT {process_key_sql(value)}, {host_pid_sql(value)} FROM {relation}"
+    assert duckdb.connect().execute(sql, {"a": attributes}).fetchone() == (process_key(texts), host_pid(texts))

@@ -15,8 +15,10 @@ def no_iterations_note(read: Any) -> str:
     """Why a report has no row, from what was read (`SpanStore.read_summary()`): no span at all, spans of no RL job,
     or no iteration."""
     if not read.spans:
-        empty = f" ({count(read.empty_files, 'file')}, all empty)" if read.empty_files else ""
-        return f"note: no spans in these traces{empty}"
+        cut, empty = getattr(read, "cut_files", 0), read.empty_files
+        said = [f"{count(empty - cut, 'file')}, all empty"] if empty - cut else []
+        said += [f"{count(cut, 'file')} cut before its first record"] if cut else []
+        return "note: no spans in these traces" + (f" ({'; '.join(said)})" if said else "")
     again = f" (and {count(read.duplicates, 'duplicate')})" if read.duplicates else ""
     spans = f"read {count(read.spans, 'span')}{again} from {count(read.files, 'file')}"
     if not read.with_bucket and not read.with_iteration:

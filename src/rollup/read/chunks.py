@@ -24,7 +24,15 @@ from rollup.base.errors import GoodputError, InputError, TraceFormatError
 from rollup.base.schema import SPAN_SCHEMA
 
 from .signals import JSON_SIGNAL_KEYS, NotATrace, not_a_trace_error
-from .sniff import DECOMPRESSION_ERRORS, compression_of, open_plain, read_failure, sniff_format, torn_notice
+from .sniff import (
+    DECOMPRESSION_ERRORS,
+    NOTHING_BEFORE,
+    compression_of,
+    open_plain,
+    read_failure,
+    sniff_format,
+    torn_notice,
+)
 
 if TYPE_CHECKING:  # imported where a Parquet file is read or written: a load from the cache alone never does
     import pyarrow.parquet as pq
@@ -189,7 +197,7 @@ def _convert(
         with open_plain(path) as stream:
             while stream.read(1 << 20):
                 pass
-            torn = torn_notice(path, stream)
+            torn = torn_notice(path, stream, nothing_before=True)
         return ChunkResult(chunk, 0, [torn or f"{path}: empty file skipped"])
     writer: pq.ParquetWriter | None = None
     pending: list[pa.RecordBatch] = []
@@ -218,6 +226,9 @@ def _convert(
                 writer.close()
         _remove(out_path)
         raise
+    # A file cut before its first complete record (its notice says so, `_batches`) is a torn final record with
+    # nothing before it: skipped with that warning, as SPEC section 3 says a torn final record is, not "not a
+    # trace" (its start is a trace record's) nor an error (a job killed in its first export, one worker of many).
     if not written and chunk.whole_file and (other_signals or not notices):
         raise not_a_trace_error(path, kind, other_signals)
     return ChunkResult(chunk, written, notices, other_signals)
@@ -262,6 +273,7 @@ def _batches(
     compressed = compression_of(path) is not None
     start = chunk.start
     limit = None if chunk.end < 0 else chunk.end - chunk.start
+    before, records_read = len(notices), [0]  # complete records decoded, to word a cut before the first one
     with open_plain(path) as stream:
         if start:
             stream.seek(start)
@@ -276,12 +288,26 @@ def _batches(
                 records = framed_records(stream, path, where, start=start, limit=limit, notices=notices)
             else:
                 records = iter([(0, read_up_to(stream, limit if limit is not None else 1 << 62))])
-            yield from decode_records(records, path, where, min(batch_rows, DECODE_ROWS), schema, other_signals)
+            counted = _counted(records, records_read)
+            yield from decode_records(counted, path, where, min(batch_rows, DECODE_ROWS), schema, other_signals)
         else:
-            yield from _json_batches(stream, chunk, kind, compressed, notices, schema, other_signals, lines_before)
-        torn = torn_notice(path, stream)
-        if torn is not None:
+            yield from _json_batches(
+                stream, chunk, kind, compressed, notices, schema, other_signals, lines_before, records_read
+            )
+        nothing_before = start == 0 and not records_read[0]
+        torn = torn_notice(path, stream, nothing_before)
+        if nothing_before and torn is not None:
+            notices[before:] = [torn]  # the cut stream says it all: one warning, not one for its torn record too
+        elif nothing_before and len(notices) > before:
+            notices[-1] += f": {NOTHING_BEFORE}"
+        elif torn is not None:
             notices.append(torn)
+
+
+def _counted(records: Iterator[tuple[int, bytes]], count: list[int]) -> Iterator[tuple[int, bytes]]:
+    for record in records:
+        count[0] += 1
+        yield record
 
 
 def _json_batches(
@@ -293,6 +319,7 @@ def _json_batches(
     schema: pa.Schema,
     other_signals: dict[str, int],
     lines_before: int | None = None,
+    records_read: list[int] | None = None,
 ) -> Iterator[pa.RecordBatch]:
     from .formats.json_lines import json_line_batches
     from .formats.otlp_json import JsonDecoder
@@ -334,6 +361,8 @@ def _json_batches(
             is_document=kind == "json-document",
             on_torn_line=on_torn_line,
         ):
+            if records_read is not None:
+                records_read[0] += len(records)
             yield decoder.decode(records)
     finally:
         decoder.close()

@@ -171,15 +171,23 @@ class GzipMembers(_Members):
         return not data.strip(b"\x00")
 
 
-def torn_notice(path: str, stream: Any) -> str | None:
-    """The notice for a compressed file cut inside its last member or frame (`_Members.torn`), else None."""
+# How a torn record's notice ends when it was the file's first: nothing of the file is read (SPEC section 3's torn
+# final record, with nothing before it: a job killed while it wrote its first export). The warning says so itself:
+# the file is not empty, and "the records before the cut are used" would promise records there are not.
+CUT_BEFORE_FIRST = "before its first complete record, so nothing in it is read"  # every such notice says it
+NOTHING_BEFORE = f"the file was cut {CUT_BEFORE_FIRST}"
+
+
+def torn_notice(path: str, stream: Any, nothing_before: bool = False) -> str | None:
+    """The notice for a compressed file cut inside its last member or frame (`_Members.torn`), else None;
+    `nothing_before`: no complete record came before the cut."""
     if not getattr(stream, "torn", False):
         return None
     kind = "zstd" if isinstance(stream, ZstdFrames) else "gzip"
-    return (
-        f"{path}: the {kind} stream ends inside its last {stream.what} (the file was cut short, by a job or "
-        f"Collector still writing or killed): the records decompressed before the cut are used"
-    )
+    cut = f"{path}: the {kind} stream ends inside its last {stream.what} (the file was cut short, by a job or Collector"
+    if nothing_before:
+        return f"{cut} still writing or killed) {CUT_BEFORE_FIRST}"
+    return f"{cut} still writing or killed): the records decompressed before the cut are used"
 
 
 def read_failure(path: str, error: BaseException) -> Exception:

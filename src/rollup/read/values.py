@@ -108,17 +108,32 @@ def integral_value(text: str | None) -> int | None:
 
 PROCESS_KEYS = ("service.instance.id", "host.name", "process.pid", "service.name")
 RUN_ID_KEYS = (RESOURCE_RUN_ID, NEMO_RUN_ID)  # the first one present names the attempt
-# What a process holds (SPEC section 12), in the order `holding` writes them. Any but host.name makes a holding.
+# What a process holds (SPEC section 12), in the order `holding` writes them, and when it started (SPEC section 7: an
+# attempt's extent reaches back to it). Any but host.name makes a holding.
 HOLDING_KEYS = ("goodput.gpu.ids", "goodput.gpus", "goodput.fleet", "rl.worker_group", "host.name", "dl.world_size",
-                "dl.rank")  # fmt: skip
+                "dl.rank", "process.creation.time")  # fmt: skip
 RESOURCE_KEYS = (*PROCESS_KEYS, *RUN_ID_KEYS, *(k for k in HOLDING_KEYS if k not in PROCESS_KEYS))  # a row's resource
 UNKNOWN_SERVICE = "unknown_service"
 
 
+# A host name that, alone, would read as a pid alone (digits) or as a host and a pid (it holds a colon: an IPv6
+# address): `host_pid` writes it with an empty pid after it (`7:`), so that a process with `host.name` and one
+# without (SPEC section 1: two processes) never get the same text. Pids are integers (OpenTelemetry's process.pid).
+_HOST_READ_AS_PID = re.compile(r"[0-9]+|.*:.*", re.DOTALL)
+
+
 def host_pid(resource: Mapping[str, str]) -> str | None:
-    """`host:pid` of a resource (whichever of the two it has), or None: what tells apart two processes shown alike."""
-    present = [value for value in (resource.get("host.name"), resource.get("process.pid")) if value]
-    return ":".join(present) or None
+    """`host:pid` of a resource (whichever of the two it has), or None: what tells apart two processes shown alike.
+
+    A host alone that could be mistaken for a pid, or for a host and a pid, is written `host:`: `{"host.name": "7"}`
+    is `7:`, `{"process.pid": 7}` is `7`; `{"host.name": "node:7"}` is `node:7:`, `node` with pid 7 is `node:7`.
+    """
+    host, pid = resource.get("host.name") or None, resource.get("process.pid") or None
+    if host is not None and pid is not None:
+        return f"{host}:{pid}"
+    if host is not None:
+        return f"{host}:" if _HOST_READ_AS_PID.fullmatch(host) else host
+    return pid
 
 
 def process_key(resource: Mapping[str, str]) -> str:
@@ -142,8 +157,13 @@ def run_id(resource: Mapping[str, str]) -> str | None:
 
 def host_pid_sql(resource_value: Callable[[str], str]) -> str:
     """SQL twin of `host_pid`; `resource_value(key)` is the SQL of a resource attribute's text (NULL if absent)."""
-    host, pid = resource_value("host.name"), resource_value("process.pid")
-    return f"nullif(concat_ws(':', nullif({host}, ''), nullif({pid}, '')), '')"
+    host, pid = f"nullif({resource_value('host.name')}, '')", f"nullif({resource_value('process.pid')}, '')"
+    return f"""CASE WHEN {host} IS NOT NULL AND {pid} IS NOT NULL THEN {host} || ':' || {pid}
+                WHEN {host} IS NOT NULL
+                    THEN {host} || CASE WHEN contains({host}, ':') OR regexp_full_match({host}, '[0-9]+')
+                                        THEN ':' ELSE '' END
+                ELSE {pid}
+           END"""
 
 
 def process_key_sql(resource_value: Callable[[str], str]) -> str:

@@ -46,6 +46,7 @@ from rollup.read.cache import (
     spill_root,
 )
 from rollup.read.plan import FileEntry, Progress, execute_plan, load_direct, plan_load, wants_processes
+from rollup.read.sniff import CUT_BEFORE_FIRST
 from rollup.read.workers import ProcessRunner, Runner, run_in_this_process
 
 from .attempts import choose_attempt
@@ -60,8 +61,8 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class ReadSummary:
     """What a load read: `spans` distinct spans (a span exported twice counts once, and once in `duplicates`) from
-    `files` files, the `empty_files` beside them, and how many spans carry `rl.bucket` and `rl.iteration` of their
-    own."""
+    `files` files, the `empty_files` beside them (of which `cut_files` were cut before their first complete record:
+    a job killed as it first wrote), and how many spans carry `rl.bucket` and `rl.iteration` of their own."""
 
     files: int
     empty_files: int
@@ -69,6 +70,7 @@ class ReadSummary:
     duplicates: int
     with_bucket: int
     with_iteration: int
+    cut_files: int = 0
 
 
 class SpanStore:
@@ -163,6 +165,7 @@ class SpanStore:
             duplicates=self.duplicates,
             with_bucket=int(with_bucket),
             with_iteration=int(with_iteration),
+            cut_files=sum(1 for entry in files if not entry.spans and entry.size and _cut_at_once(entry)),
         )
 
     def sql(self, query: str, params: Iterable[Any] | dict[str, Any] | None = None) -> pa.Table:
@@ -394,3 +397,8 @@ def ingest(
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return entries
+
+
+def _cut_at_once(entry: FileEntry) -> bool:
+    """Whether `entry`, holding no span, was cut before its first complete record (its notice says so)."""
+    return any(CUT_BEFORE_FIRST in notice for notice in entry.notices)

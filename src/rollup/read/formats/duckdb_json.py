@@ -10,9 +10,9 @@ DuckDB table, or, for more spans than the memory limit holds, in a Parquet file 
 It claims a file only when it is sure to give the careful reader's rows exactly. Any doubt (DuckDB refuses the file,
 a record without `resourceSpans` such as `{}`, Tempo's `batches` or another signal's record, an id that is not
 lowercase-able hex of its length such as a base64 one, a time that is not an integer in range, a goodput or process
-attribute of another kind, no span at all) and it gives the file back: the careful reader then reads it, words its
-notes, or words its error, as always. Pre-1.0 `instrumentationLibrarySpans` it reads as the careful reader does. The
-tests hold the two to the same rows.
+attribute of another kind, any attribute's `intValue` that is no integer, no span at all) and it gives the file
+back: the careful reader then reads it, words its notes, or words its error, as always. Pre-1.0
+`instrumentationLibrarySpans` it reads as the careful reader does. The tests hold the two to the same rows.
 """
 
 from __future__ import annotations
@@ -94,6 +94,18 @@ def _resource_value(key: str) -> str:
     return f"list_filter(resource_texts, lambda e: e.k = '{key}' AND e.v IS NOT NULL)[-1].v"
 
 
+def _no_corrupt_int(attributes: str) -> str:
+    """SQL: whether no entry of the attribute list `attributes` has an `intValue` that is no int64 (`"notanint"`,
+    `1.5`): the careful reader's error (`json_columns.first_corrupt_int`, which `values.RENDER_SCALARS_SQL` would
+    render as nothing), so a file with one is given back to it to be worded. Every entry, not only the promoted."""
+    int_value = "a.value.intValue"
+    corrupt = (
+        f"{int_value} IS NOT NULL AND NOT coalesce(regexp_full_match({int_value}, '-?[0-9]+') "
+        f"AND TRY_CAST({int_value} AS BIGINT) IS NOT NULL, false)"
+    )
+    return f"coalesce(len(list_filter({attributes}, lambda a: {corrupt})), 0) = 0"
+
+
 def _first(key: str) -> str:
     """A span's first attribute entry with `key` (the one the careful reader promotes), or NULL."""
     return f"s.attributes[list_position(attribute_keys, '{key}')]"
@@ -120,7 +132,8 @@ resources AS (
            AND len(list_filter(rs.resource.attributes,
                                lambda a: a.key IN ({_HOLDING_KEY_LIST})
                                          AND NOT regexp_full_match({_RESOURCE_TEXT}, {_HOLDING_SAFE})))
-               = 0 AS resource_ok_or_null
+               = 0
+           AND {_no_corrupt_int("rs.resource.attributes")} AS resource_ok_or_null
     FROM resource_spans
 ),
 processes AS (
@@ -160,7 +173,8 @@ rows AS (
            iteration_entry, {canonical_int_sql(string_or_int_sql("iteration_entry"))} AS iteration_text,
            TRY_CAST(iteration_text AS BIGINT) AS iteration,
            span_group_entry, {string_or_int_sql("span_group_entry")} AS span_group,
-           fleet_entry, {string_or_int_sql("fleet_entry")} AS fleet
+           fleet_entry, {string_or_int_sql("fleet_entry")} AS fleet,
+           {_no_corrupt_int("s.attributes")} AS ints_ok
     FROM promoted
 )
 SELECT {", ".join(ACCOUNTING_SCHEMA.names)},
@@ -171,6 +185,7 @@ SELECT {", ".join(ACCOUNTING_SCHEMA.names)},
            AND regexp_full_match(span_id, '[0-9a-f]{{16}}')
            AND (parent_span_id IS NULL OR regexp_full_match(parent_span_id, '[0-9a-f]{{16}}'))
            AND {_time_sure("start_text", "start_ns")} AND {_time_sure("end_text", "end_ns")}
+           AND ints_ok
            AND (bucket_entry IS NULL OR bucket IS NOT NULL)
            AND (span_group_entry IS NULL OR span_group IS NOT NULL)
            AND (fleet_entry IS NULL OR fleet IS NOT NULL)

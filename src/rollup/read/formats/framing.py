@@ -1,11 +1,13 @@
 """The Collector `file` exporter's framing (`format: proto`): each record a 4-byte big-endian length, then a message.
 
 Records are read from a stream in pieces, so a corrupt length cannot make the reader allocate gigabytes up front; a
-record cut short at the end of the file is the torn final write of a dying job (SPEC section 3), a notice.
+record cut short at the end of the file is the torn final write of a dying job (SPEC section 3), a notice. A record
+whose message does not parse is worded in the user's terms (`wire_problem`).
 """
 
 from __future__ import annotations
 
+import re
 import struct
 from collections.abc import Callable, Iterator
 from typing import BinaryIO
@@ -64,3 +66,14 @@ def framed_records(
             return
         yield offset, body
         offset = body_end
+
+
+_PARSER_PREAMBLE = re.compile(r"Error parsing message(?: with type '[^']*')?:?\s*")
+
+
+def wire_problem(error: Exception) -> str:
+    """What the protobuf parser found wrong, in its own words but without the name of the message class it was
+    parsing with (upb says `Error parsing message with type 'goodput.lean.TracesData': ...`, a class of this
+    reader's own that means nothing to a user): `wire format was corrupt`."""
+    text = _PARSER_PREAMBLE.sub("", str(error)).strip()
+    return (text[:1].lower() + text[1:]) if text else "not a protobuf message"

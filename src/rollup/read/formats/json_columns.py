@@ -30,12 +30,22 @@ _VALUE_CACHE_LIMIT = 200_000
 
 
 class BadRow(Exception):
-    """A value of row `row` (of the column being normalized) that cannot be read; the caller names its line."""
+    """A value of row `row` (of the column being normalized) that cannot be read; the caller names its line.
 
-    def __init__(self, row: int, problem: str) -> None:
+    `path` is where the value sits within that row's JSON object (`("attributes", 3, "value", "intValue")`), so a
+    record of many lines (a pretty-printed document) can be named by the line the value itself is on
+    (`json_positions`). A caller that hands the row on to its parent's column prefixes the path (`within`).
+    """
+
+    def __init__(self, row: int, problem: str, path: tuple[str | int, ...] = ()) -> None:
         super().__init__(problem)
         self.row = row
         self.problem = problem
+        self.path = path
+
+    def within(self, row: int, problem: str, *prefix: str | int) -> BadRow:
+        """The same bad value, seen from the row `row` of the enclosing column, under `prefix` there."""
+        return BadRow(row, problem, (*prefix, *self.path))
 
 
 class NeedsFullTransform(Exception):
@@ -84,8 +94,10 @@ def _base64_hex(text: str, byte_length: int) -> str | None:
     return raw.hex() if len(raw) == byte_length else None
 
 
-def times(texts: pa.Array, what: str = "a span time") -> pa.Array:
-    """Times written as digits or numbers (proto3 JSON's uint64) as int64; missing is 0, as protobuf omits it."""
+def times(texts: pa.Array, key: str, whose: str = "a span") -> pa.Array:
+    """Times written as digits or numbers (proto3 JSON's uint64) as int64; missing is 0, as protobuf omits it.
+
+    `key` is the field they were read from (`startTimeUnixNano`), `whose` what holds it: BadRow names both."""
     try:
         return pc.cast(texts, pa.int64()).fill_null(0)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
@@ -95,8 +107,23 @@ def times(texts: pa.Array, what: str = "a span time") -> pa.Array:
         )
         bad = next(unusable, None)
         if bad is not None:
-            raise BadRow(bad, f"{what} {texts[bad].as_py()!r} is not an integer nanosecond count") from None
+            problem = f"{whose} has {key} {texts[bad].as_py()!r}, expected an integer count of nanoseconds"
+            raise BadRow(bad, problem, (key,)) from None
         return pa.array(parsed, pa.int64()).fill_null(0)
+
+
+def first_corrupt_int(texts: pa.Array) -> int | None:
+    """The first row of an `intValue` column (as written: digits, or a number's text) that holds no int64, which
+    `values.RENDER_SCALARS_SQL` would render as nothing; None when every one is an int64 or missing."""
+    if texts.null_count == len(texts):
+        return None
+    try:
+        pc.cast(texts, pa.int64())  # digits with an optional minus, within int64: what json_integer accepts
+        return None
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return next(
+            row for row, text in enumerate(texts.to_pylist()) if text is not None and json_integer(text) is None
+        )
 
 
 def list_offsets(lists: pa.Array) -> pa.Array:
@@ -122,6 +149,7 @@ class AttributeRenderer:
         offsets = list_offsets(lists)
         entries = lists.flatten()
         keys = field(entries, "key").fill_null("")
+        self._refuse_corrupt_ints(entries, keys, offsets, names)
         if keep is not None:  # only these keys are wanted: drop the others before rendering anything
             wanted = pc.is_in(keys, value_set=pa.array(sorted(keep), pa.string()))
             offsets = pa.concat_arrays([pa.array([0], pa.int32()), pc.cumulative_sum(wanted.cast(pa.int32()))]).take(
@@ -163,6 +191,25 @@ class AttributeRenderer:
             texts = self._render_others(texts, unrendered, others, offsets)
         return pa.MapArray.from_arrays(offsets, keys, texts, type=ATTRIBUTE_MAP)
 
+    @staticmethod
+    def _refuse_corrupt_ints(entries: pa.Array, keys: pa.Array, offsets: pa.Array, names: Callable[[str], str]) -> None:
+        """BadRow for the first entry whose `intValue` is no int64 (`"notanint"`, `1.5`, past 64 bits): a corrupt
+        value, an error as corruption is (SPEC section 3), not an attribute quietly left empty. Every entry is
+        looked at, the ones a lean read leaves out included, so both reads fail the same file."""
+        values = field(entries, "value") if len(entries) else None
+        if values is None or names("intValue") not in {child.name for child in values.type}:
+            return
+        ints = field(values, names("intValue"))
+        bad = first_corrupt_int(ints)
+        if bad is None:
+            return
+        row = bisect.bisect_right(offsets.to_pylist(), bad) - 1
+        problem = (
+            f"attribute {keys[bad].as_py()!r} has intValue {ints[bad].as_py()!r}, "
+            "expected a 64-bit integer (as a string or a number)"
+        )
+        raise BadRow(row, problem, ("attributes", bad - offsets[row].as_py(), "value", "intValue"))
+
     def _render_others(
         self, texts: pa.Array, unrendered: pa.Array, others: dict[str, pa.Array], offsets: pa.Array
     ) -> pa.Array:
@@ -181,6 +228,7 @@ class AttributeRenderer:
                     self._value_cache[key] = render_value(json_any_value({name: value}))
                 except (ValueError, RecursionError) as error:
                     span = bisect.bisect_right(offsets.to_pylist(), row) - 1
-                    raise BadRow(span, f"an attribute value does not decode ({error})") from None
+                    where = ("attributes", row - offsets[span].as_py(), "value", name)
+                    raise BadRow(span, f"an attribute value does not decode ({error})", where) from None
             rendered.append(self._value_cache[key])
         return pc.replace_with_mask(texts, unrendered, pa.array(rendered, pa.string()))

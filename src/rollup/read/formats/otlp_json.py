@@ -43,6 +43,7 @@ from .json_columns import (
     times,
 )
 from .json_lines import JsonRecords
+from .json_positions import Path, SpanPlaces, json_problem, line_within, list_item
 from .json_shape import (
     LEAN_RECORD,
     LEGACY_NAMES,
@@ -218,7 +219,7 @@ class JsonDecoder:
                 return self._not_a_record(records, 0, f"not an OTLP JSON record ({error})")
             return TraceFormatError(self.path, self._where(records, 0), f"not an OTLP JSON record ({error})")
         text = records.text(index)
-        problem, line_in_record = _json_problem(text)
+        problem, line_in_record = json_problem(text)
         line_in_record = min(line_in_record, text.rstrip().count(b"\n") + 1)  # "at the end" is on its last line
         where = self.where(records.line_numbers[index] + line_in_record - 1, records.offset(index))
         return self._not_a_record(records, index, f"not valid JSON ({problem})", where)
@@ -256,14 +257,15 @@ class JsonDecoder:
         names = snake_name if snake else str
         other_names = names(LEGACY_NAMES["scopeSpans"]) in {child.name for child in rss.type.value_type}
         skipped = self._records_without_spans(records, rss, other_names)
-        rs_line = pc.list_parent_indices(rss)
         resource_spans = rss.flatten()
         try:
             resource_attributes = field(field(resource_spans, names("resource")), "attributes")
             resource_maps = self.attributes.maps(resource_attributes, names)
         except BadRow as bad:
-            where = self._where(records, rs_line[bad.row].as_py())
-            raise TraceFormatError(self.path, where, f"{bad.problem}, in a resource") from None
+            record, path = SpanPlaces(rss).resource(bad.row)
+            raise self._bad_value(
+                records, record, (*path, "resource", *bad.path), f"{bad.problem}, in a resource"
+            ) from None
         resources = [ResourceInfo.from_entries(entries) for entries in resource_maps.to_pylist()]
         scope_lists = _today_or_legacy(resource_spans, "scopeSpans", names)
         if not other_names and scope_lists.null_count:  # resource spans without today's scopeSpans: pre-1.0?
@@ -274,7 +276,7 @@ class JsonDecoder:
         span_scope = pc.list_parent_indices(span_lists)
         spans = span_lists.flatten()
         span_resource = scope_resource.take(span_scope)
-        span_line = rs_line.take(span_resource)
+        places = SpanPlaces(rss, scope_lists, span_lists)
         parents = hex_ids(field(spans, names("parentSpanId")), 8)
         parents = pc.if_else(pc.equal(parents, ""), pa.scalar(None, pa.string()), parents)
         if lean:  # columns the accounting does not read were not even transformed
@@ -293,8 +295,8 @@ class JsonDecoder:
                 parent_span_id=parents,
                 name=field(spans, "name").fill_null(""),
                 kind=kind,
-                start_ns=times(field(spans, names("startTimeUnixNano"))),
-                end_ns=times(field(spans, names("endTimeUnixNano"))),
+                start_ns=times(field(spans, names("startTimeUnixNano")), names("startTimeUnixNano")),
+                end_ns=times(field(spans, names("endTimeUnixNano")), names("endTimeUnixNano")),
                 status_code=status_code,
                 status_message=status_message,
                 attributes=self.attributes.maps(field(spans, "attributes"), names, PROMOTED_KEYS if lean else None),
@@ -308,29 +310,36 @@ class JsonDecoder:
                 links=None if lean else self._links(field(spans, "links"), names),
             )
         except BadRow as bad:
-            raise TraceFormatError(self.path, self._where(records, span_line[bad.row].as_py()), bad.problem) from None
+            record, path = places.span(bad.row)
+            raise self._bad_value(records, record, (*path, *bad.path), bad.problem) from None
         invalid = first_invalid_span(batch)
         if invalid is not None:
-            raise self._invalid_id(records, span_line[invalid.row].as_py(), invalid, spans, names)
+            raise self._invalid_id(records, places, invalid, spans, names)
         for signal, count in skipped.items():
             self.other_signals[signal] = self.other_signals.get(signal, 0) + count
         return batch
 
+    def _bad_value(self, records: JsonRecords, record: int, path: Path, problem: str) -> TraceFormatError:
+        """The error for a bad value at `path` in record `record`: named by the line the value is on (in a
+        pretty-printed document, its own line, not the document's first nor that of another value alike)."""
+        line = records.line_numbers[record] + line_within(records.text(record), path)
+        return TraceFormatError(self.path, self.where(line, records.offset(record)), problem)
+
     def _invalid_id(
-        self, records: JsonRecords, index: int, invalid: InvalidSpan, spans: pa.Array, names: Callable[[str], str]
+        self,
+        records: JsonRecords,
+        places: SpanPlaces,
+        invalid: InvalidSpan,
+        spans: pa.Array,
+        names: Callable[[str], str],
     ) -> TraceFormatError:
-        """The error for a span whose id is not an OTLP id: the id as the file writes it (not as normalized), and
-        the line it is on (in a pretty-printed document, the line of the id, not of the document's start)."""
+        """The error for a span whose id is not an OTLP id: the id as the file writes it (not as normalized), on
+        the line it is on."""
         key = {"trace_id": "traceId", "span_id": "spanId", "parent_span_id": "parentSpanId"}[invalid.column]
         written = field(spans, names(key))[invalid.row].as_py()
-        line = records.line_numbers[index]
-        if isinstance(written, str):
-            text = records.text(index)
-            at = text.find(json.dumps(written).encode())
-            if at >= 0:
-                line += text.count(b"\n", 0, at)
+        record, path = places.span(invalid.row)
         problem = f"a span has {key} {written!r}, expected {invalid.expected}"
-        return TraceFormatError(self.path, self.where(line, records.offset(index)), problem)
+        return self._bad_value(records, record, (*path, key), problem)
 
     def _events(self, lists: pa.Array, names: Callable[[str], str]) -> pa.Array | None:
         """The events column (`schema.EVENT`), when the schema has it; BadRow names the span of a bad event."""
@@ -339,12 +348,14 @@ class JsonDecoder:
         flat = lists.flatten()
         try:
             items = [
-                times(field(flat, names("timeUnixNano")), "a time"),
+                times(field(flat, names("timeUnixNano")), names("timeUnixNano"), "a span event"),
                 field(flat, "name").fill_null(""),
                 self.attributes.maps(field(flat, "attributes"), names),
             ]
         except BadRow as bad:
-            raise BadRow(pc.list_parent_indices(lists)[bad.row].as_py(), f"{bad.problem}, in an event") from None
+            span, index = list_item(lists, bad.row)
+            problem = bad.problem if bad.path[0] != "attributes" else f"{bad.problem}, in an event"
+            raise bad.within(span, problem, "events", index) from None
         values = pa.StructArray.from_arrays(items, fields=list(EVENT))
         return pa.ListArray.from_arrays(list_offsets(lists), values, type=EVENTS)
 
@@ -356,7 +367,8 @@ class JsonDecoder:
         try:
             attributes = self.attributes.maps(field(flat, "attributes"), names)
         except BadRow as bad:
-            raise BadRow(pc.list_parent_indices(lists)[bad.row].as_py(), f"{bad.problem}, in a link") from None
+            span, index = list_item(lists, bad.row)
+            raise bad.within(span, f"{bad.problem}, in a link", "links", index) from None
         ids = [hex_ids(field(flat, names("traceId")), 16), hex_ids(field(flat, names("spanId")), 8)]
         values = pa.StructArray.from_arrays([*ids, attributes], fields=list(LINK))
         return pa.ListArray.from_arrays(list_offsets(lists), values, type=LINKS)
@@ -382,14 +394,3 @@ def _today_or_legacy(structs: pa.Array, name: str, names: Callable[[str], str]) 
     else:
         present = pc.is_valid(today)
     return pc.if_else(present, today, legacy)
-
-
-def _json_problem(text: bytes) -> tuple[str, int]:
-    """What Python's parser says is wrong with `text`, and on which of its lines (1 when it cannot say)."""
-    try:
-        json.loads(text)
-    except json.JSONDecodeError as error:
-        return f"{error.msg} (column {error.colno})", error.lineno
-    except (ValueError, RecursionError) as error:
-        return str(error) or type(error).__name__, 1
-    return "rejected by the JSON parser", 1

@@ -38,6 +38,7 @@ from ..batch import ResourceInfo, first_invalid_span, span_record_batch
 from ..events import EVENTS, LINKS, proto_events, proto_links, sparse_lists
 from ..signals import UNKNOWN_SIGNAL, plausible_span, proto_signal
 from ..values import render_value
+from .framing import wire_problem
 
 _KV_CACHE_LIMIT = 200_000  # distinct attributes remembered across batches; cleared when full
 
@@ -162,9 +163,11 @@ class ProtoBatchBuilder:
         except (DecodeError, RecursionError, ValueError) as error:
             signal = proto_signal(data)
             if signal is None:
-                raise TraceFormatError(
-                    self.path, self.where(offset), f"record of {len(data)} bytes is not an OTLP trace message ({error})"
-                ) from None
+                problem = (
+                    f"record of {len(data)} bytes is not an OTLP protobuf trace record (a TracesData or "
+                    f"ExportTraceServiceRequest message): {wire_problem(error)}"
+                )
+                raise TraceFormatError(self.path, self.where(offset), problem) from None
             self._skip(signal)
             return
         if _of_another_signal(message):
@@ -284,7 +287,7 @@ class ProtoBatchBuilder:
             try:
                 items[row] = decode(raw, rendered_attributes)
             except (DecodeError, RecursionError, ValueError) as error:
-                raise _BadRecord(row, f"{what} does not decode ({error})") from None
+                raise _BadRecord(row, f"{what} does not decode ({wire_problem(error)})") from None
         return sparse_lists(len(self._trace_ids), items, list_type)
 
     def _attribute_maps(self) -> pa.MapArray:
@@ -303,7 +306,7 @@ class ProtoBatchBuilder:
                 except (DecodeError, RecursionError, ValueError) as error:
                     first_use = self._attributes.index(raw)
                     row = bisect.bisect_right(list(accumulate(self._attribute_counts)), first_use)
-                    raise _BadRecord(row, f"a span attribute does not decode ({error})") from None
+                    raise _BadRecord(row, f"a span attribute does not decode ({wire_problem(error)})") from None
             keys.append(entry[0])
             values.append(entry[1])
         offsets = pa.array(array("i", accumulate(self._attribute_counts, initial=0)), pa.int32())
@@ -320,7 +323,9 @@ class ProtoBatchBuilder:
             try:
                 decoded = Status.FromString(raw)
             except (DecodeError, RecursionError, ValueError) as error:
-                raise _BadRecord(self._statuses.index(raw), f"a span status does not decode ({error})") from None
+                raise _BadRecord(
+                    self._statuses.index(raw), f"a span status does not decode ({wire_problem(error)})"
+                ) from None
             status = self._status_cache[raw] = (decoded.code, decoded.message)
         return status
 
@@ -329,14 +334,16 @@ class ProtoBatchBuilder:
             return ResourceInfo.from_entries(rendered_attributes(Resource.FromString(raw).attributes))
         except (DecodeError, RecursionError, ValueError) as error:
             row = self._first_row_of_resource(raw)
-            raise _BadRecord(row, f"a resource does not decode ({error})") from None
+            raise _BadRecord(row, f"a resource does not decode ({wire_problem(error)})") from None
 
     def _scope(self, raw: bytes) -> tuple[str, str]:
         try:
             scope = InstrumentationScope.FromString(raw)
         except (DecodeError, RecursionError, ValueError) as error:
             context = next(index for (_, scope), index in self._contexts.items() if scope == raw)
-            raise _BadRecord(self._context_index.index(context), f"a scope does not decode ({error})") from None
+            raise _BadRecord(
+                self._context_index.index(context), f"a scope does not decode ({wire_problem(error)})"
+            ) from None
         return scope.name, scope.version
 
     def _first_row_of_resource(self, raw: bytes) -> int:
