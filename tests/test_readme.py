@@ -114,7 +114,7 @@ def test_the_live_screen_shown_is_what_watch_draws_at_80_columns(monkeypatch):
     drawn = [line.rstrip() for line in result.stdout.rstrip("\n").splitlines()]
     while drawn and not drawn[-1]:
         drawn.pop()
-    shown = block_after("a finished run, so it says so:\n").splitlines()
+    shown = block_after("each is the job's 23.9%):\n").splitlines()
     assert len(drawn) == len(shown)
     for got, want in zip(drawn, shown, strict=True):
         if want.startswith("no new span for "):

@@ -26,7 +26,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-KILL_DELAY_S = 0.15  # into the killed step: its rollout alone takes at least 0.2 s, so this is mid-iteration
+# Into the killed step: past its rollout (0.2-0.3 s, each generation call writing its spans as it returns) and its
+# reward (0.05 s), inside its log-prob (0.1 s) of a step of 0.6 s at least: mid-iteration, with spans of the step
+# on disk whatever the machine's load (killed inside the rollout, a busy machine's Ray may end the actors first).
+KILL_DELAY_S = 0.45
+# Between the kill and the relaunch, as a scheduler's restart takes: the dead driver's actors finish the call they
+# were in (a generation, a few tenths of a second) before Ray ends them, so the two attempts do not overlap.
+RELAUNCH_AFTER_S = 1.0
 
 
 def job_environment() -> dict[str, str]:
@@ -79,6 +85,7 @@ def crash_and_resume(
     os.killpg(first.pid, signal.SIGKILL)  # the driver and every process of its session: its Ray cluster, if any
     first.wait()
     first.stdout.close()
+    time.sleep(RELAUNCH_AFTER_S)
     subprocess.run([*command, "--resume-from", str(resume_from)], cwd=REPO_ROOT, env=env, check=True,
                    stdout=subprocess.DEVNULL)  # fmt: skip
     return Crash(launched_at, killed_at)
