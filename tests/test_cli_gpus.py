@@ -141,7 +141,6 @@ def test_by_pool_names_the_pool_whose_processes_hold_most_of_the_path_as_the_bot
     assert payload["bottleneck"] == {"pool": "generation", "share": pytest.approx(share)}
 
 
-
 def test_the_bottleneck_follows_the_path_not_the_busiest_gpus(tmp_path):
     # Generation 2 s a step: the training fleet's refit wait [6, 8] is woken by nothing (the generations ended at 2),
     # so the path is training [8, 9.5], the wait [6, 8], then gen1's generation [1, 2]: 3.5 s a window on the

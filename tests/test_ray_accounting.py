@@ -140,26 +140,6 @@ def test_check_on_ray_finds_what_the_local_check_finds_on_every_sample(ray_clust
 
 @pytest.mark.slow
 @pytest.mark.ray
-@pytest.mark.parametrize("sample", SAMPLES, ids=lambda p: p.name)
-def test_critical_on_ray_is_the_local_output_on_every_sample(ray_cluster, small_ranges, sample):
-    payload = json.loads(same_output(["critical", str(sample), "--format", "json"]))
-    assert payload["iterations"] and payload["names"]
-    same_output(["critical", str(sample), "--iteration", "2"])
-
-
-@pytest.mark.slow
-@pytest.mark.ray
-def test_critical_on_ray_walks_the_generated_job_as_the_local_run_does(ray_cluster, generated_job, monkeypatch):
-    # The wasted span crossing every range boundary is cut to each range's windows alike.
-    monkeypatch.setenv(ENV_RANGE_WINDOWS, str(RANGE_WINDOWS))
-    payload = json.loads(same_output(["critical", str(generated_job), "--format", "json"]))
-    assert len(payload["iterations"]) == ITERATIONS
-    assert any(p["name"] == "rl.wasted.failed_trajectory" for w in payload["iterations"] for p in w["path"])
-    same_output(["critical", str(generated_job), "--format", "json", "--attempt", "run-a", "--iterations", "1:700"])
-
-
-@pytest.mark.slow
-@pytest.mark.ray
 def test_a_restarted_job_on_ray_keeps_its_attempts_apart(ray_cluster, small_ranges):
     restart = next(s for s in SAMPLES if s.name == "grpo_restart")
     payload = json.loads(same_output(["report", str(restart), "--format", "json"]))
