@@ -32,7 +32,7 @@ from rollup.base.errors import GoodputError
 from rollup.base.schema import sql_text
 from rollup.checks.parts import CheckPart
 
-from .ray_ingest import RAY_CHUNK_BYTES, connect_ray, convert_on_ray, import_ray
+from .ray_ingest import RAY_CHUNK_BYTES, connect_ray, convert_on_ray, import_ray, task_result
 from .ray_slices import Dataset, RangeWork, check_task, cover, report_task
 
 if TYPE_CHECKING:
@@ -238,24 +238,9 @@ def run_ranges(ray: Any, task: Callable[..., Any], arguments: list[tuple[Any, ..
         while pending:
             done, pending = ray.wait(pending, num_returns=1)
             for ref in done:
-                yield _result(ray, ref)
+                yield task_result(ray, ref, "a Ray task accounting a range of iteration windows")
     except BaseException:  # a failed range, or the caller gave up: the rest are not needed
         for ref in pending:
             with contextlib.suppress(Exception):
                 ray.cancel(ref)
         raise
-
-
-def _result(ray: Any, ref: Any) -> Any:
-    """A task's result; its GoodputError as itself, not wrapped in Ray's RayTaskError."""
-    from ray.exceptions import RayError, RayTaskError
-
-    try:
-        return ray.get(ref)
-    except RayTaskError as error:
-        if isinstance(error.cause, GoodputError):
-            raise error.cause from None
-        raise
-    except RayError as error:  # the worker died (out of memory, node lost)
-        detail = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise GoodputError(f"a Ray task accounting a range of iteration windows failed: {detail}") from None

@@ -64,7 +64,7 @@ def convert_on_ray(ray: Any, address: str | None, jobs: Sequence[ConvertJob]) ->
                 done, pending = ray.wait(pending, num_returns=1)
                 for ref in done:
                     chunk, out_path = job_of[ref]
-                    result = _result(ray, ref, chunk)
+                    result = task_result(ray, ref, f"{chunk.path}: the Ray task converting {_span_text(chunk)}")
                     if result.spans and not _part_visible(out_path):
                         raise GoodputError(
                             f"{out_path}: a Ray worker wrote this part but this machine cannot see it: the cache "
@@ -107,12 +107,13 @@ def _probe(where: str) -> None:
         raise GoodputError(f"cannot connect to the Ray cluster at {where}: {reason}") from None
 
 
-def _result(ray: Any, ref: Any, chunk: Chunk) -> ChunkResult:
-    """The task's ChunkResult; its GoodputError as the original exception, not wrapped in Ray's RayTaskError.
+def task_result(ray: Any, ref: Any, failed: str) -> Any:
+    """A Ray task's result; its GoodputError as the original exception, not wrapped in Ray's RayTaskError.
 
     Ray re-raises a task's exception as a RayTaskError whose text is the worker's whole traceback; the user needs
     the library's one-line message (file and offset), and the CLI catches GoodputError by type. Any other exception
-    in the task is a bug and keeps Ray's traceback; a lost worker or node becomes a GoodputError naming the chunk.
+    in the task is a bug and keeps Ray's traceback; a lost worker or node becomes a GoodputError, `failed` (what the
+    task was doing) followed by Ray's first line.
     """
     from ray.exceptions import RayError, RayTaskError
 
@@ -122,9 +123,9 @@ def _result(ray: Any, ref: Any, chunk: Chunk) -> ChunkResult:
         if isinstance(error.cause, GoodputError):
             raise error.cause from None
         raise
-    except RayError as error:  # the worker died (out of memory, node lost), not the conversion
+    except RayError as error:  # the worker died (out of memory, node lost), not the work
         detail = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise GoodputError(f"{chunk.path}: the Ray task converting {_span_text(chunk)} failed: {detail}") from None
+        raise GoodputError(f"{failed} failed: {detail}") from None
 
 
 def _part_visible(out_path: str) -> bool:
