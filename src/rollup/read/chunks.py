@@ -23,6 +23,7 @@ import pyarrow as pa
 from rollup.base.errors import GoodputError, InputError, TraceFormatError
 from rollup.base.schema import SPAN_SCHEMA
 
+from .parquet_parts import open_part, parquet_batches, remove_part, write_part
 from .signals import JSON_SIGNAL_KEYS, NotATrace, not_a_trace_error
 from .sniff import (
     DECOMPRESSION_ERRORS,
@@ -43,13 +44,6 @@ DEFAULT_BATCH_ROWS = 65_536
 # not its speed (docs/performance.md, bench/ingest.py). Row groups stay at batch_rows.
 DECODE_ROWS = 16_384
 _NEWLINE_PROBE = 1 << 16
-# Dictionary pages only where values repeat, statistics only where queries filter: both cost write time, and a
-# dictionary on unique ids makes the file larger, not smaller (docs/performance.md).
-_DICTIONARY_COLUMNS = [
-    "name", "status_message", "scope_name", "scope_version", "service", "process", "host_pid", "run_id", "holding",
-    "bucket", "span_group", "efficiency_category", "fleet", "source_file",
-]  # fmt: skip
-_STATISTICS_COLUMNS = ["trace_id", "span_id", "start_ns", "end_ns", "iteration"]
 
 
 @dataclass(frozen=True)
@@ -209,22 +203,22 @@ def _convert(
             pending.append(batch)
             pending_rows += batch.num_rows
             if pending_rows >= batch_rows:
-                writer = writer or _open_writer(out_path, schema)
+                writer = writer or open_part(out_path, schema)
                 table = pa.Table.from_batches(pending, schema=schema)
                 full = pending_rows - pending_rows % batch_rows
-                written += _write(writer, table.slice(0, full), batch_rows, out_path)
+                written += write_part(writer, table.slice(0, full), batch_rows, out_path)
                 rest = table.slice(full)
                 pending, pending_rows = rest.to_batches(), rest.num_rows
         if pending_rows:
-            writer = writer or _open_writer(out_path, schema)
-            written += _write(writer, pa.Table.from_batches(pending, schema=schema), batch_rows, out_path)
+            writer = writer or open_part(out_path, schema)
+            written += write_part(writer, pa.Table.from_batches(pending, schema=schema), batch_rows, out_path)
         if writer is not None:
             writer.close()
     except BaseException:
         if writer is not None:
             with contextlib.suppress(Exception):  # the original error is the one to report
                 writer.close()
-        _remove(out_path)
+        remove_part(out_path)
         raise
     # A file cut before its first complete record (its notice says so, `_batches`) is a torn final record with
     # nothing before it: skipped with that warning, as SPEC section 3 says a torn final record is, not "not a
@@ -268,7 +262,7 @@ def _batches(
 ) -> Iterator[pa.RecordBatch]:
     path = chunk.path
     if kind == "parquet":
-        yield from _parquet_batches(path, batch_rows, schema)
+        yield from parquet_batches(path, batch_rows, schema)
         return
     compressed = compression_of(path) is not None
     start = chunk.start
@@ -393,32 +387,6 @@ def _count_newlines(path: str, end: int) -> int:
     return count
 
 
-def _parquet_batches(path: str, batch_rows: int, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
-    """The rows of a span-schema Parquet file (an `ingest` result) as they are, source_file included; `schema`'s
-    columns only."""
-    try:
-        import pyarrow.parquet as pq
-
-        parquet = pq.ParquetFile(path)
-        problem = parquet_problem(parquet.schema_arrow.names)
-        if problem:
-            raise NotATrace(path, "", problem)
-        for batch in parquet.iter_batches(batch_size=batch_rows, columns=schema.names):
-            yield batch.cast(schema)
-    except (pa.ArrowException, OSError, UnicodeDecodeError) as error:  # a damaged file (a column name not UTF-8)
-        raise TraceFormatError(path, "", f"unreadable Parquet file ({error})") from None
-
-
-def parquet_problem(columns: list[str]) -> str | None:
-    """Why a Parquet file with `columns` is not a goodput span table (None when it is one)."""
-    missing = [name for name in SPAN_SCHEMA.names if name not in columns]
-    if not missing:
-        return None
-    if len(missing) < len(SPAN_SCHEMA.names) // 2:  # most columns there: a span table of an older version
-        return f"a goodput span table of an older version (no {', '.join(missing)}): ingest its traces again"
-    return f"a Parquet file that is not a goodput span table (no {missing[0]})"
-
-
 def _guarded(batches: Iterator[pa.RecordBatch], path: str) -> Iterator[pa.RecordBatch]:
     """The decoder's batches, with what hostile input makes the reading itself raise turned into a GoodputError.
 
@@ -444,31 +412,3 @@ def _guarded(batches: Iterator[pa.RecordBatch], path: str) -> Iterator[pa.Record
         except MemoryError:
             raise TraceFormatError(path, "", "a record is too large to decode in memory") from None
         yield batch
-
-
-def _open_writer(out_path: str, schema: pa.Schema) -> pq.ParquetWriter:
-    import pyarrow.parquet as pq
-
-    try:
-        return pq.ParquetWriter(
-            out_path,
-            schema,
-            compression="zstd",
-            use_dictionary=[name for name in _DICTIONARY_COLUMNS if name in schema.names],
-            write_statistics=[name for name in _STATISTICS_COLUMNS if name in schema.names],
-        )
-    except OSError as error:
-        raise GoodputError(f"{out_path}: cannot write ({error})") from None
-
-
-def _write(writer: pq.ParquetWriter, table: pa.Table, batch_rows: int, out_path: str) -> int:
-    try:
-        writer.write_table(table, row_group_size=batch_rows)
-    except OSError as error:
-        raise GoodputError(f"{out_path}: cannot write ({error})") from None
-    return table.num_rows
-
-
-def _remove(out_path: str) -> None:
-    with contextlib.suppress(OSError):
-        os.remove(out_path)

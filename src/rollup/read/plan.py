@@ -29,7 +29,8 @@ from rollup.base.schema import SPAN_SCHEMA
 from rollup.base.tables import DIRECT_SPANS
 
 from .cache import file_cache_key, publish_entry, read_manifest
-from .chunks import Chunk, ChunkResult, parquet_problem, plan_chunks
+from .chunks import Chunk, ChunkResult, plan_chunks
+from .parquet_parts import parquet_problem
 from .paths import expand_paths
 from .signals import NotATrace, not_a_trace_error, skip_notice, skipped_notice
 from .sniff import compression_of, sniff_format
