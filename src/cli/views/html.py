@@ -228,14 +228,15 @@ def _critical_lead(critical: CriticalPaths) -> str:
 
 
 def _critical_tables(critical: CriticalPaths) -> str:
-    """The processes' shares of the path, and what the phases' mean: the bound SPEC section 14 reads off them."""
+    """The processes' shares of the path, and how the path is read (SPEC section 14)."""
     rows = [[escape(p.key or ""), _seconds(p.critical_s), _seconds(p.per_step_s), _percent(p.share)]
             for p in critical.processes]  # fmt: skip
     return _table(["process", "critical s", "per step s", "share"], rows) + (
-        '\n<p class="note">Each step\'s critical path is walked back from its end: the bucketed span it was waiting '
-        "on then, back to that span's start, and so on. Shortening a phase by x seconds in a step shortens the step "
-        "by at most its seconds on the path; a phase off the path (under another one) gains nothing until another "
-        "becomes critical.</p>"
+        '\n<p class="note">Each step is explained back from its end along the dependencies the trace records: the '
+        "children a span waited for, the order of one process's spans, the span elsewhere whose end woke a wait; "
+        "what none of them explains is waiting. What a phase's speed-up saves is not read off the path: the run is "
+        "re-timed with the phase 10% shorter (<code>goodput critical</code>'s saves s), and a phase beside a longer "
+        "one saves nothing.</p>"
     )
 
 
