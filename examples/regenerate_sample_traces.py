@@ -9,7 +9,8 @@
 - sample_traces/grpo_buggy/  the sync run with `--buggy`: `goodput check` finds exactly its three planted errors; run
   `--colocated`, generation and training taking turns on two GPUs
 - sample_traces/grpo_restart/ the sync run killed with SIGKILL in step 4 and relaunched from step 3 into the same
-  folder (`examples.grpo_toy.restart`): two attempts, step 3's first try is rework, the gap is downtime; four GPUs
+  folder (`examples.grpo_toy.restart`): two attempts, step 3's first try and the torn step 4 are rework, the gap is
+  downtime, each attempt's start-up (from `process.creation.time`) outside; four GPUs
 
 The colocated sample is the buggy one: its findings are what it is read for, and colocation changes none of them,
 while grpo_sync and grpo_async stay the like-for-like pair the docs compare (both with fleets apart) and grpo_restart

@@ -1,7 +1,7 @@
 """A real crash and a restart: the toy job killed with SIGKILL mid-iteration, then relaunched into the same folder.
 
     python -m examples.grpo_toy.restart --out run/restart/        # 6 steps, killed in step 4, resumed from 3
-    goodput report run/restart/                                   # rework (step 3's first try) and downtime
+    goodput report run/restart/                                   # rework (step 3's first try, step 4) and downtime
 
 The first attempt runs in a session of its own; once it has logged step `kill_in - 1` and is `KILL_DELAY_S` into
 step `kill_in`, its whole process group (the driver and the Ray cluster it started) gets SIGKILL: nothing runs at
