@@ -126,10 +126,12 @@ def test_spans_walked_a_few_at_a_time_have_the_lineage_of_one_walk_over_every_sp
 
     run.live._walk_few = counted
     try:
-        for k in range(max(len(r) for r in written.values())):
+        for k in range(0, max(len(r) for r in written.values()), 2):
             for name, held in written.items():
+                if k >= len(held):
+                    continue  # this file is whole: a refresh would find nothing new
                 with open(folder / name, "ab") as out:
-                    out.write(b"".join(held[2 * k : 2 * k + 2]))
+                    out.write(b"".join(held[k : k + 2]))
                 run.refresh()
         _assert_asked_alike(run)
         watched, pending, waiting = _rows_and_pending(run)
