@@ -173,6 +173,7 @@ def test_a_spill_folder_left_by_a_process_that_died_is_cleared(tmp_path):
 # --- out of core ------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.xdist_group("generated-trace")  # one worker makes the trace for both (under --dist loadgroup)
 @pytest.mark.slow
 def test_a_report_under_a_tiny_limit_spills_and_gives_the_same_json(generated_trace, monkeypatch):
     monkeypatch.setenv(ENV_MEMORY_LIMIT, TINY_LIMIT)
@@ -189,6 +190,7 @@ def test_a_report_under_a_tiny_limit_spills_and_gives_the_same_json(generated_tr
         assert json.dumps(report_json(build_report(store))) == limited
 
 
+@pytest.mark.xdist_group("generated-trace")  # one worker makes the trace for both (under --dist loadgroup)
 @pytest.mark.slow
 def test_check_under_a_tiny_limit_prints_the_same_findings(generated_trace, monkeypatch):
     command = ["check", "--format", "json", "--no-cache", str(generated_trace)]
