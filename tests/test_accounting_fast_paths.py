@@ -165,7 +165,7 @@ instants = st.integers(0, 60)
 
 
 @pytest.mark.slow
-@settings(PROPERTY_TESTS, max_examples=30)
+@settings(PROPERTY_TESTS, max_examples=20)
 @given(
     stretches=st.lists(st.tuples(instants, st.integers(0, 20)), min_size=1, max_size=12),
     spans=st.lists(st.tuples(instants, st.integers(1, 30)), max_size=20),
@@ -305,7 +305,7 @@ class _HeldSpans(SpanSet):
         return self.held
 
 
-@settings(PROPERTY_TESTS, max_examples=40)
+@settings(PROPERTY_TESTS, max_examples=25)
 @given(
     stretches=st.lists(st.tuples(instants, st.integers(0, 20)), min_size=1, max_size=12),
     spans=st.lists(st.tuples(instants, st.integers(0, 30)), max_size=24),
@@ -346,7 +346,7 @@ def test_more_spans_than_a_few_are_left_to_the_sql_sweep(monkeypatch):
 # --- span-seconds summed on Arrow columns in this process (a watcher's new spans) ------------------------------------
 
 
-@settings(PROPERTY_TESTS, max_examples=40)
+@settings(PROPERTY_TESTS, max_examples=25)
 @given(
     spans=st.lists(
         st.tuples(

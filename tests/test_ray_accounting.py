@@ -210,7 +210,7 @@ def test_ingest_on_ray_then_report_on_ray(ray_cluster, small_ranges, tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.ray
-@settings(PROPERTY_TESTS, max_examples=6)
+@settings(PROPERTY_TESTS, max_examples=4)
 @given(
     steps=st.lists(st.tuples(st.floats(0.2, 3.0), st.floats(0.0, 1.0)), min_size=1, max_size=6),
     leaves=st.lists(
