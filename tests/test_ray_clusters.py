@@ -71,21 +71,22 @@ DRIVER = textwrap.dedent(
 )
 
 
-def run_driver(tmp_path: Path, ending: str, address: str, env: dict[str, str]) -> tuple[Path, str]:
-    """Run the driver script to its end; the folder of traces it left, and its run id."""
-    script = tmp_path / "driver.py"
-    script.write_text(DRIVER)
-    traces = tmp_path / "traces"
-    run_id = f"test-{ending}-{os.getpid()}-{time.monotonic_ns()}"
+def run_script(tmp_path: Path, name: str, text: str, *args: str, env: dict[str, str]) -> str:
+    """Write `text` to `tmp_path/name` and run it with `args` to its end, which must be exit 0; its stdout."""
+    script = tmp_path / name
+    script.write_text(text)
     result = subprocess.run(
-        [sys.executable, str(script), ending, address, str(traces), run_id],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
+        [sys.executable, str(script), *args], env=env, capture_output=True, text=True, timeout=240, check=False
     )
     assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout
+
+
+def run_driver(tmp_path: Path, ending: str, address: str, env: dict[str, str]) -> tuple[Path, str]:
+    """Run the driver script to its end; the folder of traces it left, and its run id."""
+    traces = tmp_path / "traces"
+    run_id = f"test-{ending}-{os.getpid()}-{time.monotonic_ns()}"
+    run_script(tmp_path, "driver.py", DRIVER, ending, address, str(traces), run_id, env=env)
     return traces, run_id
 
 
@@ -242,19 +243,10 @@ def held_in(traces: Path, pid: int) -> dict:
 
 
 def test_an_actor_on_a_cluster_started_before_the_job_records_the_gpus_ray_assigned_it(tmp_path, started_cluster):
-    script = tmp_path / "gpu_driver.py"
-    script.write_text(GPU_DRIVER)
     traces = tmp_path / "traces"
-    result = subprocess.run(
-        [sys.executable, str(script), started_cluster.address, str(traces)],
-        env=clean_environment(),
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    told = json.loads(result.stdout.splitlines()[-1])
+    printed = run_script(tmp_path, "gpu_driver.py", GPU_DRIVER, started_cluster.address, str(traces),
+                         env=clean_environment())  # fmt: skip
+    told = json.loads(printed.splitlines()[-1])
     assert len(told["gpus"]) == 1  # one of the cluster's four
     assert held_in(traces, told["actor"]) == {
         RESOURCE_GPU_IDS: {"arrayValue": {"values": [{"stringValue": gpu} for gpu in told["gpus"]]}}
@@ -304,20 +296,11 @@ CARRIERLESS_DRIVER = textwrap.dedent(
 def run_carrierless_driver(tmp_path: Path, address: str) -> tuple[Path, list[int]]:
     """Run the driver whose actors get no carrier; the folder of traces it left and its workers' pids. The job
     itself must come through whole: exit 0, every step of every worker answered."""
-    script = tmp_path / "carrierless_driver.py"
-    script.write_text(CARRIERLESS_DRIVER)
     traces = tmp_path / "traces"
     temp_dir = tempfile.mkdtemp(prefix="rc", dir="/tmp")  # short: Ray's socket paths must fit in 107 bytes
-    result = subprocess.run(
-        [sys.executable, str(script), address, str(traces), temp_dir],
-        env=clean_environment(),
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    told = json.loads(result.stdout.splitlines()[-1])
+    printed = run_script(tmp_path, "carrierless_driver.py", CARRIERLESS_DRIVER, address, str(traces), temp_dir,
+                         env=clean_environment())  # fmt: skip
+    told = json.loads(printed.splitlines()[-1])
     assert len(told["workers"]) == 4 and told["steps"] == [1, 1, 1, 1, 2, 2, 2, 2]
     return traces, told["workers"]
 

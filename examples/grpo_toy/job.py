@@ -154,10 +154,7 @@ def slow_phase(value: str) -> tuple[str, float]:
             f"expected NAME:SECONDS with SECONDS a number >= 0 (rl.grpo.generation:0.3), got {value!r}; "
             f"the phases are {phases}"
         )
-    span_name = phase_span_name(name)
-    if span_name is None:
-        raise argparse.ArgumentTypeError(f"no phase named {name!r}; the phases are {phases}")
-    return span_name, seconds
+    return _known_phase(name), seconds
 
 
 def faster_phase(value: str) -> tuple[str, float]:
@@ -174,10 +171,15 @@ def faster_phase(value: str) -> tuple[str, float]:
             f"expected PHASE:PCT with PCT a percentage above 0 and at most 100 (policy_training:10, "
             f"rl.grpo.generation:10%), got {value!r}; the phases are {phases}"
         )
+    return _known_phase(name), pct
+
+
+def _known_phase(name: str) -> str:
+    """The span name of phase `name` (a short name or a span name); an unknown one names the phases there are."""
     span_name = phase_span_name(name)
     if span_name is None:
-        raise argparse.ArgumentTypeError(f"no phase named {name!r}; the phases are {phases}")
-    return span_name, pct
+        raise argparse.ArgumentTypeError(f"no phase named {name!r}; the phases are {', '.join(PLANNED_PHASES)}")
+    return span_name
 
 
 def straggler(value: str) -> tuple[int, float]:
